@@ -1,0 +1,74 @@
+"""Configuration: the reference's schema, extensions, validation, CLI precedence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trajectory_compressor.config import CompressionConfig
+from trajectory_compressor.errors import ConfigError
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def test_reference_shaped_config_loads_unchanged():
+    cfg = CompressionConfig.from_yaml(CONFIGS / "hermes_compat.yaml")
+    assert cfg.tokenizer_name == "moonshotai/Kimi-K2-Thinking"
+    assert cfg.target_max_tokens == 29000
+    assert cfg.protect_last_n_turns == 4
+    assert cfg.summarization_model == "google/gemini-3-flash-preview"
+    assert cfg.metrics_per_trajectory is False
+    assert cfg.summary_notice_text.startswith("\n\nSome of the conversation")
+
+
+def test_default_config_documents_every_key():
+    from trajectory_compressor.config import SECTIONS
+
+    data = yaml.safe_load((CONFIGS / "default.yaml").read_text())
+    for section, keys in SECTIONS.items():
+        assert set(data[section]) == set(keys), section
+    assert CompressionConfig.from_yaml(CONFIGS / "default.yaml") == CompressionConfig()
+
+
+@pytest.mark.parametrize("data, needle", [
+    ({"compresion": {}}, "did you mean 'compression'"),
+    ({"protected_turns": {"last_n_turn": 3}}, "did you mean 'protected_turns.last_n_turns'"),
+    ({"compression": {"target_max_tokens": 100, "summary_target_tokens": 200}},
+     "must be smaller than"),
+    ({"compression": {"target_max_tokens": "lots"}}, "must be a whole number"),
+    ({"protected_turns": {"first_tool": "yes"}}, "must be true or false"),
+    ({"summarization": {"backend": "gpt"}}, "must be one of openai, extractive, local"),
+    ({"summarization": {"endpoints": [{"base_url": "http://x", "modle": "m"}]}},
+     "did you mean 'summarization.endpoints[0].model'"),
+])
+def test_invalid_configs_name_the_key(data, needle):
+    with pytest.raises(ConfigError, match=None) as info:
+        CompressionConfig.from_dict(data, source="c.yaml")
+    assert needle in str(info.value)
+    assert str(info.value).startswith("c.yaml:")
+
+
+def test_overrides_take_precedence_and_are_validated():
+    cfg = CompressionConfig.from_dict({"compression": {"target_max_tokens": 9000}})
+    assert cfg.replace(target_max_tokens=None).target_max_tokens == 9000
+    assert cfg.replace(target_max_tokens=5000).target_max_tokens == 5000
+    with pytest.raises(ConfigError, match="summary_target_tokens"):
+        cfg.replace(summary_target_tokens=9000)
+
+
+def test_endpoints_list_and_single_endpoint():
+    single = CompressionConfig()
+    assert [e.base_url for e in single.summarization_endpoints()] == [single.base_url]
+    cfg = CompressionConfig.from_dict({"summarization": {"endpoints": [
+        {"base_url": "http://a/v1", "model": "m", "weight": 2, "max_concurrency": 8},
+        {"base_url": "http://b/v1", "model": "m", "api_key_env": "KEY_B", "rpm": 60}]}})
+    eps = cfg.summarization_endpoints()
+    assert [e.base_url for e in eps] == ["http://a/v1", "http://b/v1"]
+    assert eps[0].weight == 2 and eps[1].rpm == 60 and eps[1].api_key_env == "KEY_B"
+
+
+def test_null_base_url_keeps_the_default():
+    cfg = CompressionConfig.from_dict({"summarization": {"base_url": None}})
+    assert cfg.base_url == CompressionConfig().base_url

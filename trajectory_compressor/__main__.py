@@ -1,0 +1,5 @@
+"""``python -m trajectory_compressor``."""
+
+from .cli import main
+
+main()

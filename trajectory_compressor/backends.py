@@ -1,0 +1,19 @@
+"""Choosing the summarizer backend named by the configuration (§5)."""
+
+from __future__ import annotations
+
+from .config import CompressionConfig
+from .errors import ConfigError
+from .extractive import ExtractiveSummarizer
+from .summary import Summarizer
+from .tokens import TokenCounter
+
+
+def make_summarizer(config: CompressionConfig, counter: TokenCounter) -> Summarizer:
+    """The backend for ``config.summarizer``: `extractive`, `openai` or `local`."""
+    if config.summarizer == "extractive":
+        return ExtractiveSummarizer(counter.count)
+    raise ConfigError(
+        f"the '{config.summarizer}' summarizer is not available in this build; "
+        "use --summarizer extractive"
+    )

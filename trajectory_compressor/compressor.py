@@ -1,0 +1,172 @@
+"""`TrajectoryCompressor`: count → plan → summarize → assemble for one trajectory or row."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from .assemble import assemble, base_metrics, compressed_metrics, notice_index
+from .config import CompressionConfig
+from .extractive import ExtractiveSummarizer
+from .metrics import TrajectoryMetrics
+from .plan import Plan, plan_trajectory
+from .summary import Summarizer, Summary, SummaryFailed, SummaryRequest, SummaryUsage
+from .tokens import TokenCounter
+from .trajectory import Row, Trajectory, conversations_of
+
+
+@dataclass
+class RowResult:
+    """One row after compression: what to write, its metrics, and the plan behind it."""
+
+    row: Row
+    metrics: TrajectoryMetrics
+    plan: Plan
+    changed: bool  # False: the row is the input object, untouched
+
+
+class TrajectoryCompressor:
+    """Compresses trajectories into the target budget (§3).
+
+    Use it as ``async with TrajectoryCompressor(config) as c: await c.compress_row(row)``,
+    or call the sync `compress_trajectory` from plain code (e.g. inside ``datasets.map``).
+    """
+
+    def __init__(
+        self,
+        config: CompressionConfig | None = None,
+        summarizer: Summarizer | None = None,
+        counter: TokenCounter | None = None,
+    ) -> None:
+        self.config = config or CompressionConfig()
+        self.counter = counter or TokenCounter.load(
+            self.config.tokenizer_name, self.config.trust_remote_code
+        )
+        if summarizer is None:
+            from .backends import make_summarizer
+
+            summarizer = make_summarizer(self.config, self.counter)
+        self.summarizer = summarizer
+        self._fallback = ExtractiveSummarizer(self.counter.count, source="fallback")
+
+    async def __aenter__(self) -> TrajectoryCompressor:
+        await self.summarizer.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.summarizer.aclose()
+
+    def plan(self, turns: Trajectory, turn_tokens: list[int] | None = None) -> Plan:
+        """The planner's decision for ``turns`` (counting tokens if not given)."""
+        if turn_tokens is None:
+            turn_tokens = self.counter.count_many([t["value"] for t in turns])
+        return plan_trajectory([t["from"] for t in turns], turn_tokens, self.config)
+
+    async def compress_trajectory_async(
+        self, turns: Trajectory, turn_tokens: list[int] | None = None
+    ) -> tuple[Trajectory, TrajectoryMetrics]:
+        """``(compressed turns, metrics)``; the input list is never modified."""
+        result = await self.compress_row({"conversations": turns}, turn_tokens)
+        return result.row["conversations"], result.metrics
+
+    def compress_trajectory(self, turns: Trajectory) -> tuple[Trajectory, TrajectoryMetrics]:
+        """Sync wrapper of `compress_trajectory_async` for code without an event loop."""
+
+        async def once() -> tuple[Trajectory, TrajectoryMetrics]:
+            async with self:
+                return await self.compress_trajectory_async(turns)
+
+        return asyncio.run(once())
+
+    async def compress_row(self, row: Row, turn_tokens: list[int] | None = None) -> RowResult:
+        """Compress one row's ``conversations``, keeping every other field.
+
+        Raises `RowError` for a malformed row. A failed summary falls back to the
+        extractive one; a row past its deadline is returned unchanged with an error.
+        """
+        turns = conversations_of(row)
+        plan = self.plan(turns, turn_tokens)
+        if plan.action != "compress":
+            return self.unchanged(row, turns, plan)
+        return await self.compress_planned(row, turns, plan)
+
+    def unchanged(self, row: Row, turns: Trajectory, plan: Plan) -> RowResult:
+        """The result for a row that gets no summary (under the target, or nothing to cut)."""
+        metrics = base_metrics(plan, len(turns))
+        if plan.action == "skip":
+            return RowResult(row, metrics, plan, changed=False)
+        return self._with_metrics(row, turns, metrics, plan)
+
+    async def compress_planned(self, row: Row, turns: Trajectory, plan: Plan) -> RowResult:
+        """Summarize ``plan.region`` of ``turns`` and assemble the new row."""
+        assert plan.region is not None
+        region = plan.region
+        request = SummaryRequest(
+            turns[region.start:region.end], region.start, self.config.summary_target_tokens
+        )
+        try:
+            summary = await asyncio.wait_for(
+                self._summarize(request), timeout=self.config.per_trajectory_timeout
+            )
+        except asyncio.TimeoutError:
+            metrics = base_metrics(plan, len(turns))
+            metrics.error = (
+                "summarization exceeded the per-trajectory deadline of "
+                f"{self.config.per_trajectory_timeout:g}s; row left unchanged"
+            )
+            return self._with_metrics(row, turns, metrics, plan)
+        new_turns = assemble(turns, region, summary.text, self.config)
+        metrics = self._metrics_after(turns, plan, summary)
+        return self._with_metrics(row, new_turns, metrics, plan)
+
+    async def _summarize(self, request: SummaryRequest) -> Summary:
+        try:
+            return await self.summarizer.summarize(request)
+        except SummaryFailed as failure:
+            fallback = await self._fallback.summarize(request)
+            fallback.usage = failure.usage
+            fallback.usage.errors = max(fallback.usage.errors, 1)
+            return fallback
+
+    def _metrics_after(
+        self,
+        turns: Trajectory,
+        plan: Plan,
+        summary: Summary,
+    ) -> TrajectoryMetrics:
+        assert plan.region is not None
+        notice_at = notice_index(turns, plan.region, self.config)
+        texts = [summary.text]
+        if notice_at is not None:
+            system = turns[notice_at]["value"]
+            texts += [system + self.config.summary_notice_text, system]
+        counts = self.counter.count_many(texts)
+        delta = counts[1] - counts[2] if notice_at is not None else 0
+        metrics = compressed_metrics(plan, len(turns), counts[0], delta, self.config)
+        _add_usage(metrics, summary.usage)
+        metrics.summary_source = summary.source
+        return metrics
+
+    def _with_metrics(
+        self, row: Row, turns: Trajectory, metrics: TrajectoryMetrics, plan: Plan
+    ) -> RowResult:
+        new_row: dict[str, Any] = dict(row)
+        new_row["conversations"] = turns
+        if self.config.metrics_per_trajectory:
+            new_row["compression_metrics"] = metrics.to_dict()
+        return RowResult(new_row, metrics, plan, changed=True)
+
+
+def _add_usage(metrics: TrajectoryMetrics, usage: SummaryUsage) -> None:
+    metrics.summarization_api_calls = usage.api_calls
+    metrics.summarization_errors = usage.errors
+    metrics.retries = usage.retries
+    metrics.prompt_tokens = usage.prompt_tokens
+    metrics.completion_tokens = usage.completion_tokens

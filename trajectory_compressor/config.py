@@ -1,0 +1,326 @@
+"""`CompressionConfig`: the reference's YAML schema, this project's extensions, validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+BUNDLED_TOKENIZER = "deepseek-v4"
+DEFAULT_SUMMARY_NOTICE = (
+    "\n\nSome of your previous tool responses may be summarized to preserve context."
+)
+SUMMARIZER_BACKENDS = ("openai", "extractive", "local")
+OUTPUT_FORMATS = ("same", "jsonl", "parquet")
+
+
+@dataclass
+class EndpointConfig:
+    """One OpenAI-compatible endpoint of the summarization pool."""
+
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    weight: float = 1.0
+    max_concurrency: int | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+
+
+@dataclass
+class CompressionConfig:
+    """Everything a compression run needs to know; field names follow the reference."""
+
+    # tokenizer
+    tokenizer_name: str = BUNDLED_TOKENIZER
+    trust_remote_code: bool = False
+    # compression
+    target_max_tokens: int = 15250
+    summary_target_tokens: int = 750
+    # protected_turns
+    protect_first_system: bool = True
+    protect_first_human: bool = True
+    protect_first_gpt: bool = True
+    protect_first_tool: bool = True
+    protect_last_n_turns: int = 4
+    # summarization (reference keys)
+    summarization_model: str = "google/gemini-3-flash-preview"
+    base_url: str = "https://openrouter.ai/api/v1"
+    api_key_env: str = "OPENROUTER_API_KEY"
+    temperature: float = 0.3
+    max_retries: int = 3
+    retry_delay: float = 2.0
+    # summarization (extensions)
+    summarizer: str = "openai"
+    endpoints: list[EndpointConfig] = field(default_factory=list)
+    request_timeout: float = 120.0
+    max_input_tokens: int = 24000
+    cache_enabled: bool = True
+    cache_path: str | None = None
+    local_model: str | None = None
+    # output
+    add_summary_notice: bool = True
+    summary_notice_text: str = DEFAULT_SUMMARY_NOTICE
+    output_suffix: str = "_compressed"
+    output_format: str = "same"
+    # processing
+    num_workers: int = 4
+    max_concurrent_requests: int = 50
+    skip_under_target: bool = True
+    save_over_limit: bool = True
+    per_trajectory_timeout: float = 300.0
+    batch_rows: int = 256
+    window_rows: int = 1024
+    # metrics
+    metrics_enabled: bool = True
+    metrics_per_trajectory: bool = True
+    metrics_output_file: str = "compression_metrics.json"
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> CompressionConfig:
+        """Load a YAML file in the reference's shape; missing keys keep their defaults."""
+        import yaml
+
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "config") -> CompressionConfig:
+        """Build a config from nested sections, rejecting unknown keys with a suggestion."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: the top level must be a mapping of sections")
+        config = cls()
+        for section, values in data.items():
+            if section not in SECTIONS:
+                raise ConfigError(_unknown(source, str(section), list(SECTIONS), "section"))
+            if values is None:
+                continue
+            if not isinstance(values, dict):
+                raise ConfigError(f"{source}: section '{section}' must be a mapping")
+            keys = SECTIONS[section]
+            for key, value in values.items():
+                if key not in keys:
+                    raise ConfigError(_unknown(source, f"{section}.{key}", list(keys), "key",
+                                               prefix=f"{section}."))
+                attr = keys[key]
+                if attr == "endpoints":
+                    value = _endpoints(value, source)
+                elif attr == "base_url" and value is None:
+                    continue  # the reference treats `base_url: null` as "keep the default"
+                setattr(config, attr, value)
+        config.validate(source)
+        return config
+
+    def replace(self, **overrides: Any) -> CompressionConfig:
+        """A copy with the given (non-None) overrides applied and validated."""
+        changed = dataclasses.replace(
+            self, **{k: v for k, v in overrides.items() if v is not None}
+        )
+        changed.validate("command line")
+        return changed
+
+    def validate(self, source: str = "config") -> None:
+        """Raise `ConfigError` naming the first invalid value."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            expected = _FIELD_TYPES[f.name]
+            if not _type_ok(value, expected):
+                raise ConfigError(
+                    f"{source}: {_key_of(f.name)} must be {_type_name(expected)}, got {value!r}"
+                )
+        checks: list[tuple[bool, str]] = [
+            (self.target_max_tokens > 0, "compression.target_max_tokens must be positive"),
+            (self.summary_target_tokens > 0, "compression.summary_target_tokens must be positive"),
+            (
+                self.summary_target_tokens < self.target_max_tokens,
+                "compression.summary_target_tokens must be smaller than "
+                f"compression.target_max_tokens ({self.summary_target_tokens} >= "
+                f"{self.target_max_tokens})",
+            ),
+            (self.protect_last_n_turns >= 0, "protected_turns.last_n_turns must be >= 0"),
+            (self.max_retries >= 1, "summarization.max_retries must be at least 1"),
+            (self.retry_delay >= 0, "summarization.retry_delay must be >= 0"),
+            (0 <= self.temperature <= 2, "summarization.temperature must be between 0 and 2"),
+            (self.request_timeout > 0, "summarization.request_timeout must be positive"),
+            (self.max_input_tokens >= 512, "summarization.max_input_tokens must be >= 512"),
+            (
+                self.summarizer in SUMMARIZER_BACKENDS,
+                f"summarization.backend must be one of {', '.join(SUMMARIZER_BACKENDS)}, "
+                f"got {self.summarizer!r}",
+            ),
+            (
+                self.output_format in OUTPUT_FORMATS,
+                f"output.format must be one of {', '.join(OUTPUT_FORMATS)}, "
+                f"got {self.output_format!r}",
+            ),
+            (self.max_concurrent_requests >= 1, "processing.max_concurrent_requests must be >= 1"),
+            (self.per_trajectory_timeout > 0, "processing.per_trajectory_timeout must be positive"),
+            (self.batch_rows >= 1, "processing.batch_rows must be >= 1"),
+            (self.window_rows >= 1, "processing.window_rows must be >= 1"),
+            (self.num_workers >= 1, "processing.num_workers must be >= 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(f"{source}: {message}")
+
+    def summarization_endpoints(self) -> list[EndpointConfig]:
+        """The pool's endpoints: the `endpoints` list, or the reference's single endpoint."""
+        if self.endpoints:
+            return list(self.endpoints)
+        return [EndpointConfig(self.base_url, self.summarization_model, self.api_key_env)]
+
+    def fingerprint_dict(self) -> dict[str, Any]:
+        """The settings that decide the output rows (used to refuse a mismatched resume)."""
+        data = dataclasses.asdict(self)
+        for volatile in ("num_workers", "max_concurrent_requests", "request_timeout",
+                         "batch_rows", "window_rows", "cache_enabled", "cache_path",
+                         "metrics_enabled", "metrics_output_file", "max_retries", "retry_delay"):
+            data.pop(volatile, None)
+        return data
+
+
+# YAML section -> {yaml key: CompressionConfig attribute}; the reference's keys come first.
+SECTIONS: dict[str, dict[str, str]] = {
+    "tokenizer": {"name": "tokenizer_name", "trust_remote_code": "trust_remote_code"},
+    "compression": {
+        "target_max_tokens": "target_max_tokens",
+        "summary_target_tokens": "summary_target_tokens",
+    },
+    "protected_turns": {
+        "first_system": "protect_first_system",
+        "first_human": "protect_first_human",
+        "first_gpt": "protect_first_gpt",
+        "first_tool": "protect_first_tool",
+        "last_n_turns": "protect_last_n_turns",
+    },
+    "summarization": {
+        "model": "summarization_model",
+        "base_url": "base_url",
+        "api_key_env": "api_key_env",
+        "temperature": "temperature",
+        "max_retries": "max_retries",
+        "retry_delay": "retry_delay",
+        "backend": "summarizer",
+        "endpoints": "endpoints",
+        "request_timeout": "request_timeout",
+        "max_input_tokens": "max_input_tokens",
+        "cache": "cache_enabled",
+        "cache_path": "cache_path",
+        "local_model": "local_model",
+    },
+    "output": {
+        "add_summary_notice": "add_summary_notice",
+        "summary_notice_text": "summary_notice_text",
+        "output_suffix": "output_suffix",
+        "format": "output_format",
+    },
+    "processing": {
+        "num_workers": "num_workers",
+        "max_concurrent_requests": "max_concurrent_requests",
+        "skip_under_target": "skip_under_target",
+        "save_over_limit": "save_over_limit",
+        "per_trajectory_timeout": "per_trajectory_timeout",
+        "batch_rows": "batch_rows",
+        "window_rows": "window_rows",
+    },
+    "metrics": {
+        "enabled": "metrics_enabled",
+        "per_trajectory": "metrics_per_trajectory",
+        "output_file": "metrics_output_file",
+    },
+}
+
+_FIELD_TYPES: dict[str, str] = {
+    "tokenizer_name": "str", "trust_remote_code": "bool",
+    "target_max_tokens": "int", "summary_target_tokens": "int",
+    "protect_first_system": "bool", "protect_first_human": "bool",
+    "protect_first_gpt": "bool", "protect_first_tool": "bool", "protect_last_n_turns": "int",
+    "summarization_model": "str", "base_url": "str", "api_key_env": "str",
+    "temperature": "number", "max_retries": "int", "retry_delay": "number",
+    "summarizer": "str", "endpoints": "list", "request_timeout": "number",
+    "max_input_tokens": "int", "cache_enabled": "bool", "cache_path": "str?",
+    "local_model": "str?",
+    "add_summary_notice": "bool", "summary_notice_text": "str", "output_suffix": "str",
+    "output_format": "str",
+    "num_workers": "int", "max_concurrent_requests": "int", "skip_under_target": "bool",
+    "save_over_limit": "bool", "per_trajectory_timeout": "number", "batch_rows": "int",
+    "window_rows": "int",
+    "metrics_enabled": "bool", "metrics_per_trajectory": "bool", "metrics_output_file": "str",
+}
+
+_ENDPOINT_KEYS = [f.name for f in dataclasses.fields(EndpointConfig)]
+
+
+def _type_ok(value: Any, expected: str) -> bool:
+    if expected.endswith("?"):
+        return value is None or _type_ok(value, expected[:-1])
+    if expected == "bool":
+        return isinstance(value, bool)
+    if expected == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected == "str":
+        return isinstance(value, str)
+    return isinstance(value, list)
+
+
+def _type_name(expected: str) -> str:
+    names = {"bool": "true or false", "int": "a whole number", "number": "a number",
+             "str": "a string", "list": "a list"}
+    if expected.endswith("?"):
+        return names[expected[:-1]] + " or null"
+    return names[expected]
+
+
+def _key_of(attr: str) -> str:
+    for section, keys in SECTIONS.items():
+        for key, target in keys.items():
+            if target == attr:
+                return f"{section}.{key}"
+    return attr
+
+
+def _unknown(source: str, name: str, valid: list[str], kind: str, prefix: str = "") -> str:
+    leaf = name[len(prefix):] if prefix else name
+    close = difflib.get_close_matches(leaf, valid, n=1, cutoff=0.5)
+    hint = f"; did you mean '{prefix}{close[0]}'?" if close else (
+        f"; valid {kind}s: {', '.join(prefix + v for v in valid)}"
+    )
+    return f"{source}: unknown {kind} '{name}'{hint}"
+
+
+def _endpoints(value: Any, source: str) -> list[EndpointConfig]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{source}: summarization.endpoints must be a list of mappings")
+    endpoints = []
+    for i, item in enumerate(value):
+        where = f"summarization.endpoints[{i}]"
+        if isinstance(item, EndpointConfig):
+            endpoints.append(item)
+            continue
+        if not isinstance(item, dict):
+            raise ConfigError(f"{source}: {where} must be a mapping")
+        for key in item:
+            if key not in _ENDPOINT_KEYS:
+                raise ConfigError(_unknown(source, f"{where}.{key}", _ENDPOINT_KEYS, "key",
+                                           prefix=f"{where}."))
+        if not isinstance(item.get("base_url"), str) or not isinstance(item.get("model"), str):
+            raise ConfigError(f"{source}: {where} needs a base_url and a model (strings)")
+        endpoint = EndpointConfig(**item)
+        if endpoint.weight <= 0:
+            raise ConfigError(f"{source}: {where}.weight must be positive")
+        endpoints.append(endpoint)
+    return endpoints

@@ -1,0 +1,89 @@
+"""Where a run's outputs go: the compressed data and its sidecar files (§7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import CompressionConfig
+from .errors import ConfigError
+from .sources import InputFile
+
+_EXTENSIONS = {"jsonl": ".jsonl", "jsonl.gz": ".jsonl.gz", "parquet": ".parquet"}
+
+
+@dataclass(frozen=True)
+class OutputLayout:
+    """The output file of each input file, and the sidecars beside the output."""
+
+    outputs: dict[Path, Path]  # input path -> output path
+    formats: dict[Path, str]  # input path -> output format
+    stem_path: Path  # <folder>/<output stem>: sidecars are <stem_path>_metrics.json, ...
+
+    @property
+    def metrics(self) -> Path:
+        return self.stem_path.with_name(self.stem_path.name + "_metrics.json")
+
+    @property
+    def over_limit(self) -> Path:
+        return self.stem_path.with_name(self.stem_path.name + "_over_limit.jsonl")
+
+    @property
+    def rejects(self) -> Path:
+        return self.stem_path.with_name(self.stem_path.name + "_rejects.jsonl")
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.stem_path.with_name(f".{self.stem_path.name}.checkpoint.json")
+
+    @property
+    def sidecars(self) -> list[Path]:
+        return [self.metrics, self.over_limit, self.rejects]
+
+
+def _output_format(source: InputFile, config: CompressionConfig) -> str:
+    if config.output_format == "same":
+        return source.format
+    if config.output_format == "jsonl" and source.format == "jsonl.gz":
+        return "jsonl.gz"
+    return config.output_format
+
+
+def plan_layout(
+    input_spec: str,
+    inputs: list[InputFile],
+    output: str | None,
+    config: CompressionConfig,
+    single_file: bool,
+) -> OutputLayout:
+    """Output paths for ``inputs``: a file for a file input, a folder for a folder or glob."""
+    suffix = config.output_suffix
+    if single_file:
+        source = inputs[0]
+        fmt = _output_format(source, config)
+        if output is None:
+            out = source.path.with_name(source.stem + suffix + _EXTENSIONS[fmt])
+        else:
+            out = Path(output)
+            if out.is_dir():
+                raise ConfigError(f"output {output} is a folder; give a file name for a file input")
+        if out.resolve() == source.path.resolve():
+            raise ConfigError(f"output {out} would overwrite the input")
+        stem = InputFile(out, fmt).stem
+        return OutputLayout({source.path: out}, {source.path: fmt}, out.with_name(stem))
+    spec_path = Path(input_spec)
+    base = spec_path if spec_path.is_dir() else inputs[0].path.parent
+    folder = Path(output) if output is not None else base.with_name(base.name + suffix)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"output {folder} is a file; give a folder for a folder input")
+    if folder.resolve() == base.resolve():
+        raise ConfigError(f"output folder {folder} is the input folder")
+    outputs: dict[Path, Path] = {}
+    formats: dict[Path, str] = {}
+    for source in inputs:
+        fmt = _output_format(source, config)
+        outputs[source.path] = folder / (source.stem + _EXTENSIONS[fmt])
+        formats[source.path] = fmt
+    if len(set(outputs.values())) != len(outputs):
+        raise ConfigError(f"two inputs in {input_spec} would write the same output file")
+    return OutputLayout(outputs, formats, folder)

@@ -1,0 +1,64 @@
+"""The progress bar: rows done with live counters; silent when not a TTY or with --quiet."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from .metrics import TrajectoryMetrics
+
+
+class Progress:
+    """A tqdm bar over rows with counters for compressed/skipped/over-limit/failed rows."""
+
+    REFRESH_SECONDS = 0.25
+
+    def __init__(self, quiet: bool = False, total: int | None = None) -> None:
+        self.counters = {"compressed": 0, "skipped": 0, "over_limit": 0, "failed": 0,
+                         "rejected": 0, "api_calls": 0, "in_flight": 0}
+        self._bar: Any = None
+        self._last = 0.0
+        if not quiet and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, unit="row", dynamic_ncols=True, file=sys.stderr)
+
+    def row(self, metrics: TrajectoryMetrics) -> None:
+        c = self.counters
+        c["compressed"] += metrics.was_compressed
+        c["skipped"] += metrics.skipped_under_target
+        c["over_limit"] += metrics.still_over_limit
+        c["failed"] += metrics.failed
+        c["api_calls"] += metrics.summarization_api_calls
+        if self._bar is not None:
+            self._bar.update(1)
+            self._refresh()
+
+    def rejected(self) -> None:
+        self.counters["rejected"] += 1
+        if self._bar is not None:
+            self._bar.update(1)
+            self._refresh()
+
+    def in_flight(self, n: int) -> None:
+        self.counters["in_flight"] = n
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._last >= self.REFRESH_SECONDS:
+            self._last = now
+            self._bar.set_postfix(self.counters, refresh=False)
+
+    def write(self, message: str) -> None:
+        """A line on stderr that does not break the bar."""
+        if self._bar is not None:
+            self._bar.write(message, file=sys.stderr)
+        else:
+            print(message, file=sys.stderr)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix(self.counters, refresh=False)
+            self._bar.close()
+            self._bar = None

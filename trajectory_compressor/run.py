@@ -1,0 +1,86 @@
+"""Whole runs from an input spec: `compress_input` and `analyze_input` (used by the CLI)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .compressor import TrajectoryCompressor
+from .config import CompressionConfig
+from .layout import plan_layout
+from .pipeline import RunOptions, RunResult, run_pipeline
+from .sources import discover_inputs
+from .tokens import TokenCounter
+
+
+def compress_input(
+    input_spec: str,
+    output: str | None,
+    config: CompressionConfig,
+    *,
+    sample_percent: float | None = None,
+    seed: int = 42,
+    strict: bool = False,
+    quiet: bool = False,
+) -> int:
+    """Compress ``input_spec`` into its outputs; print the summary; return the exit code."""
+    inputs = discover_inputs(input_spec)
+    layout = plan_layout(input_spec, inputs, output, config, single_file=Path(input_spec).is_file())
+    counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
+    compressor = TrajectoryCompressor(config, counter=counter)
+    options = RunOptions(sample_percent=sample_percent, seed=seed, strict=strict, quiet=quiet)
+    result = run_pipeline(compressor, inputs, layout, options)
+    if not quiet:
+        print(format_summary(result))
+    return result.exit_code
+
+
+def format_summary(result: RunResult) -> str:
+    """The final plain-text block (fits 80 columns)."""
+    m = result.metrics
+    d = m.to_dict()
+    total = max(m.total_trajectories, 1)
+
+    def pct(n: int) -> str:
+        return f"{100 * n / total:5.1f}%"
+
+    outputs = list(dict.fromkeys(p.parent if len(result.layout.outputs) > 1 else p
+                                 for p in result.layout.outputs.values()))
+    lines = [
+        "Trajectory compression finished",
+        f"  rows             {m.total_trajectories:>10,}   rejected {m.rows_rejected:,}",
+        f"  compressed       {m.trajectories_compressed:>10,}  {pct(m.trajectories_compressed)}",
+        f"  skipped (under)  {m.trajectories_skipped_under_target:>10,}  "
+        f"{pct(m.trajectories_skipped_under_target)}",
+        f"  still over limit {m.trajectories_still_over_limit:>10,}  "
+        f"{pct(m.trajectories_still_over_limit)}",
+        f"  failed           {m.trajectories_failed:>10,}",
+        f"  tokens           {m.total_tokens_before:>10,} -> {m.total_tokens_after:,} "
+        f"(ratio {d['tokens']['overall_compression_ratio']:.4f})",
+        f"  summaries        {sum(m.summaries_by_source.values()):>10,}  "
+        + " ".join(f"{k}={v}" for k, v in m.summaries_by_source.items() if v),
+        f"  API calls        {m.total_summarization_calls:>10,}   errors "
+        f"{m.total_summarization_errors:,}",
+        f"  time             {m.processing_duration_seconds:>9.1f}s",
+    ]
+    lines += [f"  output           {p}" for p in outputs]
+    lines += [
+        f"  metrics          {result.layout.metrics}",
+        f"  over limit       {result.layout.over_limit}",
+        f"  rejects          {result.layout.rejects}",
+    ]
+    return "\n".join(lines)
+
+
+def analyze_input(
+    input_spec: str,
+    config: CompressionConfig,
+    *,
+    sample_percent: float | None = None,
+    seed: int = 42,
+) -> None:
+    """A dry run: count and plan every row, print what compression would do, write nothing."""
+    from .analyze import analyze, format_analysis
+
+    report = analyze(input_spec, config, sample_percent=sample_percent, seed=seed)
+    sys.stdout.write(format_analysis(report) + "\n")

