@@ -10,7 +10,14 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=".venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)-${extras//,/_}"
 if [ ! -f "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[${extras}]"
+  echo "setting up .venv (extras: ${extras}); the log is in .venv/setup.log" >&2
+  log=.venv/setup.log
+  if ! { .venv/bin/python -m pip install --disable-pip-version-check --upgrade pip &&
+         .venv/bin/python -m pip install --disable-pip-version-check -e ".[${extras}]"; } \
+       >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "setup failed; the full log is in $log" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
