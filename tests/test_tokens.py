@@ -16,6 +16,16 @@ def test_counts_match_the_tokenizer_without_special_tokens(counter):
     assert expected[0] > 0 and expected[1] == 0
 
 
+def test_bundled_counts_equal_the_transformers_tokenizer(counter, sample_jsonl):
+    import json
+
+    texts = [t["value"] for line in sample_jsonl.read_text().splitlines()[:3]
+             for t in json.loads(line)["conversations"]]
+    via_transformers = load_tokenizer()
+    expected = [len(via_transformers.encode(t, add_special_tokens=False)) for t in texts]
+    assert counter.count_many(texts) == expected
+
+
 def test_memo_skips_texts_already_counted():
     c = TokenCounter(load_tokenizer(), memo_size=4)
     first = c.count_many(["a b c", "d e f", "a b c"])

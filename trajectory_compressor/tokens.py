@@ -32,7 +32,7 @@ def bundled_tokenizer_dir() -> Path:
 
 
 def load_tokenizer(name: str = BUNDLED_TOKENIZER, trust_remote_code: bool = False) -> Any:
-    """A Hugging Face tokenizer by name or folder, never fetched from a hub."""
+    """A Hugging Face tokenizer (transformers) by name or folder, never fetched from a hub."""
     source = bundled_tokenizer_dir() if name == BUNDLED_TOKENIZER else name
     from transformers import AutoTokenizer
 
@@ -50,6 +50,20 @@ def load_tokenizer(name: str = BUNDLED_TOKENIZER, trust_remote_code: bool = Fals
         ) from exc
 
 
+def load_bundled_backend() -> Any:
+    """The `tokenizers` object of the bundled tokenizer (what transformers would wrap).
+
+    The bundled tokenizer is a plain `PreTrainedTokenizerFast` (see its
+    tokenizer_config.json): transformers adds nothing to its counts, and loading the Rust
+    object directly skips about a second of importing transformers, which matters for a
+    CLI started once per shard. Other tokenizers go through transformers, whose
+    per-class options (prefix spaces, legacy modes) can change the counts.
+    """
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(bundled_tokenizer_dir() / "tokenizer.json"))
+
+
 class TokenCounter:
     """Counts tokens of texts without special tokens, batched, remembering repeated texts.
 
@@ -58,9 +72,19 @@ class TokenCounter:
     most ``2 * memo_size`` entries.
     """
 
-    def __init__(self, tokenizer: Any, memo_size: int = 65536) -> None:
-        self.tokenizer = tokenizer
-        self._backend = getattr(tokenizer, "backend_tokenizer", None)
+    def __init__(
+        self,
+        tokenizer: Any = None,
+        memo_size: int = 65536,
+        backend: Any = None,
+        name: str = "",
+    ) -> None:
+        if tokenizer is None and backend is None:
+            raise ValueError("TokenCounter needs a tokenizer or a tokenizers backend")
+        self._tokenizer = tokenizer
+        self._backend = backend if backend is not None else getattr(
+            tokenizer, "backend_tokenizer", None)
+        self.name = name
         self._memo_size = memo_size
         self._memo: dict[int, int] = {}
         self._old: dict[int, int] = {}
@@ -69,7 +93,19 @@ class TokenCounter:
 
     @classmethod
     def load(cls, name: str = BUNDLED_TOKENIZER, trust_remote_code: bool = False) -> TokenCounter:
-        return cls(load_tokenizer(name, trust_remote_code))
+        """A counter for a tokenizer name or folder (offline)."""
+        if name == BUNDLED_TOKENIZER:
+            return cls(backend=load_bundled_backend(), name=name)
+        return cls(load_tokenizer(name, trust_remote_code), name=name)
+
+    @property
+    def tokenizer(self) -> Any:
+        """The transformers tokenizer (wrapping the fast backend, built on first use)."""
+        if self._tokenizer is None:
+            from transformers import PreTrainedTokenizerFast
+
+            self._tokenizer = PreTrainedTokenizerFast(tokenizer_object=self._backend)
+        return self._tokenizer
 
     def count(self, text: str) -> int:
         """Tokens in one text."""
