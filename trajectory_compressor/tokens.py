@@ -160,7 +160,8 @@ class TokenCounter:
     def _encode(self, texts: list[str]) -> list[int]:
         if self._backend is not None:
             encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
-            return [len(e.ids) for e in encode(texts, add_special_tokens=False)]
+            # len(encoding) reads the length without building the list of ids.
+            return [len(e) for e in encode(texts, add_special_tokens=False)]
         ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
         return [len(x) for x in ids]
 

@@ -1,0 +1,306 @@
+"""Benchmarks of trajectory-compressor against the machine's limits and the reference's approach.
+
+    .venv/bin/python scripts/bench.py [--rows 4000] [--runs 3] [--only skip,repeat,...]
+
+Every figure is measured side by side in one run and reported as a ratio, because the
+machines are shared and noisy. Cases (see BENCHMARKS.md for the targets):
+
+- skip:     every row under target. The whole CLI process (start-up included) vs the
+            raw batch encode of the same turn texts (the limit) and vs a per-turn
+            `encode` loop over an in-memory list (the reference's approach).
+- repeat:   RL-shaped data (8-16 rollouts per prompt sharing the system prompt with its
+            tool schemas and the task prompt): the CLI vs the raw batch encode of all texts.
+- memory:   peak RSS of the CLI for N and 10xN rows, next to an everything-in-memory
+            baseline that loads all rows first like the reference.
+- summarize: the openai backend against the loopback fake server with fixed latency L
+            and concurrency C: summaries/s vs the bound C/L, CPU seconds per summary.
+- cache:    the same run again with a warm cache: LLM calls and time vs the skip path.
+- startup:  `--help` time and the import cost of the compress path.
+
+Results are printed as a table and written as JSON (--json PATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+import make_samples as samples  # noqa: E402
+
+PYTHON = sys.executable
+CLI = [PYTHON, "-m", "trajectory_compressor"]
+
+
+# --- data -----------------------------------------------------------------------------
+
+
+def unique_rows(n: int, seed: int) -> list[dict[str, Any]]:
+    """Rows under the default target whose texts do not repeat (no memo help)."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        turns = samples.trajectory(rng, rng.randint(2, 6), rng.randint(6, 14), False)
+        turns[0] = {"from": "system", "value": turns[0]["value"] + "\nSession notes: "
+                    + samples.paragraph(rng, 3)}
+        turns[1] = {"from": "human", "value": turns[1]["value"] + " " + samples.sentence(rng, 12)}
+        rows.append({"id": i, "conversations": turns, "reward": round(rng.random(), 3)})
+    return rows
+
+
+def rl_rows(n: int, seed: int) -> list[dict[str, Any]]:
+    """RL rollouts: groups of 8-16 sharing the system prompt (with tools) and the task."""
+    rng = random.Random(seed)
+    rows: list[dict[str, Any]] = []
+    tools = json.dumps(samples.TOOLS * 4)
+    while len(rows) < n:
+        system = ("You are a function calling AI model. Tools:\n<tools>\n" + tools
+                  + "\n</tools>\nPrompt variant " + samples.paragraph(rng, 2))
+        task = samples.paragraph(rng, 6)
+        for _ in range(rng.randint(8, 16)):
+            turns = samples.trajectory(rng, rng.randint(1, 3), rng.randint(4, 8), False)
+            turns[0] = {"from": "system", "value": system}
+            turns[1] = {"from": "human", "value": task}
+            rows.append({"id": len(rows), "conversations": turns})
+    return rows[:n]
+
+
+def over_rows(n: int, seed: int) -> list[dict[str, Any]]:
+    """Rows of ~1,500 tokens that all need a summary at --target-max-tokens 600."""
+    rng = random.Random(seed)
+    return [{"id": i, "conversations": samples.trajectory(rng, 10, 6, False)} for i in range(n)]
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
+
+
+def turn_texts(path: Path) -> list[str]:
+    return [t["value"] for line in path.open(encoding="utf-8")
+            for t in json.loads(line)["conversations"]]
+
+
+# --- measuring ------------------------------------------------------------------------
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def run_cli(args: list[str], cwd: Path) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one CLI process."""
+    probe = ("import resource, subprocess, sys, time\n"
+             "t = time.perf_counter()\n"
+             "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+             "dt = time.perf_counter() - t\n"
+             "print(dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.returncode)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([PYTHON, "-c", probe, *CLI, *args], cwd=cwd, env=env,
+                         capture_output=True, text=True, check=True)
+    wall, rss, code = out.stdout.split()
+    if int(code) not in (0, 1):
+        raise RuntimeError(f"CLI failed ({code}): {' '.join(args)}")
+    return float(wall), int(rss)
+
+
+def raw_encode(texts: list[str], batch: int = 4096) -> Callable[[], None]:
+    from trajectory_compressor.tokens import load_bundled_backend
+
+    backend = load_bundled_backend()
+
+    def go() -> None:
+        for i in range(0, len(texts), batch):
+            backend.encode_batch_fast(texts[i:i + batch], add_special_tokens=False)
+
+    return go
+
+
+def per_turn_loop(texts: list[str]) -> Callable[[], None]:
+    from trajectory_compressor.tokens import load_tokenizer
+
+    tokenizer = load_tokenizer()
+
+    def go() -> None:
+        for text in texts:
+            len(tokenizer.encode(text))
+
+    return go
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+# --- cases ----------------------------------------------------------------------------
+
+
+def bench_skip(work: Path, rows: int, runs: int) -> dict[str, Any]:
+    data = write_jsonl(work / "skip.jsonl", unique_rows(rows, 1))
+    texts = turn_texts(data)
+    raw_fn = raw_encode(texts)
+    loop_sample = texts[: max(1, len(texts) // 10)]
+    loop_fn = per_turn_loop(loop_sample)
+    raw, cli, loop = [], [], []
+    for _ in range(runs):
+        raw.append(timed(raw_fn))
+        cli.append(run_cli(["compress", str(data), "-o", str(work / "skip_out.jsonl"),
+                            "--summarizer", "extractive", "--quiet"], work)[0])
+        loop.append(timed(loop_fn) * len(texts) / len(loop_sample))
+    from trajectory_compressor.tokens import TokenCounter
+
+    tokens = sum(TokenCounter.load().count_many(texts))
+    t_raw, t_cli, t_loop = median(raw), median(cli), median(loop)
+    return {"rows": rows, "texts": len(texts), "tokens": tokens,
+            "raw_encode_s": t_raw, "cli_s": t_cli, "per_turn_loop_s": t_loop,
+            "cli_rows_per_s": rows / t_cli, "cli_tokens_per_s": tokens / t_cli,
+            "ratio_vs_limit": t_raw / t_cli, "speedup_vs_per_turn_loop": t_loop / t_cli,
+            "targets": {"ratio_vs_limit": 0.8, "speedup_vs_per_turn_loop": 3.0}}
+
+
+def bench_repeat(work: Path, rows: int, runs: int) -> dict[str, Any]:
+    data = write_jsonl(work / "rl.jsonl", rl_rows(rows, 2))
+    texts = turn_texts(data)
+    raw_fn = raw_encode(texts)
+    raw, cli = [], []
+    for _ in range(runs):
+        raw.append(timed(raw_fn))
+        cli.append(run_cli(["compress", str(data), "-o", str(work / "rl_out.jsonl"),
+                            "--summarizer", "extractive", "--quiet"], work)[0])
+    unique = len(set(texts))
+    t_raw, t_cli = median(raw), median(cli)
+    return {"rows": rows, "texts": len(texts), "unique_texts": unique,
+            "raw_encode_s": t_raw, "cli_s": t_cli, "speedup_vs_raw_encode": t_raw / t_cli,
+            "targets": {"speedup_vs_raw_encode": 1.3}}
+
+
+IN_MEMORY_BASELINE = """
+import json, sys
+from trajectory_compressor.tokens import load_tokenizer
+tok = load_tokenizer()
+rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
+counts = [[len(tok.encode(t["value"])) for t in r["conversations"]] for r in rows]
+with open(sys.argv[2], "w", encoding="utf-8") as f:
+    for r in rows:
+        f.write(json.dumps(r, ensure_ascii=False) + "\\n")
+"""
+
+
+def peak_rss(cmd: list[str], cwd: Path) -> int:
+    probe = ("import resource, subprocess, sys\n"
+             "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True)\n"
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([PYTHON, "-c", probe, *cmd], cwd=cwd, env=env, capture_output=True,
+                         text=True, check=True)
+    return int(out.stdout.split()[-1])
+
+
+def bench_memory(work: Path, rows: int) -> dict[str, Any]:
+    small = write_jsonl(work / "mem_small.jsonl", unique_rows(rows, 3))
+    big = work / "mem_big.jsonl"
+    with big.open("w", encoding="utf-8") as f:
+        for _ in range(10):
+            f.write(small.read_text(encoding="utf-8"))
+    result: dict[str, Any] = {"rows_n": rows, "rows_10n": rows * 10}
+    for name, path in (("n", small), ("10n", big)):
+        result[f"cli_peak_rss_mib_{name}"] = peak_rss(
+            [*CLI, "compress", str(path), "-o", str(work / f"mem_out_{name}.jsonl"),
+             "--summarizer", "extractive", "--quiet", "--target-max-tokens", "3000",
+             "--summary-target-tokens", "200"], work) / 1024
+        result[f"in_memory_peak_rss_mib_{name}"] = peak_rss(
+            [PYTHON, "-c", IN_MEMORY_BASELINE, str(path), str(work / "mem_base.jsonl")],
+            work) / 1024
+    result["cli_growth"] = result["cli_peak_rss_mib_10n"] / result["cli_peak_rss_mib_n"] - 1
+    result["in_memory_growth"] = (result["in_memory_peak_rss_mib_10n"]
+                                  / result["in_memory_peak_rss_mib_n"] - 1)
+    result["targets"] = {"cli_growth": "< 0.15"}
+    return result
+
+
+def bench_startup(work: Path, runs: int) -> dict[str, Any]:
+    helps = [run_cli(["--help"], work)[0] for _ in range(runs)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = ("import time; t = time.perf_counter(); "
+            "import trajectory_compressor.cli, trajectory_compressor.pipeline, "
+            "trajectory_compressor.tokens; "
+            "from trajectory_compressor.tokens import TokenCounter; "
+            "t1 = time.perf_counter(); TokenCounter.load(); "
+            "print(t1 - t, time.perf_counter() - t1)")
+    imports, loads = [], []
+    for _ in range(runs):
+        out = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True,
+                             check=True).stdout.split()
+        imports.append(float(out[0]))
+        loads.append(float(out[1]))
+    heavy = subprocess.run(
+        [PYTHON, "-c", "import sys, trajectory_compressor.run, trajectory_compressor.pipeline;"
+         "print(' '.join(m for m in ('transformers', 'datasets', 'aiohttp', 'pyarrow', "
+         "'torch', 'tqdm') if m in sys.modules))"],
+        env=env, capture_output=True, text=True, check=True).stdout.strip()
+    return {"help_s": median(helps), "import_compress_path_s": median(imports),
+            "tokenizer_load_s": median(loads),
+            "heavy_modules_loaded_by_compress_path": heavy or "none"}
+
+
+CASES = ("skip", "repeat", "memory", "startup")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=4000, help="rows for skip/repeat")
+    parser.add_argument("--memory-rows", type=int, default=1000, help="N for the memory case")
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
+    parser.add_argument("--only", default=",".join(CASES), help="comma-separated cases")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args()
+    chosen = [c.strip() for c in args.only.split(",") if c.strip()]
+    results: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv)}
+    with tempfile.TemporaryDirectory(prefix="tc-bench-") as tmp:
+        work = Path(tmp)
+        for case in chosen:
+            print(f"== {case}", file=sys.stderr)
+            if case == "skip":
+                results[case] = bench_skip(work, args.rows, args.runs)
+            elif case == "repeat":
+                results[case] = bench_repeat(work, args.rows, args.runs)
+            elif case == "memory":
+                results[case] = bench_memory(work, args.memory_rows)
+            elif case == "startup":
+                results[case] = bench_startup(work, args.runs)
+            else:
+                parser.error(f"unknown case {case!r}; choose from {', '.join(CASES)}")
+            print(json.dumps(results[case], indent=2), file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+            "max_rss_units": "KiB", "platform": sys.platform,
+            "load_avg_1m": os.getloadavg()[0], "date": time.strftime("%Y-%m-%d"),
+            "rlimit_nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0]}
+
+
+if __name__ == "__main__":
+    main()
