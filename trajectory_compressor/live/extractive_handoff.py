@@ -27,6 +27,7 @@ from .pruning import (
 
 _ITEM_CHARS = 240
 _SECTION = re.compile(r"^#+\s*(.+?)\s*$")
+_HEADER_TAIL = "(extractive summary: items are quoted or clipped from them)."
 
 
 class ExtractiveHandoff:
@@ -40,8 +41,7 @@ class ExtractiveHandoff:
         for name, items in _collect(request.messages).items():
             sections.setdefault(name, []).extend(items)
         last = request.first_index + len(request.messages) - 1
-        header = (f"Messages {request.first_index}-{last} were compacted (extractive "
-                  "summary: items are quoted or clipped from them).")
+        header = (f"Messages {request.first_index}-{last} were compacted {_HEADER_TAIL}")
         chosen = self._choose(sections, request, header)
         body = [header]
         for name in SECTIONS:
@@ -102,7 +102,7 @@ def _parse_previous(summary: str) -> dict[str, list[str]]:
             current = name if name in SECTIONS else "Critical Context"
             continue
         item = line[2:].strip() if line.startswith(("- ", "* ")) else line
-        if item and item.lower() != "none":
+        if item and item.lower() != "none" and not item.endswith(_HEADER_TAIL):
             _add(sections.setdefault(current, []), item)
     return sections
 

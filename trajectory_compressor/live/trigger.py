@@ -20,9 +20,7 @@ class Trigger:
     ineffective_passes: int = 0
 
     def should_compress(self, prompt_tokens: int) -> bool:
-        if self.ineffective_passes >= MAX_INEFFECTIVE_PASSES:
-            return False
-        return prompt_tokens >= self.threshold_tokens
+        return not self.thrashing and prompt_tokens >= self.threshold_tokens
 
     def record_pass(self, tokens_before: int, tokens_after: int) -> None:
         """Remember how much one compression pass saved."""
