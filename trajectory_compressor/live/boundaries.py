@@ -74,9 +74,9 @@ def tail_start(
             break
         taken += cost
         start -= 1
-    if start <= head:
-        start = max(head, n - MIN_TAIL_MESSAGES)
     start = group_start(messages, start, head)
+    if start <= head:
+        start = group_start(messages, max(head, n - MIN_TAIL_MESSAGES), head)
     user = latest_user_index(messages)
     if user is not None and head <= user < start:
         start = user

@@ -18,14 +18,32 @@ from ..tokens import TokenCounter
 from .assembly import assemble
 from .boundaries import head_end, is_summary, tail_start
 from .handoff import HandoffRequest, summary_budget
-from .markers import failure_marker, finish_summary, split_merged, summary_body
-from .messages import CountTokens, Message, MessageTokens, text_of, with_content
+from .markers import (
+    COMPACTION_NOTE,
+    SUMMARY_PREFIX,
+    failure_marker,
+    finish_summary,
+    split_merged,
+    summary_body,
+)
+from .messages import (
+    MESSAGE_OVERHEAD,
+    CountTokens,
+    Message,
+    MessageTokens,
+    role_of,
+    text_of,
+    with_content,
+)
 from .placement import place_summary
 from .pruning import PruneStats, prune
 from .trigger import Trigger
 from .writers import SummarizerArg, make_writer
 
 log = logging.getLogger(__name__)
+
+# Token counts of joined texts differ slightly from the sum of their parts.
+_MARGIN = 8
 
 Feedback = dict[str, Any]
 
@@ -113,8 +131,9 @@ class ContextCompressor:
                       if placement is None else "nothing new since the last summary")
             return self._done(messages, [copy.deepcopy(m) for m in messages], before, before,
                               current_tokens, reason=reason)
-        request = HandoffRequest(fresh, head, summary_budget(
-            sum(self.tokens.count_messages(fresh)), self.context_length), previous, focus_topic)
+        budget = summary_budget(sum(self.tokens.count_messages(fresh)), self.context_length)
+        room = sum(tokens[head:placement.tail_start]) - self._fixed_cost(messages)
+        request = HandoffRequest(fresh, head, budget, previous, focus_topic, max_tokens=room)
         error = None
         try:
             summary = finish_summary(self._writer.write(request))
@@ -126,6 +145,14 @@ class ContextCompressor:
         after = sum(self.tokens.count_messages(result))
         return self._done(messages, result, before, after, current_tokens, error=error,
                           stats=stats, summary_failed=error is not None)
+
+    def _fixed_cost(self, messages: list[Message]) -> int:
+        """Tokens a compaction adds besides the summary text: prefix, framing, system note."""
+        cost = self.tokens.count(SUMMARY_PREFIX) + MESSAGE_OVERHEAD + _MARGIN
+        system = next((m for m in messages if role_of(m) == "system"), None)
+        if system is not None and COMPACTION_NOTE not in text_of(system):
+            cost += self.tokens.count(COMPACTION_NOTE)
+        return cost
 
     def _phase1(
         self, messages: list[Message], head: int, tail: int

@@ -42,21 +42,23 @@ class ExtractiveHandoff:
             sections.setdefault(name, []).extend(items)
         last = request.first_index + len(request.messages) - 1
         header = (f"Messages {request.first_index}-{last} were compacted {_HEADER_TAIL}")
-        chosen = self._choose(sections, request, header)
+        budget = request.budget if request.max_tokens is None else max(
+            0, min(request.budget, request.max_tokens))
+        chosen = self._choose(sections, budget, request.focus_topic, header)
         body = [header]
         for name in SECTIONS:
             if chosen.get(name):
                 body.append(f"## {name}\n" + "\n".join(f"- {item}" for item in chosen[name]))
         text = "\n\n".join(body)
-        if self._count(text) > request.budget:  # the per-item costs are an estimate
-            text = _truncate(text, request.budget, self._count)
+        if self._count(text) > budget:  # the per-item costs are an estimate
+            text = _truncate(text, budget, self._count) or header
         return text
 
     def _choose(
-        self, sections: dict[str, list[str]], request: HandoffRequest, header: str
+        self, sections: dict[str, list[str]], budget: int, focus_topic: str | None, header: str
     ) -> dict[str, list[str]]:
         """The items that fit the budget: focused ones first, then the rest, newest first."""
-        words = [w.lower() for w in re.findall(r"\w{3,}", request.focus_topic or "")]
+        words = [w.lower() for w in re.findall(r"\w{3,}", focus_topic or "")]
 
         def focused(item: str) -> bool:
             return any(word in item.lower() for word in words)
@@ -65,10 +67,10 @@ class ExtractiveHandoff:
         picked: dict[str, set[int]] = {name: set() for name in sections}
         ranks = [focused, lambda item: not focused(item)] if words else [lambda item: True]
         for rank, wanted in enumerate(ranks):
-            cap = request.budget
+            cap = budget
             if rank == 1 and spent > self._count(header) + 2:
                 # The rest of the conversation gets what the focus left, at most its share.
-                cap = min(cap, spent + int(request.budget * (1 - FOCUS_SHARE)))
+                cap = min(cap, spent + int(budget * (1 - FOCUS_SHARE)))
             queues = {name: [i for i in range(len(items) - 1, -1, -1) if wanted(items[i])]
                       for name, items in sections.items()}
             progressed = True

@@ -52,6 +52,9 @@ class HandoffRequest:
     budget: int  # tokens
     previous_summary: str = ""  # the body of an earlier pass's summary, to be updated
     focus_topic: str | None = None
+    # Beyond this many tokens the compacted conversation would be longer than before;
+    # writers that control their length (the extractive one) stay under it.
+    max_tokens: int | None = None
 
 
 def render_messages(request: HandoffRequest, max_chars: int = MAX_INPUT_CHARS) -> str:
