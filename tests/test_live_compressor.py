@@ -24,7 +24,7 @@ from trajectory_compressor.live import (
     SUMMARY_PREFIX,
     ContextCompressor,
 )
-from trajectory_compressor.live.boundaries import head_end, tail_start
+from trajectory_compressor.live.placement import settle
 from trajectory_compressor.summary import (
     Summarizer,
     Summary,
@@ -120,15 +120,15 @@ def test_guarantees_hold_on_generated_conversations(before, context_length, work
     after, feedback = compressor.compress_with_feedback(before)
     assert before == snapshot
     assert after is not before
-    head = head_end(before, compressor.protect_first_n)
     tokens = compressor.tokens.count_messages(before)
-    middle = tail_start(before, tokens, head, compressor.tail_token_budget) - head
-    if middle == 0:
+    settled = settle(before, tokens, compressor.protect_first_n, compressor.tail_token_budget)
+    if settled is None:
         assert feedback["noop"] and after == before
         return
+    head, placement = settled
     # One message replaced by one summary cannot shorten the list; two or more must.
     check_chat_invariants(before, after, summary_text=SENTINEL if works else None,
-                          shorter=middle >= 2)
+                          shorter=placement.merge or placement.tail_start - head >= 2)
 
 
 def test_should_compress_is_the_threshold():

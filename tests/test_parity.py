@@ -81,7 +81,8 @@ def check_shared_invariants(before, after, *, failing_live: bool = False) -> ran
     tail = before[len(before) - len(kept):]
     replaced = range(s, len(before) - len(kept))
     if original is not None:
-        assert {**kept[0], "content": original} == tail[0]
+        assert original == (tail[0].get("content") or "")
+        assert {**kept[0], "content": tail[0].get("content")} == tail[0]
         kept, tail = kept[1:], tail[1:]
     assert kept == tail
     if failing_live:  # the static marker, and no summary text

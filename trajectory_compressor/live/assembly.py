@@ -29,8 +29,9 @@ def merged(message: Message, summary: str) -> Message:
     if isinstance(content, list):
         lead = {"type": "text", "text": f"{summary}\n\n{MERGE_SEPARATOR}\n\n"}
         return {**message, "content": [lead, *content]}
-    text = "" if content is None else str(content)
-    return {**message, "content": f"{summary}\n\n{MERGE_SEPARATOR}\n\n{text}"}
+    if not content:  # an assistant message that only calls tools
+        return {**message, "content": f"{summary}\n\n{MERGE_SEPARATOR}"}
+    return {**message, "content": f"{summary}\n\n{MERGE_SEPARATOR}\n\n{content}"}
 
 
 def assemble(

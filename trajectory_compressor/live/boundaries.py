@@ -12,6 +12,8 @@ from .markers import is_summary_text
 from .messages import Message, role_of, text_of
 
 MIN_TAIL_MESSAGES = 3
+# A middle of one message is replaced by one summary: nothing gets shorter.
+MIN_MIDDLE = 2
 # The tail may grow to this multiple of its budget rather than cut inside one big message.
 TAIL_SOFT_CEILING = 1.5
 
@@ -57,11 +59,10 @@ def tail_start(
     """Start of the tail: walk back from the end, taking messages until ``budget`` tokens.
 
     The tail may exceed the budget up to `TAIL_SOFT_CEILING` × budget rather than stop
-    short of one big message; it holds at least `MIN_TAIL_MESSAGES` messages, starts on a
-    whole tool-call group, and contains the latest user message.
-
-    When everything after the head fits the budget, the tail falls back to its minimum:
-    a manual compression of a short conversation still has a middle to compress.
+    short of one big message; it holds at least `MIN_TAIL_MESSAGES` messages and starts on
+    a whole tool-call group. When everything after the head fits the budget, the tail
+    falls back to its minimum: a manual compression of a short conversation still has a
+    middle to compress.
     """
     n = len(messages)
     start = n
@@ -77,7 +78,70 @@ def tail_start(
     start = group_start(messages, start, head)
     if start <= head:
         start = group_start(messages, max(head, n - MIN_TAIL_MESSAGES), head)
+    return start
+
+
+def candidates(
+    messages: Sequence[Message], tokens: Sequence[int], protect_first_n: int, budget: int
+) -> list[tuple[int, int]]:
+    """``(head_end, tail_start)`` layouts with something to compress, best first.
+
+    The middle to summarize is ``messages[head_end:tail_start]``. The latest user message
+    is never summarized: the tail reaches back to contain it. When that leaves fewer
+    than `MIN_MIDDLE` messages to compress (the user followed up right after the head,
+    and the agent has worked since), the head extending through that message comes
+    first instead, and the work after it is compressed. A middle of one message is
+    widened into the tail when the tail can spare a group.
+    """
+    head = head_end(messages, protect_first_n)
+    tail = tail_start(messages, tokens, head, budget)
     user = latest_user_index(messages)
-    if user is not None and head <= user < start:
-        start = user
+    layouts: list[tuple[int, int] | None]
+    if user is None or not head <= user < tail:
+        layouts = [(head, _widen_middle(messages, head, tail, user))]
+    else:
+        reaching = (head, _widen_middle(messages, head, user, user))
+        anchored = _anchored(messages, tokens, head, user, budget)
+        layouts = [reaching, anchored] if user - head >= MIN_MIDDLE else [anchored, reaching]
+    return [(h, t) for h, t in filter(None, layouts) if t > h]
+
+
+def _anchored(
+    messages: Sequence[Message], tokens: Sequence[int], head: int, user: int, budget: int
+) -> tuple[int, int] | None:
+    """The layout whose head extends through the latest user message, if it may."""
+    if any(is_summary(m) for m in messages[head:user]):
+        return None  # an earlier summary must stay in the middle, never in the head
+    start = user + 1
+    return start, _widen_middle(messages, start, tail_start(messages, tokens, start, budget),
+                                user)
+
+
+def boundaries(
+    messages: Sequence[Message], tokens: Sequence[int], protect_first_n: int, budget: int
+) -> tuple[int, int]:
+    """The preferred layout of `candidates`; an empty middle when there is none."""
+    layouts = candidates(messages, tokens, protect_first_n, budget)
+    if layouts:
+        return layouts[0]
+    head = head_end(messages, protect_first_n)
+    return head, head
+
+
+def _widen_middle(messages: Sequence[Message], head: int, tail: int, user: int | None) -> int:
+    """``tail`` moved forward by whole groups until the middle holds `MIN_MIDDLE` messages.
+
+    The budget is a soft target; the tail's minimum size and the latest user message are
+    not. When the budget leaves a single message to compress, the tail gives up groups
+    while it keeps both, so that the summary replaces at least two messages.
+    """
+    n = len(messages)
+    start = tail
+    while 0 < start - head < MIN_MIDDLE:
+        following = start + 1
+        while following < n and role_of(messages[following]) == "tool":
+            following += 1
+        if n - following < MIN_TAIL_MESSAGES or (user is not None and head <= user < following):
+            return tail
+        start = following
     return start

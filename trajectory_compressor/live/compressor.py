@@ -16,7 +16,7 @@ from typing import Any
 
 from ..tokens import TokenCounter
 from .assembly import assemble
-from .boundaries import head_end, is_summary, tail_start
+from .boundaries import is_summary
 from .handoff import HandoffRequest, summary_budget
 from .markers import (
     COMPACTION_NOTE,
@@ -35,7 +35,7 @@ from .messages import (
     text_of,
     with_content,
 )
-from .placement import place_summary
+from .placement import settle
 from .pruning import PruneStats, prune
 from .trigger import Trigger
 from .writers import SummarizerArg, make_writer
@@ -121,9 +121,8 @@ class ContextCompressor:
         messages = list(messages)
         tokens = self.tokens.count_messages(messages)
         before = sum(tokens)
-        head = head_end(messages, self.protect_first_n)
-        tail = tail_start(messages, tokens, head, self.tail_token_budget)
-        placement = place_summary(messages, head, tail) if tail > head else None
+        settled = settle(messages, tokens, self.protect_first_n, self.tail_token_budget)
+        head, placement = settled if settled else (0, None)
         middle, stats = self._phase1(messages, head, placement.tail_start if placement else head)
         previous, fresh = _split_previous(middle)
         if placement is None or not fresh:
@@ -216,5 +215,5 @@ def _split_previous(middle: list[Message]) -> tuple[str, list[Message]]:
             bodies.append(body)
         _, original = split_merged(text)
         if original is not None:
-            fresh.append(with_content(message, original))
+            fresh.append(with_content(message, original or None))
     return "\n\n".join(bodies), fresh

@@ -79,8 +79,8 @@ def strip_prefixes(text: str) -> str:
 
 def split_merged(text: str) -> tuple[str, str | None]:
     """A merged message's ``(summary part, original text)``; ``(text, None)`` if not merged."""
-    summary, sep, original = text.partition(f"\n\n{MERGE_SEPARATOR}\n\n")
-    return (summary, original) if sep else (text, None)
+    summary, sep, original = text.partition(f"\n\n{MERGE_SEPARATOR}")
+    return (summary, original.removeprefix("\n\n")) if sep else (text, None)
 
 
 def summary_body(text: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .boundaries import group_start
+from .boundaries import candidates, group_start, latest_user_index
 from .messages import Message, role_of
 
 MIN_MIDDLE_AFTER_SHIFT = 2
@@ -55,3 +55,21 @@ def place_summary(messages: Sequence[Message], head_end: int, tail_start: int) -
         start = earlier
     after = role_of(messages[tail_start]) if tail_start < len(messages) else "user"
     return Placement(tail_start, after, merge=True)
+
+
+def settle(
+    messages: Sequence[Message], tokens: Sequence[int], protect_first_n: int, budget: int
+) -> tuple[int, Placement] | None:
+    """The head end and summary placement of this compaction; None when nothing to compress.
+
+    The preferred layout wins unless its summary would be merged into the latest user
+    message, which must stay as the user wrote it, and another layout avoids that.
+    """
+    user = latest_user_index(messages)
+    chosen: tuple[int, Placement] | None = None
+    for head, tail in candidates(messages, tokens, protect_first_n, budget):
+        placement = place_summary(messages, head, tail)
+        if not (placement.merge and placement.tail_start == user):
+            return head, placement
+        chosen = chosen or (head, placement)
+    return chosen
