@@ -23,7 +23,12 @@ ride along as extra message keys. A tool response in any other shape (no or fore
 content and written back unchanged. Not exact: whitespace around ``<tool_call>`` blocks
 other than the Hermes rendering, text between or after the blocks (moved before them),
 and a `tool` turn holding several responses (split into one message per response and
-written back as one turn each).
+written back as one turn each), a `tool` turn without a ``<tool_response>`` block (written
+back wrapped in one).
+
+OpenAI → ShareGPT → OpenAI keeps everything but the JSON spelling of call arguments
+(ShareGPT stores them as objects, so they are re-serialized) and empty assistant content
+beside tool calls (``None``).
 """
 
 from __future__ import annotations
