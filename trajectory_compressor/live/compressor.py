@@ -143,7 +143,7 @@ class ContextCompressor:
         result = assemble(messages, head, placement, summary)
         after = sum(self.tokens.count_messages(result))
         return self._done(messages, result, before, after, current_tokens, error=error,
-                          stats=stats, summary_failed=error is not None)
+                          stats=stats)
 
     def _fixed_cost(self, messages: list[Message]) -> int:
         """Tokens a compaction adds besides the summary text: prefix, framing, system note."""
@@ -171,7 +171,6 @@ class ContextCompressor:
         reason: str = "",
         error: str | None = None,
         stats: PruneStats | None = None,
-        summary_failed: bool = False,
     ) -> tuple[list[Message], Feedback]:
         self._trigger.record_pass(before, after)
         noop = bool(reason)
@@ -188,7 +187,7 @@ class ContextCompressor:
             "tokens_after": after,
             "tokens_estimate": f"~{before:,} → ~{after:,} tokens",
             "prompt_tokens": current_tokens,
-            "summary": None if noop else ("failed" if summary_failed else "written"),
+            "summary": None if noop else ("failed" if error else "written"),
             "error": error,
             "pruned": vars(stats).copy() if stats else None,
             "note": ("The token estimate rose: the summary is longer than the messages it "
