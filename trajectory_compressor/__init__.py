@@ -29,6 +29,9 @@ _EXPORTS = {
     "SummaryRequest": "summary",
     "SummaryFailed": "summary",
     "ExtractiveSummarizer": "extractive",
+    "ContextCompressor": "live",
+    "sharegpt_to_openai": "convert",
+    "openai_to_sharegpt": "convert",
     "CompressorError": "errors",
     "ConfigError": "errors",
     "InputError": "errors",
@@ -40,6 +43,7 @@ __all__ = [
     "CompressionConfig",
     "CompressorError",
     "ConfigError",
+    "ContextCompressor",
     "EndpointConfig",
     "ExtractiveSummarizer",
     "InputError",
@@ -55,15 +59,19 @@ __all__ = [
     "TrajectoryCompressor",
     "TrajectoryMetrics",
     "assemble",
+    "openai_to_sharegpt",
     "plan_trajectory",
+    "sharegpt_to_openai",
 ]
 
 if TYPE_CHECKING:
     from .assemble import assemble
     from .compressor import RowResult, TrajectoryCompressor
     from .config import CompressionConfig, EndpointConfig
+    from .convert import openai_to_sharegpt, sharegpt_to_openai
     from .errors import CompressorError, ConfigError, InputError, RowError
     from .extractive import ExtractiveSummarizer
+    from .live import ContextCompressor
     from .metrics import AggregateMetrics, TrajectoryMetrics
     from .plan import Plan, Region, plan_trajectory
     from .summary import Summarizer, Summary, SummaryFailed, SummaryRequest
