@@ -240,10 +240,11 @@ _COLUMNS = 3  # targets side by side: 2 + 36 + 3 * 13 = 77 columns
 
 def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
     """The dry run as plain text, at most 80 columns wide."""
-    from .textfmt import Column, bin_of, histogram_lines, num, table
+    from .textfmt import Column, bin_of, clip, histogram_lines, num, table
 
-    lines = [f"Dry run of {a.input}: no LLM call, nothing written",
-             f"  rows {num(a.rows)}, rejected {num(a.rejected)}"]
+    lines = ["Dry run: no LLM call, nothing written",
+             "  input   " + clip(a.input, 70, left=True),
+             f"  rows    {num(a.rows)}, rejected {num(a.rejected)}"]
     if a.rows == 0:
         lines.append("  no rows to analyze")
         return "\n".join(lines)

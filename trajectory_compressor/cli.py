@@ -207,16 +207,18 @@ def report(
                                        min=0)] = 50,
     config: ConfigOpt = None,
     target_max_tokens: TargetOpt = None,
+    summary_target_tokens: SummaryTargetOpt = None,
     tokenizer: TokenizerOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Inspect a finished run: figures, still-over-limit and failed rows, one row's turns.
 
-    Give --show the same --config/--target-max-tokens/--tokenizer as the run, so the
-    protected turns and token counts match it.
+    Give --show the run's --config, --target-max-tokens, --summary-target-tokens and
+    --tokenizer, so the protected turns, the target and the token counts match it.
     """
     try:
         cfg = _load_config(config).replace(target_max_tokens=target_max_tokens,
+                                           summary_target_tokens=summary_target_tokens,
                                            tokenizer_name=tokenizer)
         from .run import report_output
 

@@ -176,9 +176,9 @@ def _resolve(report: RunReport, flagged: FlaggedRow) -> FoundRow:
 
 def format_report(report: RunReport, limit: int | None = 50) -> str:
     """The aggregate figures, then the flagged rows worst first, in 80 columns."""
-    from .textfmt import Column, num, short_reason, table
+    from .textfmt import Column, clip, num, short_reason, table
 
-    lines = [f"Run output {report.output}"]
+    lines = ["Run output " + clip(str(report.output), 69, left=True)]
     m = report.metrics
     if m is None:
         lines.append(f"  (no {report.layout.metrics.name}: metrics were off for this run)")
@@ -249,7 +249,8 @@ def format_found(found: FoundRow, timeline: Timeline) -> str:
     from .timeline import format_timeline
 
     name = "" if row_id(found.row) is None else f" {row_id(found.row)}"
-    title = [clip(f"Trajectory{name} at {found.location}", 80)]
+    prefix = f"Trajectory{name} at "
+    title = [prefix + clip(str(found.location), max(80 - len(prefix), 12), left=True)]
     m = found.metrics
     if m is None:
         status = "under the target: left as it was"
@@ -269,6 +270,10 @@ def format_found(found: FoundRow, timeline: Timeline) -> str:
         if m.compressed_tokens != timeline.total:
             title.append(f"  note: the run recorded {num(m.compressed_tokens)} tokens, counted "
                          f"here {num(timeline.total)}: another --tokenizer?")
+        if m.still_over_limit != (m.compressed_tokens > timeline.target) and not m.failed:
+            title.append(f"  note: the run judged this row against another target than "
+                         f"{num(timeline.target)};")
+            title.append("  give report the run's --config or --target-max-tokens")
     return "\n".join(format_timeline(timeline, title))
 
 

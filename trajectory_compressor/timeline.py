@@ -126,10 +126,10 @@ def _first(text: str) -> str:
 
 
 _TITLES = {
-    HEAD: "head (protected)",
-    REGION: "region the planner chose, not summarized",
-    MIDDLE: "middle (compressible, kept)",
-    TAIL: "tail (protected)",
+    HEAD: "protected head",
+    REGION: "region chosen for a summary (not summarized)",
+    MIDDLE: "compressible middle (kept)",
+    TAIL: "protected tail",
 }
 
 
@@ -150,8 +150,8 @@ def format_timeline(timeline: Timeline, title: list[str]) -> list[str]:
         tokens = sum(t.tokens for t in group)
         if part == SUMMARY:
             t = group[0]
-            head = (f"summary of original turns {t.start}-{t.end - 1} "
-                    f"({t.end - t.start} turns): {num(tokens)} tokens")
+            head = (f"summarized region: original turns {t.start}-{t.end - 1} "
+                    f"({t.end - t.start} turns) -> summary of {num(tokens)} tokens")
         else:
             n = len(group)
             head = f"{_TITLES[part]}: {n} turn{'s' * (n != 1)}, {num(tokens)} tokens"
