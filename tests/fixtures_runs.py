@@ -75,10 +75,11 @@ def generated_rows(seed: int, n: int = 40) -> list[dict]:
 
 
 def compress_run(input_path: Path, output: Path, config: CompressionConfig, counter,
-                 summarizer: Summarizer | None = None) -> RunResult:
+                 summarizer: Summarizer | None = None,
+                 options: RunOptions | None = None) -> RunResult:
     """A real `compress` run in-process (the pipeline, sinks and sidecars)."""
     inputs = discover_inputs(str(input_path))
     layout = plan_layout(str(input_path), inputs, str(output), config,
                          single_file=input_path.is_file())
     compressor = TrajectoryCompressor(config, summarizer=summarizer, counter=counter)
-    return run_pipeline(compressor, inputs, layout, RunOptions(quiet=True))
+    return run_pipeline(compressor, inputs, layout, options or RunOptions(quiet=True))

@@ -19,6 +19,7 @@ from trajectory_compressor.analyze import Prices, analyze, format_analysis
 from trajectory_compressor.compressor import SUMMARY_OVERRAN
 from trajectory_compressor.config import CompressionConfig
 from trajectory_compressor.errors import ConfigError
+from trajectory_compressor.pipeline import RunOptions
 from trajectory_compressor.plan import NO_MIDDLE, PROTECTED_TOO_BIG, SMALL_REGION
 from trajectory_compressor.textfmt import display_width
 
@@ -121,6 +122,19 @@ def test_predictions_equal_a_real_run_at_each_target(tmp_path, counter):
     assert any(SUMMARY_OVERRAN in t.reasons for t in together.targets)
 
 
+def test_sampling_keeps_the_rows_compress_keeps(tmp_path, counter):
+    src = write_jsonl(tmp_path / "gen.jsonl", generated_rows(3, n=60), extra_lines=("[1]",))
+    config = CompressionConfig(summarizer="extractive", summary_target_tokens=120,
+                               target_max_tokens=1000)
+    a = analyze(str(src), config, sample_percent=40, seed=5, counter=counter)
+    run = compress_run(src, tmp_path / "o.jsonl", config, counter,
+                       options=RunOptions(sample_percent=40, seed=5, quiet=True))
+    assert 10 < a.rows < 50
+    assert (a.rows, a.rejected) == (run.metrics.total_trajectories, run.metrics.rows_rejected)
+    assert without_processing(a.targets[0].metrics.to_dict()) == \
+        without_processing(run.metrics.to_dict())
+
+
 def test_sample_data_in_process_at_several_targets(sample_jsonl, tmp_path, counter):
     base = CompressionConfig(summarizer="extractive")
     targets = [8192, 32768]  # the default 15,250 is checked through the CLI below
@@ -200,6 +214,8 @@ def test_cli_usage_errors_exit_2(tmp_path, hand_input):
         (("analyze", str(hand_input), "--targets", "500", "--summary-target-tokens", "600"),
          "smaller than"),
         (("analyze", str(hand_input), "--price-in", "-1"), "--price-in"),
+        (("analyze", str(hand_input), "--json", str(tmp_path / "no" / "a.json")),
+         "does not exist"),
     ]
     for args, needle in cases:
         proc = run_cli(*args)

@@ -79,7 +79,7 @@ def test_report_lists_over_limit_and_failed_rows_worst_first(finished_run, count
     assert table_rows(proc.stdout) == [
         ["in.jsonl:6", "slow", f"{slow_total}", f"{slow_total}", "failed: deadline exceeded"],
         ["in.jsonl:5", "small-middle", "195", "195", "middle too small to help"],
-        ["in.jsonl:3", "big-tail", "265", f"{big_tail_after}", "head+tail alone over target"],
+        ["in.jsonl:3", "big-tail", "265", f"{big_tail_after}", "head+tail alone > target"],
         ["in.jsonl:4", "no-middle", "120", "120", "no compressible middle"],
     ]
     machine = run_cli("report", str(finished_run), "--json")

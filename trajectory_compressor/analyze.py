@@ -300,9 +300,9 @@ def _target_block(targets: list[TargetAnalysis], prices: Prices | None) -> list[
     out += ["", (f"LLM summarization (projected: 1 call per compressed row, "
                  f"{summary_tokens}-token summaries)")]
     if first.exact:
-        out.append("  (none is made with --summarizer extractive; this is the LLM's cost)")
+        out.append("  (--summarizer extractive makes no call; this is what an LLM would use)")
     out.append(line("calls", [num(t.llm.total_summarization_calls) for t in targets]))
-    out.append(line("input tokens (regions as rendered)",
+    out.append(line("input tokens (region text only)",
                     [num(t.llm.prompt_tokens) for t in targets]))
     out.append(line("output tokens", [num(t.llm.completion_tokens) for t in targets]))
     if prices is not None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from . import jsonio
 from .compressor import TrajectoryCompressor
 from .config import CompressionConfig
-from .errors import InputError, RowError
+from .errors import ConfigError, InputError, RowError
 from .layout import plan_layout
 from .pipeline import RunOptions, RunResult, run_pipeline
 from .sinks import write_atomic
@@ -95,6 +95,8 @@ def analyze_input(
     """
     from .analyze import analyze, format_analysis
 
+    if json_path not in (None, "-") and not Path(json_path).parent.is_dir():
+        raise ConfigError(f"--json {json_path}: folder {Path(json_path).parent} does not exist")
     analysis = analyze(input_spec, config, targets=targets, sample_percent=sample_percent,
                        seed=seed)
     if json_path == "-":

@@ -27,9 +27,9 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 REASON_LABELS = {
     NO_MIDDLE: "no compressible middle",
     SMALL_REGION: "middle too small to help",
-    PROTECTED_TOO_BIG: "head+tail alone over target",
-    MIDDLE_EXHAUSTED: "whole middle cut, still over",
-    SUMMARY_OVERRAN: "summary longer than planned",
+    PROTECTED_TOO_BIG: "head+tail alone > target",
+    MIDDLE_EXHAUSTED: "middle used up, still over",
+    SUMMARY_OVERRAN: "summary+notice overran",
 }
 _DEADLINE = "summarization exceeded the per-trajectory deadline"
 
