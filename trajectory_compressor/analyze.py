@@ -25,6 +25,18 @@ from .extractive import ExtractiveSummarizer
 from .metrics import AggregateMetrics, Distribution
 from .sources import Record, discover_inputs, read_records
 from .summary import SummaryRequest, render_turns
+from .textfmt import (
+    Column,
+    bin_of,
+    clip,
+    histogram_lines,
+    nice_edges,
+    num,
+    pad,
+    reason_order,
+    short_reason,
+    table,
+)
 from .tokens import TokenCounter
 from .trajectory import Row, Trajectory, conversations_of
 
@@ -129,8 +141,6 @@ class Analysis:
 
     def histogram(self, bins: int = HISTOGRAM_BINS) -> tuple[list[int], list[int]]:
         """``(edges, counts)`` of tokens per row, in round steps."""
-        from .textfmt import nice_edges
-
         if self.tokens.min is None or self.tokens.max is None:
             return [], []
         edges = nice_edges(self.tokens.min, self.tokens.max, bins)
@@ -240,8 +250,6 @@ _COLUMNS = 3  # targets side by side: 2 + 36 + 3 * 13 = 77 columns
 
 def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
     """The dry run as plain text, at most 80 columns wide."""
-    from .textfmt import Column, bin_of, clip, histogram_lines, num, table
-
     lines = ["Dry run: no LLM call, nothing written",
              "  input   " + clip(a.input, 70, left=True),
              f"  rows    {num(a.rows)}, rejected {num(a.rejected)}"]
@@ -267,8 +275,6 @@ def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
 
 
 def _target_block(targets: list[TargetAnalysis], prices: Prices | None) -> list[str]:
-    from .textfmt import num, pad, reason_order, short_reason
-
     def line(label: str, values: list[str]) -> str:
         return "  " + pad(label, _LABEL_W) + "".join(pad(v, _VALUE_W, right=True)
                                                     for v in values)

@@ -20,7 +20,8 @@ from .errors import InputError
 from .layout import OutputLayout, finished_layout
 from .metrics import TrajectoryMetrics
 from .sources import Location, discover_inputs, read_records
-from .timeline import Timeline
+from .textfmt import Column, clip, num, one_line, short_reason, table
+from .timeline import Timeline, format_timeline
 from .trajectory import Row, row_id
 
 
@@ -176,8 +177,6 @@ def _resolve(report: RunReport, flagged: FlaggedRow) -> FoundRow:
 
 def format_report(report: RunReport, limit: int | None = 50) -> str:
     """The aggregate figures, then the flagged rows worst first, in 80 columns."""
-    from .textfmt import Column, clip, num, short_reason, table
-
     lines = ["Run output " + clip(str(report.output), 69, left=True)]
     m = report.metrics
     if m is None:
@@ -245,8 +244,6 @@ def format_report(report: RunReport, limit: int | None = 50) -> str:
 
 def format_found(found: FoundRow, timeline: Timeline) -> str:
     """``--show``: what happened to the row, then its timeline."""
-    from .textfmt import clip, num, one_line
-    from .timeline import format_timeline
 
     name = "" if row_id(found.row) is None else f" {row_id(found.row)}"
     prefix = f"Trajectory{name} at "

@@ -16,6 +16,7 @@ from typing import Any
 from .config import CompressionConfig
 from .metrics import TrajectoryMetrics
 from .plan import Region, compressible_middle, plan_trajectory
+from .textfmt import WIDTH, clip, display_width, first_line, num, pad
 from .trajectory import SUMMARY_PREFIX, Trajectory
 
 HEAD, MIDDLE, REGION, SUMMARY, TAIL = "head", "middle", "region", "summary", "tail"
@@ -120,8 +121,6 @@ def _zone(index: int, middle: Region) -> str:
 
 
 def _first(text: str) -> str:
-    from .textfmt import clip, first_line
-
     return clip(first_line(text), 200)
 
 
@@ -135,8 +134,6 @@ _TITLES = {
 
 def format_timeline(timeline: Timeline, title: list[str]) -> list[str]:
     """The timeline as plain text under ``title`` lines, grouped by part, 80 columns."""
-    from .textfmt import WIDTH, clip, display_width, first_line, num, pad
-
     lines = [*title, ""]
     groups: list[list[TimelineTurn]] = []
     for turn in timeline.turns:
