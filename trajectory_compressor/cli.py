@@ -211,10 +211,9 @@ def report(
     tokenizer: TokenizerOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Inspect a finished run: figures, still-over-limit and failed rows, one row's turns.
+    """Inspect a finished run: figures, over-limit and failed rows, one row's turns.
 
-    Give --show the run's --config, --target-max-tokens, --summary-target-tokens and
-    --tokenizer, so the protected turns, the target and the token counts match it.
+    For --show, pass the run's --config, target flags and --tokenizer (same counts).
     """
     try:
         cfg = _load_config(config).replace(target_max_tokens=target_max_tokens,
