@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import traceback
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from .config import CompressionConfig
 from .errors import CompressorError, ConfigError, InputError
+
+if TYPE_CHECKING:
+    from .analyze import Prices
 
 app = typer.Typer(
     name="trajectory-compressor",
@@ -40,6 +43,20 @@ TokenizerOpt = Annotated[
     typer.Option("--tokenizer", help="Tokenizer: 'deepseek-v4' (bundled, offline), a local "
                  "folder, or a hub name already in the local cache."),
 ]
+
+SummarizerOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--summarizer", help="openai, extractive or local. With extractive the "
+                 "dry run builds the same summaries compress would (exact figures); with an "
+                 "LLM it projects summaries of --summary-target-tokens tokens."),
+]
+SampleOpt = Annotated[
+    Optional[float],  # noqa: UP045
+    typer.Option("--sample-percent", help="Keep each row with this probability (0-100], "
+                 "seeded, in input order (the same rows compress would keep)."),
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for --sample-percent.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
 
 
 def _load_config(path: Path | None) -> CompressionConfig:
@@ -116,6 +133,128 @@ def compress(
         typer.echo("interrupted; nothing was committed under the final names", err=True)
         raise typer.Exit(130) from None
     raise typer.Exit(code)
+
+
+@app.command()
+def analyze(
+    input: Annotated[str, typer.Argument(help="A .jsonl/.jsonl.gz/.parquet file, a folder "
+                                         "of them, or a glob.", show_default=False)],
+    config: ConfigOpt = None,
+    target_max_tokens: TargetOpt = None,
+    summary_target_tokens: SummaryTargetOpt = None,
+    tokenizer: TokenizerOpt = None,
+    summarizer: SummarizerOpt = None,
+    sample_percent: SampleOpt = None,
+    seed: SeedOpt = 42,
+    targets: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--targets", help="Compare several targets in one pass, e.g. "
+                     "8192,16384,32768 (tokens are counted once)."),
+    ] = None,
+    price_in: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option("--price-in", help="USD per million summarizer input tokens (for the "
+                     "projected cost)."),
+    ] = None,
+    price_out: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option("--price-out", help="USD per million summarizer output tokens."),
+    ] = None,
+    json_path: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--json", help="Also write the figures as JSON to this file ('-' "
+                     "prints the JSON instead of the text)."),
+    ] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Dry run: token distribution and what compress would do; no LLM call, writes nothing."""
+    try:
+        cfg = _load_config(config).replace(
+            target_max_tokens=target_max_tokens,
+            summary_target_tokens=summary_target_tokens,
+            tokenizer_name=tokenizer,
+            summarizer=summarizer,
+        )
+        _check_sample(sample_percent)
+        target_list = _parse_targets(targets) if targets is not None else None
+        if target_list and target_max_tokens is not None:
+            raise ConfigError("give either --target-max-tokens or --targets, not both")
+        prices = _prices(price_in, price_out)
+        from .run import analyze_input
+
+        analyze_input(input, cfg, sample_percent=sample_percent, seed=seed,
+                      targets=target_list, prices=prices, json_path=json_path)
+    except (CompressorError, OSError) as exc:
+        _fail(exc, debug)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def report(
+    output: Annotated[str, typer.Argument(help="The file or folder a compress run wrote; "
+                                          "its _metrics.json and _over_limit.jsonl are "
+                                          "found beside it.", show_default=False)],
+    show: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--show", help="Print one trajectory's turns as a timeline: an id, a "
+                     "location (file:line) or a 0-based row index of the output."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+    = False,
+    limit: Annotated[int, typer.Option("--limit", help="Rows listed in the table (0: all).",
+                                       min=0)] = 50,
+    config: ConfigOpt = None,
+    target_max_tokens: TargetOpt = None,
+    summary_target_tokens: SummaryTargetOpt = None,
+    tokenizer: TokenizerOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Inspect a finished run: figures, over-limit and failed rows, one row's turns.
+
+    For --show, pass the run's --config, target flags and --tokenizer (same counts).
+    """
+    try:
+        cfg = _load_config(config).replace(target_max_tokens=target_max_tokens,
+                                           summary_target_tokens=summary_target_tokens,
+                                           tokenizer_name=tokenizer)
+        from .run import report_output
+
+        report_output(output, cfg, show=show, as_json=as_json, limit=limit)
+    except (CompressorError, OSError) as exc:
+        _fail(exc, debug)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
+def _check_sample(sample_percent: float | None) -> None:
+    if sample_percent is not None and not 0 < sample_percent <= 100:
+        raise ConfigError(f"--sample-percent must be in (0, 100], got {sample_percent:g}")
+
+
+def _parse_targets(text: str) -> list[int]:
+    targets: list[int] = []
+    for part in text.split(","):
+        part = part.strip().replace("_", "")
+        if not part.isdigit() or int(part) <= 0:
+            raise ConfigError(f"--targets takes positive whole numbers separated by commas, "
+                              f"got {text!r}")
+        if int(part) not in targets:
+            targets.append(int(part))
+    return targets
+
+
+def _prices(price_in: float | None, price_out: float | None) -> Prices | None:
+    if price_in is None and price_out is None:
+        return None
+    for flag, value in (("--price-in", price_in), ("--price-out", price_out)):
+        if value is not None and value < 0:
+            raise ConfigError(f"{flag} must be >= 0, got {value:g}")
+    from .analyze import Prices
+
+    return Prices(price_in or 0.0, price_out or 0.0)
 
 
 @app.callback()

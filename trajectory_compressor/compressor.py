@@ -16,6 +16,10 @@ from .summary import Summarizer, Summary, SummaryFailed, SummaryRequest, Summary
 from .tokens import TokenCounter
 from .trajectory import Row, Trajectory, conversations_of
 
+# The planner expected the row to fit with a summary of ``summary_target_tokens``; the
+# summary, or the notice appended to the system turn, made it longer than that.
+SUMMARY_OVERRAN = "the summary and notice came out longer than the planner allowed for"
+
 
 @dataclass
 class RowResult:
@@ -25,6 +29,15 @@ class RowResult:
     metrics: TrajectoryMetrics
     plan: Plan
     changed: bool  # False: the row is the input object, untouched
+
+    @property
+    def reason(self) -> str:
+        """Why the row failed or is still over the limit; empty when it is neither."""
+        if self.metrics.error is not None:
+            return self.metrics.error
+        if not self.metrics.still_over_limit:
+            return ""
+        return self.plan.reason or SUMMARY_OVERRAN
 
 
 class TrajectoryCompressor:
@@ -135,24 +148,41 @@ class TrajectoryCompressor:
             fallback.usage.errors = max(fallback.usage.errors, 1)
             return fallback
 
+    def projected_metrics(
+        self, turns: Trajectory, plan: Plan, summary_tokens: int
+    ) -> TrajectoryMetrics:
+        """The metrics `compress_planned` would give with a summary of ``summary_tokens``.
+
+        No summarizer is called; used by the dry run to project LLM summaries.
+        """
+        return self._metrics_for(turns, plan, None, summary_tokens)
+
     def _metrics_after(
         self,
         turns: Trajectory,
         plan: Plan,
         summary: Summary,
     ) -> TrajectoryMetrics:
+        metrics = self._metrics_for(turns, plan, summary.text, 0)
+        _add_usage(metrics, summary.usage)
+        metrics.summary_source = summary.source
+        return metrics
+
+    def _metrics_for(
+        self, turns: Trajectory, plan: Plan, summary_text: str | None, summary_tokens: int
+    ) -> TrajectoryMetrics:
+        """Metrics after compression, counting the summary (if given) and the notice delta."""
         assert plan.region is not None
         notice_at = notice_index(turns, plan.region, self.config)
-        texts = [summary.text]
+        texts = [summary_text or ""]
         if notice_at is not None:
             system = turns[notice_at]["value"]
             texts += [system + self.config.summary_notice_text, system]
         counts = self.counter.count_many(texts)
+        if summary_text is not None:
+            summary_tokens = counts[0]
         delta = counts[1] - counts[2] if notice_at is not None else 0
-        metrics = compressed_metrics(plan, len(turns), counts[0], delta, self.config)
-        _add_usage(metrics, summary.usage)
-        metrics.summary_source = summary.source
-        return metrics
+        return compressed_metrics(plan, len(turns), summary_tokens, delta, self.config)
 
     def _with_metrics(
         self, row: Row, turns: Trajectory, metrics: TrajectoryMetrics, plan: Plan

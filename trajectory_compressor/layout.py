@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .config import CompressionConfig
 from .errors import ConfigError
-from .sources import InputFile
+from .sources import InputFile, file_format
 
 _EXTENSIONS = {"jsonl": ".jsonl", "jsonl.gz": ".jsonl.gz", "parquet": ".parquet"}
 
@@ -41,6 +41,18 @@ class OutputLayout:
         return [self.metrics, self.over_limit, self.rejects]
 
 
+def sidecar_stem(output: Path, folder: bool) -> Path:
+    """``<stem_path>`` of an output: the folder itself, or the file without its extension."""
+    if folder:
+        return output
+    return output.with_name(InputFile(output, file_format(output) or "jsonl").stem)
+
+
+def finished_layout(output: Path) -> OutputLayout:
+    """The sidecar names of a finished run from its output file or folder (for `report`)."""
+    return OutputLayout({}, {}, sidecar_stem(output, folder=output.is_dir()))
+
+
 def _output_format(source: InputFile, config: CompressionConfig) -> str:
     if config.output_format == "same":
         return source.format
@@ -69,8 +81,8 @@ def plan_layout(
                 raise ConfigError(f"output {output} is a folder; give a file name for a file input")
         if out.resolve() == source.path.resolve():
             raise ConfigError(f"output {out} would overwrite the input")
-        stem = InputFile(out, fmt).stem
-        return OutputLayout({source.path: out}, {source.path: fmt}, out.with_name(stem))
+        return OutputLayout({source.path: out}, {source.path: fmt},
+                            sidecar_stem(out, folder=False))
     spec_path = Path(input_spec)
     base = spec_path if spec_path.is_dir() else inputs[0].path.parent
     folder = Path(output) if output is not None else base.with_name(base.name + suffix)
@@ -86,4 +98,4 @@ def plan_layout(
         formats[source.path] = fmt
     if len(set(outputs.values())) != len(outputs):
         raise ConfigError(f"two inputs in {input_spec} would write the same output file")
-    return OutputLayout(outputs, formats, folder)
+    return OutputLayout(outputs, formats, sidecar_stem(folder, folder=True))

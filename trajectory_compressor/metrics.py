@@ -145,6 +145,22 @@ class Distribution:
         return {"min": self.min, "median": self.quantile(0.5), "p90": self.quantile(0.9),
                 "p99": self.quantile(0.99), "max": self.max}
 
+    def histogram(self, edges: list[int]) -> list[int]:
+        """Counts in ``[edges[i], edges[i+1])`` (the last bin closed); ±1% past the cap."""
+        if self._exact is not None:
+            return histogram(sorted(self._exact), edges)
+        assert self.min is not None and self.max is not None
+        counts = [0] * (len(edges) - 1)
+        for key, n in self._buckets.items():
+            value = 0 if key < 0 else round(math.exp((key + 0.5) * self._BASE))
+            value = min(max(value, self.min), self.max)
+            i = bisect.bisect_right(edges, value) - 1
+            if 0 <= i < len(counts):
+                counts[i] += n
+            elif value == edges[-1]:
+                counts[-1] += n
+        return counts
+
     def state(self) -> dict[str, Any]:
         """A JSON-able snapshot (for resume checkpoints)."""
         return {"count": self.count, "min": self.min, "max": self.max,

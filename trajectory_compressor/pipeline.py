@@ -26,7 +26,7 @@ from .plan import Plan
 from .progress import Progress
 from .sinks import JsonlSink, write_atomic
 from .sources import InputFile, Record, read_records
-from .trajectory import conversations_of
+from .trajectory import conversations_of, row_id
 
 MAX_WARNINGS = 20
 
@@ -210,8 +210,8 @@ class Pipeline:
             entry: dict[str, Any] = {
                 "location": str(record.location),
                 **record.location.to_dict(),
-                "id": _row_id(result.row),
-                "reason": metrics.error or result.plan.reason or "over the target",
+                "id": row_id(result.row),
+                "reason": result.reason,
                 "metrics": metrics.to_dict(),
             }
             if not self.config.save_over_limit:
@@ -245,14 +245,6 @@ class Pipeline:
             self.progress.write(f"warning: {message}")
         elif len(self._warnings) == MAX_WARNINGS + 1:
             self.progress.write("warning: more problems; see the rejects file")
-
-
-def _row_id(row: Any) -> Any:
-    if isinstance(row, dict):
-        for key in ("id", "uuid", "trajectory_id", "sample_id"):
-            if key in row and isinstance(row[key], (str, int)):
-                return row[key]
-    return None
 
 
 def run_pipeline(

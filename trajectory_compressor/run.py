@@ -1,16 +1,23 @@
-"""Whole runs from an input spec: `compress_input` and `analyze_input` (used by the CLI)."""
+"""Whole runs for the CLI: `compress_input`, `analyze_input` (dry run), `report_output`."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from . import jsonio
 from .compressor import TrajectoryCompressor
 from .config import CompressionConfig
+from .errors import ConfigError, InputError, RowError
 from .layout import plan_layout
 from .pipeline import RunOptions, RunResult, run_pipeline
+from .sinks import write_atomic
 from .sources import discover_inputs
 from .tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from .analyze import Prices
 
 
 def compress_input(
@@ -78,9 +85,55 @@ def analyze_input(
     *,
     sample_percent: float | None = None,
     seed: int = 42,
+    targets: list[int] | None = None,
+    prices: Prices | None = None,
+    json_path: str | None = None,
 ) -> None:
-    """A dry run: count and plan every row, print what compression would do, write nothing."""
+    """A dry run: count and plan every row, print what compression would do.
+
+    Nothing is written unless ``json_path`` is given (``-`` prints the JSON instead).
+    """
     from .analyze import analyze, format_analysis
 
-    report = analyze(input_spec, config, sample_percent=sample_percent, seed=seed)
-    sys.stdout.write(format_analysis(report) + "\n")
+    if json_path not in (None, "-") and not Path(json_path).parent.is_dir():
+        raise ConfigError(f"--json {json_path}: folder {Path(json_path).parent} does not exist")
+    analysis = analyze(input_spec, config, targets=targets, sample_percent=sample_percent,
+                       seed=seed)
+    if json_path == "-":
+        sys.stdout.write(jsonio.dumps_pretty(analysis.to_dict(prices)).decode("utf-8"))
+        return
+    if json_path is not None:
+        write_atomic(Path(json_path), jsonio.dumps_pretty(analysis.to_dict(prices)))
+    sys.stdout.write(format_analysis(analysis, prices) + "\n")
+
+
+def report_output(
+    output: str,
+    config: CompressionConfig,
+    *,
+    show: str | None = None,
+    as_json: bool = False,
+    limit: int | None = 50,
+) -> None:
+    """Print a finished run's figures and flagged rows, or one row's timeline (``show``)."""
+    from .report import find_row, format_found, format_report, found_to_dict, load_report
+
+    report = load_report(output)
+    if show is None:
+        text = (jsonio.dumps_pretty(report.to_dict()).decode("utf-8") if as_json
+                else format_report(report, limit) + "\n")
+        sys.stdout.write(text)
+        return
+    from .timeline import build_timeline
+    from .trajectory import conversations_of
+
+    found = find_row(report, show)
+    try:
+        turns = conversations_of(found.row)
+    except RowError as exc:
+        raise InputError(f"{found.location}: {exc.reason}") from None
+    counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
+    timeline = build_timeline(turns, counter.count_many([t["value"] for t in turns]),
+                              found.metrics, config)
+    sys.stdout.write(jsonio.dumps_pretty(found_to_dict(found, timeline)).decode("utf-8")
+                     if as_json else format_found(found, timeline) + "\n")

@@ -36,6 +36,15 @@ def conversations_of(row: Any) -> Trajectory:
     return turns
 
 
+def row_id(row: Any) -> Any:
+    """The row's id (``id``, ``uuid``, ``trajectory_id`` or ``sample_id``), if it has one."""
+    if isinstance(row, dict):
+        for key in ("id", "uuid", "trajectory_id", "sample_id"):
+            if key in row and isinstance(row[key], (str, int)):
+                return row[key]
+    return None
+
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"

@@ -1,0 +1,224 @@
+"""`analyze`: hand-computed figures, and predictions equal to what `compress` then does."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli_helpers import run_cli
+from tests.fixtures_runs import (
+    HAND_CONFIG,
+    HAND_ROWS,
+    compress_run,
+    generated_rows,
+    words,
+    write_jsonl,
+)
+from trajectory_compressor.analyze import Prices, analyze, format_analysis
+from trajectory_compressor.compressor import SUMMARY_OVERRAN
+from trajectory_compressor.config import CompressionConfig
+from trajectory_compressor.errors import ConfigError
+from trajectory_compressor.pipeline import RunOptions
+from trajectory_compressor.plan import NO_MIDDLE, PROTECTED_TOO_BIG, SMALL_REGION
+from trajectory_compressor.textfmt import display_width
+
+# Everything `compress` reports except wall-clock times.
+SECTIONS = ("summary", "tokens", "turns", "averages", "summarization", "usage", "distributions")
+
+
+def assert_fits_80_columns(text: str) -> None:
+    assert "\x1b" not in text
+    for line in text.splitlines():
+        assert display_width(line) <= 80, line
+
+
+def without_processing(d: dict) -> dict:
+    return {k: d[k] for k in SECTIONS}
+
+
+@pytest.fixture
+def hand_input(tmp_path, counter):
+    for n in (1, 5, 10, 30, 40, 50):
+        assert counter.count(words(n)) == n
+    return write_jsonl(tmp_path / "hand.jsonl", HAND_ROWS, extra_lines=("{oops",))
+
+
+def test_hand_computed_figures(hand_input, counter):
+    config = CompressionConfig(summarizer="extractive", **HAND_CONFIG)
+    a = analyze(str(hand_input), config, counter=counter)
+    assert (a.rows, a.rejected) == (5, 1)
+    # Totals per row: 35, 205, 265, 120, 195 (nearest-rank quantiles).
+    assert a.tokens.summary() == {"min": 35, "median": 195, "p90": 265, "p99": 265,
+                                  "max": 265}
+    edges, counts = a.histogram()
+    assert edges == list(range(25, 276, 25))
+    assert counts == [1, 0, 0, 1, 0, 0, 1, 1, 0, 1]
+    (t,) = a.targets
+    m = t.metrics
+    assert t.exact and m is t.extractive
+    assert (m.trajectories_skipped_under_target, m.trajectories_compressed,
+            m.trajectories_still_over_limit, m.rows_rejected) == (1, 2, 3, 1)
+    assert dict(t.reasons) == {PROTECTED_TOO_BIG: 1, NO_MIDDLE: 1, SMALL_REGION: 1}
+    assert m.total_summarization_calls == 0 and m.summaries_by_source["extractive"] == 2
+    # LLM projection: "fits" keeps 45 + 20, "big-tail" keeps 145 + 20; the rest unchanged.
+    llm = t.llm
+    assert llm.total_tokens_after == 35 + 65 + 165 + 120 + 195
+    assert llm.trajectories_still_over_limit == 3
+    assert llm.total_summarization_calls == 2 and llm.completion_tokens == 40
+    # Input: the regions (160 + 120 tokens of text) plus a short "[Turn i - GPT]:" header
+    # per turn.
+    assert 280 < llm.prompt_tokens <= 280 + 8 * 10
+    # Extractive summaries fit the 20-token budget.
+    assert 35 + 45 + 145 + 120 + 195 < m.total_tokens_after <= 580
+    cost = Prices(1.0, 2.0).cost(llm.prompt_tokens, 40)
+    assert cost == pytest.approx((llm.prompt_tokens + 80) / 1e6)
+    text = format_analysis(a, Prices(1.0, 2.0))
+    assert_fits_80_columns(text)
+    assert "rows    5, rejected 1" in text
+    assert "no compressible middle" in text and "middle too small to help" in text
+
+
+def test_projection_for_an_llm_summarizer_says_so(hand_input, counter):
+    config = CompressionConfig(summarizer="openai", **HAND_CONFIG)
+    a = analyze(str(hand_input), config, counter=counter)
+    (t,) = a.targets
+    assert not t.exact and t.metrics is t.llm
+    assert t.metrics.summaries_by_source["llm"] == 2
+    text = format_analysis(a)
+    assert "openai: projected, 20-token summaries" in text
+    assert "would stay over (extractive, exact)" in text
+    data = a.to_dict()["targets"][0]
+    assert data["exact"] is False
+    assert data["metrics"]["summary"]["trajectories_still_over_limit"] == 3
+    assert data["metrics"]["tokens"]["total_after"] == 580
+    assert data["metrics"]["usage"]["completion_tokens"] == 40
+
+
+def test_predictions_equal_a_real_run_at_each_target(tmp_path, counter):
+    src = write_jsonl(tmp_path / "gen.jsonl", generated_rows(1) + generated_rows(2))
+    base = CompressionConfig(summarizer="extractive", summary_target_tokens=120)
+    targets = [600, 1200, 2500]
+    together = analyze(str(src), base, targets=targets, counter=counter)
+    compressed_any = over_any = 0
+    for target, t in zip(targets, together.targets, strict=True):
+        config = base.replace(target_max_tokens=target)
+        alone = analyze(str(src), config, counter=counter).targets[0]
+        run = compress_run(src, tmp_path / f"out_{target}.jsonl", config, counter)
+        expected = without_processing(run.metrics.to_dict())
+        assert without_processing(t.metrics.to_dict()) == expected
+        assert without_processing(alone.metrics.to_dict()) == expected
+        over = [json.loads(line) for line in
+                (tmp_path / f"out_{target}_over_limit.jsonl").read_text().splitlines()]
+        reasons: dict[str, int] = {}
+        for entry in over:
+            reasons[entry["reason"]] = reasons.get(entry["reason"], 0) + 1
+        assert dict(t.reasons) == reasons
+        compressed_any += run.metrics.trajectories_compressed
+        over_any += run.metrics.trajectories_still_over_limit
+    assert compressed_any and over_any, "the fixture must exercise both outcomes"
+    # Rows the planner expected to fit but that the notice pushed over: only exact
+    # summaries and notice counts can predict those.
+    assert any(SUMMARY_OVERRAN in t.reasons for t in together.targets)
+
+
+def test_sampling_keeps_the_rows_compress_keeps(tmp_path, counter):
+    src = write_jsonl(tmp_path / "gen.jsonl", generated_rows(3, n=60), extra_lines=("[1]",))
+    config = CompressionConfig(summarizer="extractive", summary_target_tokens=120,
+                               target_max_tokens=1000)
+    a = analyze(str(src), config, sample_percent=40, seed=5, counter=counter)
+    run = compress_run(src, tmp_path / "o.jsonl", config, counter,
+                       options=RunOptions(sample_percent=40, seed=5, quiet=True))
+    assert 10 < a.rows < 50
+    assert (a.rows, a.rejected) == (run.metrics.total_trajectories, run.metrics.rows_rejected)
+    assert without_processing(a.targets[0].metrics.to_dict()) == \
+        without_processing(run.metrics.to_dict())
+
+
+def test_sample_data_in_process_at_several_targets(sample_jsonl, tmp_path, counter):
+    base = CompressionConfig(summarizer="extractive")
+    targets = [8192, 32768]  # the default 15,250 is checked through the CLI below
+    a = analyze(str(sample_jsonl), base, targets=targets, counter=counter)
+    for target, t in zip(targets, a.targets, strict=True):
+        run = compress_run(sample_jsonl, tmp_path / f"s{target}.jsonl",
+                           base.replace(target_max_tokens=target), counter)
+        assert without_processing(t.metrics.to_dict()) == \
+            without_processing(run.metrics.to_dict())
+
+
+def test_a_target_not_above_the_summary_is_a_config_error(hand_input, counter):
+    with pytest.raises(ConfigError, match="smaller than"):
+        analyze(str(hand_input), CompressionConfig(summarizer="extractive", **HAND_CONFIG),
+                targets=[100, 20], counter=counter)
+
+
+def test_cli_on_the_sample_predicts_what_compress_does(tmp_path, sample_jsonl):
+    report = tmp_path / "analysis.json"
+    proc = run_cli("analyze", str(sample_jsonl), "--summarizer", "extractive",
+                   "--json", str(report), "--price-in", "0.5", "--price-out", "1.5")
+    assert proc.returncode == 0, proc.stderr
+    assert_fits_80_columns(proc.stdout)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis.json"]
+    out = tmp_path / "out.jsonl"
+    proc2 = run_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer",
+                    "extractive", "--quiet")
+    assert proc2.returncode == 0, proc2.stderr
+    actual = json.loads((tmp_path / "out_metrics.json").read_text())
+    predicted = json.loads(report.read_text())
+    (t,) = predicted["targets"]
+    assert t["exact"] is True
+    assert t["metrics"] == without_processing(actual)
+    s = actual["summary"]
+    figures = {line.split("  ")[1].strip(): line.split()[-1] for line in
+               proc.stdout.splitlines() if line.startswith("  would ")}
+    assert figures == {
+        "would skip (under the target)": f"{s['trajectories_skipped_under_target']:,}",
+        "would compress": f"{s['trajectories_compressed']:,}",
+        "would stay over the limit": f"{s['trajectories_still_over_limit']:,}",
+    }
+    calls = s["trajectories_compressed"]
+    llm = t["llm"]
+    assert llm["summarization_calls"] == calls and llm["output_tokens"] == 750 * calls
+    assert llm["cost_usd"] == pytest.approx(
+        (llm["input_tokens"] * 0.5 + llm["output_tokens"] * 1.5) / 1e6, abs=1e-4)
+    assert f"{llm['input_tokens']:,}" in proc.stdout
+
+
+def test_cli_targets_and_dry_run_print_the_same_analysis(tmp_path, hand_input):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("compression:\n  target_max_tokens: 100\n  summary_target_tokens: 20\n"
+                   "output:\n  add_summary_notice: false\n"
+                   "summarization:\n  backend: extractive\n")
+    proc = run_cli("analyze", str(hand_input), "--config", str(cfg),
+                   "--targets", "100,150,200,250", "--json", "-")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    got = [(t["target_max_tokens"], t["metrics"]["summary"]["trajectories_skipped_under_target"],
+            t["metrics"]["summary"]["trajectories_still_over_limit"]) for t in data["targets"]]
+    # Totals 35, 120, 195, 205, 265: skipped when <= target.
+    assert [(g[0], g[1]) for g in got] == [(100, 1), (150, 2), (200, 3), (250, 4)]
+    dry = run_cli("compress", str(hand_input), "--config", str(cfg), "--dry-run")
+    ana = run_cli("analyze", str(hand_input), "--config", str(cfg))
+    assert dry.returncode == ana.returncode == 0
+    assert dry.stdout == ana.stdout and "would compress" in ana.stdout
+    assert_fits_80_columns(ana.stdout)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "hand.jsonl"]
+
+
+def test_cli_usage_errors_exit_2(tmp_path, hand_input):
+    cases = [
+        (("analyze", str(tmp_path / "missing.jsonl")), "input not found"),
+        (("analyze", str(hand_input), "--targets", "8k,16k"), "--targets"),
+        (("analyze", str(hand_input), "--targets", "500,900", "--target-max-tokens", "900"),
+         "either"),
+        (("analyze", str(hand_input), "--targets", "500", "--summary-target-tokens", "600"),
+         "smaller than"),
+        (("analyze", str(hand_input), "--price-in", "-1"), "--price-in"),
+        (("analyze", str(hand_input), "--json", str(tmp_path / "no" / "a.json")),
+         "does not exist"),
+    ]
+    for args, needle in cases:
+        proc = run_cli(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert needle in proc.stderr and "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
