@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from tests.reference_planner import reference_region
 from trajectory_compressor.config import CompressionConfig
 from trajectory_compressor.plan import (
+    NO_CLEAN_CUT,
     NO_MIDDLE,
     SMALL_REGION,
     compressible_middle,
@@ -92,6 +93,15 @@ def test_net_savings_guard_refuses_a_tiny_middle():
     assert plan.action == "over_limit"
     assert plan.region is None
     assert plan.reason == SMALL_REGION
+
+
+def test_a_middle_that_cannot_be_cut_without_splitting_a_tool_pair():
+    # Middle [4, 6) = gpt, tool; the tail starts with further tool answers of that gpt.
+    r = roles("SHGTGTTTGT")
+    plan = plan_trajectory(r, [300] * len(r), CFG)
+    assert (plan.action, plan.reason) == ("over_limit", NO_CLEAN_CUT)
+    assert (plan.middle.start, plan.middle.end) == (4, 6)
+    assert reference_region(r, [300] * len(r), 1000, 100) is None
 
 
 def test_no_middle_at_all():

@@ -19,6 +19,9 @@ Action = Literal["skip", "compress", "over_limit"]
 # Why a row over the target gets no summary, or stays over after one.
 NO_MIDDLE = "no compressible middle: the protected head and tail cover the trajectory"
 SMALL_REGION = "the compressible middle is too small to save tokens with a summary"
+NO_CLEAN_CUT = (
+    "the middle cannot be cut without splitting a tool call from its tool answers"
+)
 PROTECTED_TOO_BIG = "the protected head and tail alone exceed the target"
 MIDDLE_EXHAUSTED = "the whole middle was summarized and the rest still exceeds the target"
 
@@ -124,7 +127,7 @@ def plan_trajectory(
     until = snap_boundary(roles, until, start, end)
     region_tokens = sum(turn_tokens[start:until])
     if until <= start or region_tokens <= config.summary_target_tokens:
-        reason = NO_MIDDLE if until <= start else SMALL_REGION
+        reason = NO_CLEAN_CUT if until <= start else SMALL_REGION
         return Plan("over_limit", total, middle, reason=reason)
     region = Region(start, until)
     plan = Plan("compress", total, middle, region, region_tokens)

@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .compressor import SUMMARY_OVERRAN
-from .plan import MIDDLE_EXHAUSTED, NO_MIDDLE, PROTECTED_TOO_BIG, SMALL_REGION
+from .plan import (
+    MIDDLE_EXHAUSTED,
+    NO_CLEAN_CUT,
+    NO_MIDDLE,
+    PROTECTED_TOO_BIG,
+    SMALL_REGION,
+)
 
 WIDTH = 80
 ELLIPSIS = "…"
@@ -26,6 +32,7 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 # Short labels for the reasons a row stays over the limit, in the order they are listed.
 REASON_LABELS = {
     NO_MIDDLE: "no compressible middle",
+    NO_CLEAN_CUT: "no cut that keeps tool pairs",
     SMALL_REGION: "middle too small to help",
     PROTECTED_TOO_BIG: "head+tail alone > target",
     MIDDLE_EXHAUSTED: "middle used up, still over",
