@@ -110,6 +110,7 @@ class FakeLLMServer:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.last_request: dict[str, Any] | None = None
+        self.arrivals: list[float] = []  # time.monotonic() of each chat request
         self.port = 0
         self.dead = False
         self._seen: Counter[str] = Counter()
@@ -206,6 +207,7 @@ class FakeLLMServer:
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
+        self.arrivals.append(time.monotonic())
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
