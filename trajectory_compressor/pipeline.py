@@ -200,10 +200,10 @@ class Pipeline:
 
     def _task_done(self, task: asyncio.Task[RowResult]) -> None:
         self._tasks.discard(task)
-        if task.cancelled() or self._stop is None or self._stop.done():
+        if task.cancelled():
             return
-        exc = task.exception()
-        if exc is not None:
+        exc = task.exception()  # also marks it retrieved: a run may stop before its turn
+        if exc is not None and self._stop is not None and not self._stop.done():
             self._stop.set_result(exc)
 
     def _check_stop(self) -> None:
