@@ -220,7 +220,8 @@ def test_concurrency_is_bounded_globally_and_per_endpoint():
     assert all(x.source == "llm" for x in summaries)
     assert a.peak_in_flight == 2
     assert a.peak_in_flight + b.peak_in_flight >= 7 and b.peak_in_flight <= 7 - 2 + 2
-    assert s.pool.in_flight == 0 and s.pool.calls == 80
+    assert s.pool.in_flight == 0 and s.pool.calls == 80 == a.requests + b.requests
+    assert s.live_counters() == {"api_calls": 80, "requests": 0}
 
 
 def test_weights_shift_load_to_the_heavier_endpoint():

@@ -191,6 +191,7 @@ class Pipeline:
         finally:
             self._in_flight -= 1
             self.progress.in_flight(self._in_flight)
+            self.progress.live(self.compressor.summarizer.live_counters())
 
     def _spawn(self, coro: Coroutine[Any, Any, RowResult]) -> asyncio.Task[RowResult]:
         task = asyncio.create_task(coro)

@@ -66,6 +66,10 @@ class Summarizer:
         """A summary of ``request``'s turns; raises `SummaryFailed` when none could be had."""
         raise NotImplementedError
 
+    def live_counters(self) -> dict[str, int]:
+        """Counters a progress display may show while a run goes on (e.g. ``api_calls``)."""
+        return {}
+
     async def start(self) -> None:
         """Acquire resources (sessions, servers) for a run."""
 

@@ -53,6 +53,10 @@ class OpenAISummarizer(Summarizer):
         # Regions being summarized right now, by cache key: a duplicate waits for them.
         self._pending: dict[str, asyncio.Future[str | None]] = {}
 
+    def live_counters(self) -> dict[str, int]:
+        """HTTP requests sent so far and in flight now (for the progress bar)."""
+        return {"api_calls": self.pool.calls, "requests": self.pool.in_flight}
+
     async def start(self) -> None:
         """Open the cache (if any) and the pool's HTTP session."""
         if self.cache_path is not None and self.cache is None:

@@ -174,13 +174,18 @@ class Pool:
             later = [t for e in self.endpoints if (t := e.next_ready(now)) > now]
             timeout = min(later) - now if later else None
             try:
-                await asyncio.wait([waiter], timeout=timeout)
+                if timeout is None:
+                    await waiter
+                else:
+                    await asyncio.wait([waiter], timeout=timeout)
             except asyncio.CancelledError:
                 if waiter.done() and not waiter.cancelled():
                     self._wake_one()  # pass on the wake-up this task can no longer use
                 raise
             finally:
-                if not waiter.done():
+                if not waiter.done() or waiter.cancelled():
+                    # Not woken (timer, or cancelled): leave the line. A woken waiter
+                    # was already taken off it by `_wake_one`.
                     waiter.cancel()
                     with contextlib.suppress(ValueError):
                         self._waiters.remove(waiter)
