@@ -70,6 +70,11 @@ def test_compress_through_an_endpoint_then_rerun_from_the_cache(tmp_path, sample
                            *llm_args(server.url), "--no-cache", "--quiet", env=env)
         assert uncached.returncode == 0, uncached.stderr
         uncached_requests = server.requests - first_requests - rerun_requests
+        shared = run_cli("compress", str(sample_jsonl), "-o", str(tmp_path / "sh.jsonl"),
+                         *llm_args(server.url), "--cache-path",
+                         str(tmp_path / "out_summary_cache.sqlite"), "--quiet", env=env)
+        assert shared.returncode == 0, shared.stderr
+        shared_requests = server.requests - first_requests - rerun_requests - uncached_requests
     rows_in = read_jsonl(sample_jsonl)
     assert [r["id"] for r in first] == [r["id"] for r in rows_in]
     compressed = [r for r in first if r.get("compression_metrics", {}).get("was_compressed")]
@@ -90,6 +95,8 @@ def test_compress_through_an_endpoint_then_rerun_from_the_cache(tmp_path, sample
     assert [summary_turns(r) for r in second] == [summary_turns(r) for r in first]
     assert uncached_requests == len(compressed)
     assert not (tmp_path / "nc_summary_cache.sqlite").exists()
+    # Another output pointed at the first run's cache file needs no request either.
+    assert shared_requests == 0 and not (tmp_path / "sh_summary_cache.sqlite").exists()
     assert_key_absent(tmp_path, proc.stdout, proc.stderr, rerun.stdout, rerun.stderr)
 
 
