@@ -75,6 +75,7 @@ class Failure:
     kind: FailureKind
     reason: str
     retry_after: float | None = None
+    status: int | None = None  # the HTTP status, when there was one
     shrink_factor: float | None = None  # for "context": how much smaller the input must be
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -108,7 +109,7 @@ def parse_reply(
     """Classify one HTTP reply (pure, so every branch is easy to test)."""
     where = endpoint.name
     if status in (401, 403):
-        return Failure("auth", f"{where}: HTTP {status}")
+        return Failure("auth", f"{where}: HTTP {status}", status=status)
     if status == 429:
         return Failure("rate_limited", f"{where}: HTTP 429 (rate limited)",
                        retry_after=parse_retry_after(retry_after))

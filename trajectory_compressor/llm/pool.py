@@ -77,7 +77,7 @@ class Pool:
         self._rng = rng or random.Random()
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._session: aiohttp.ClientSession | None = None
-        self._fatal: FatalSummaryError | None = None
+        self._fatal: str | None = None  # why every request would fail (a rejected key)
 
     async def start(self) -> None:
         """Open the run's HTTP session (keep-alive, sized to the concurrency)."""
@@ -151,7 +151,7 @@ class Pool:
 
     async def _acquire(self, avoid: Endpoint | None, estimated_tokens: int) -> Endpoint:
         if self._fatal is not None:
-            raise self._fatal
+            raise FatalSummaryError(self._fatal)
         if not self._waiters and self.in_flight < self.max_in_flight:
             now = time.monotonic()
             endpoint = self._pick(avoid, now)
@@ -190,7 +190,7 @@ class Pool:
                     with contextlib.suppress(ValueError):
                         self._waiters.remove(waiter)
             if self._fatal is not None:
-                raise self._fatal
+                raise FatalSummaryError(self._fatal)
             if self.in_flight < self.max_in_flight:
                 now = time.monotonic()
                 endpoint = self._pick(avoid, now)
@@ -262,7 +262,7 @@ class Pool:
 
     def _fail_fatally(self, endpoint: Endpoint, failure: Failure) -> FatalSummaryError:
         if self._fatal is None:
-            status = failure.reason.rsplit("HTTP ", 1)[-1]
+            status = failure.status
             if endpoint.key_env is None:
                 message = (f"the endpoint {endpoint.name} refused the request (HTTP {status}) "
                            "and no API key was sent; name the variable holding the key with "
@@ -271,6 +271,6 @@ class Pool:
                 message = (f"the endpoint {endpoint.name} rejected the API key from "
                            f"${endpoint.key_env} (HTTP {status}); check the key and the "
                            "endpoint's URL")
-            self._fatal = FatalSummaryError(message)
+            self._fatal = message
             self._wake_all()
-        return self._fatal
+        return FatalSummaryError(self._fatal)
