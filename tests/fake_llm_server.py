@@ -28,7 +28,8 @@ without a reply), ``truncated`` (the body stops half way), ``html`` (an HTML pag
 status 200), ``not_json``, ``no_choices``, ``empty`` (empty content), ``length``
 (``finish_reason: "length"``). Which request gets which fault is decided by a hash of the
 seed, the prompt and how often that prompt was seen, so runs are reproducible whatever
-the concurrency. ``script`` forces the outcomes of the first requests in arrival order.
+the concurrency. ``script`` forces the outcomes of the first requests in arrival order
+(besides the faults and ``ok`` it may say ``unauthorized``: a 401).
 """
 
 from __future__ import annotations
@@ -297,6 +298,8 @@ class FakeLLMServer:
         retry = {"Retry-After": f"{self.retry_after:g}"}
         if outcome == "ok":
             return _json(200, self._completion(data, prompt_tokens, "stop"))
+        if outcome == "unauthorized":  # scripted only: a key revoked mid-run
+            return _error(401, "invalid API key")
         if outcome == "http500":
             return _error(500, "internal server error")
         if outcome == "http503":
