@@ -13,7 +13,11 @@ def make_summarizer(config: CompressionConfig, counter: TokenCounter) -> Summari
     """The backend for ``config.summarizer``: `extractive`, `openai` or `local`."""
     if config.summarizer == "extractive":
         return ExtractiveSummarizer(counter.count)
+    if config.summarizer == "openai":
+        from .llm import OpenAISummarizer
+
+        return OpenAISummarizer(config)
     raise ConfigError(
         f"the '{config.summarizer}' summarizer is not available in this build; "
-        "use --summarizer extractive"
+        "use --summarizer openai or --summarizer extractive"
     )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from .config import CompressionConfig
-from .errors import CompressorError, ConfigError, InputError
+from .errors import CompressorError, ConfigError, FatalSummaryError, InputError
 
 if TYPE_CHECKING:
     from .analyze import Prices
@@ -74,7 +74,8 @@ def _fail(exc: BaseException, debug: bool) -> None:
         traceback.print_exc()
     message = str(exc) or type(exc).__name__
     typer.echo(f"error: {message}", err=True)
-    code = 2 if isinstance(exc, (ConfigError, InputError)) else 1
+    # A fatal summarizer error (a rejected API key) is a configuration problem too.
+    code = 2 if isinstance(exc, (ConfigError, InputError, FatalSummaryError)) else 1
     raise typer.Exit(code)
 
 
@@ -95,6 +96,33 @@ def compress(
         Optional[str],  # noqa: UP045
         typer.Option("--summarizer", help="openai (HTTP endpoints), extractive (no model, "
                      "offline) or local (embedded llama.cpp)."),
+    ] = None,
+    base_url: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. "
+                     "http://localhost:8000/v1; repeat for a pool of endpoints serving "
+                     "--model.", show_default=False),
+    ] = None,
+    model: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--model", help="Model name sent to the endpoints."),
+    ] = None,
+    api_key_env: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--api-key-env", help="Environment variable holding the API key (the "
+                     "key itself never goes on the command line)."),
+    ] = None,
+    max_concurrent_requests: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--max-concurrent-requests", help="Summaries requested at once, over "
+                     "all endpoints."),
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the "
+                                           "summary cache.")] = False,
+    cache_path: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--cache-path", help="SQLite summary cache. Default: "
+                     "<output stem>_summary_cache.sqlite beside the output."),
     ] = None,
     sample_percent: Annotated[
         Optional[float],  # noqa: UP045
@@ -117,7 +145,10 @@ def compress(
             summary_target_tokens=summary_target_tokens,
             tokenizer_name=tokenizer,
             summarizer=summarizer,
-        )
+            max_concurrent_requests=max_concurrent_requests,
+            cache_path=cache_path,
+            cache_enabled=False if no_cache else None,
+        ).with_endpoint_flags(base_url, model, api_key_env)
         if sample_percent is not None and not 0 < sample_percent <= 100:
             raise ConfigError(f"--sample-percent must be in (0, 100], got {sample_percent:g}")
         from .run import analyze_input, compress_input

@@ -122,7 +122,8 @@ class TrajectoryCompressor:
         assert plan.region is not None
         region = plan.region
         request = SummaryRequest(
-            turns[region.start:region.end], region.start, self.config.summary_target_tokens
+            turns[region.start:region.end], region.start, self.config.summary_target_tokens,
+            plan.region_tokens,
         )
         try:
             summary = await asyncio.wait_for(

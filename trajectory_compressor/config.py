@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +52,7 @@ class CompressionConfig:
     # summarization (reference keys)
     summarization_model: str = "google/gemini-3-flash-preview"
     base_url: str = "https://openrouter.ai/api/v1"
-    api_key_env: str = "OPENROUTER_API_KEY"
+    api_key_env: str | None = "OPENROUTER_API_KEY"  # None or "": send no key
     temperature: float = 0.3
     max_retries: int = 3
     retry_delay: float = 2.0
@@ -179,7 +181,38 @@ class CompressionConfig:
         """The pool's endpoints: the `endpoints` list, or the reference's single endpoint."""
         if self.endpoints:
             return list(self.endpoints)
-        return [EndpointConfig(self.base_url, self.summarization_model, self.api_key_env)]
+        return [EndpointConfig(self.base_url, self.summarization_model, self.api_key_env or None)]
+
+    def with_endpoint_flags(
+        self,
+        base_urls: list[str] | None = None,
+        model: str | None = None,
+        api_key_env: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> CompressionConfig:
+        """Apply ``--base-url`` (repeatable), ``--model`` and ``--api-key-env``.
+
+        Base URLs become the `endpoints` list, all with the same model. Their key comes
+        from ``api_key_env``; without it, from ``summarization.api_key_env`` when that
+        variable is set, and otherwise none is sent (a local server needs none). Without
+        base URLs, ``model`` and ``api_key_env`` override every configured endpoint's.
+        """
+        if base_urls:
+            key_env = api_key_env
+            if key_env is None and self.api_key_env:
+                env = os.environ if environ is None else environ
+                key_env = self.api_key_env if env.get(self.api_key_env) else None
+            name = model or self.summarization_model
+            endpoints = [EndpointConfig(url, name, key_env) for url in base_urls]
+            return self.replace(base_url=base_urls[0], summarization_model=name,
+                                endpoints=endpoints)
+        if model is None and api_key_env is None:
+            return self
+        endpoints = [dataclasses.replace(e, model=model or e.model,
+                                         api_key_env=api_key_env or e.api_key_env)
+                     for e in self.endpoints]
+        return self.replace(summarization_model=model, api_key_env=api_key_env,
+                            endpoints=endpoints)
 
     def fingerprint_dict(self) -> dict[str, Any]:
         """The settings that decide the output rows (used to refuse a mismatched resume)."""
@@ -247,7 +280,7 @@ _FIELD_TYPES: dict[str, str] = {
     "target_max_tokens": "int", "summary_target_tokens": "int",
     "protect_first_system": "bool", "protect_first_human": "bool",
     "protect_first_gpt": "bool", "protect_first_tool": "bool", "protect_last_n_turns": "int",
-    "summarization_model": "str", "base_url": "str", "api_key_env": "str",
+    "summarization_model": "str", "base_url": "str", "api_key_env": "str?",
     "temperature": "number", "max_retries": "int", "retry_delay": "number",
     "summarizer": "str", "endpoints": "list", "request_timeout": "number",
     "max_input_tokens": "int", "cache_enabled": "bool", "cache_path": "str?",
@@ -261,6 +294,8 @@ _FIELD_TYPES: dict[str, str] = {
 }
 
 _ENDPOINT_KEYS = [f.name for f in dataclasses.fields(EndpointConfig)]
+_ENDPOINT_TYPES = {"api_key_env": "str?", "weight": "number", "max_concurrency": "int?",
+                   "rpm": "int?", "tpm": "int?"}
 
 
 def _type_ok(value: Any, expected: str) -> bool:
@@ -320,7 +355,12 @@ def _endpoints(value: Any, source: str) -> list[EndpointConfig]:
         if not isinstance(item.get("base_url"), str) or not isinstance(item.get("model"), str):
             raise ConfigError(f"{source}: {where} needs a base_url and a model (strings)")
         endpoint = EndpointConfig(**item)
-        if endpoint.weight <= 0:
-            raise ConfigError(f"{source}: {where}.weight must be positive")
+        for key, expected in _ENDPOINT_TYPES.items():
+            if not _type_ok(getattr(endpoint, key), expected):
+                raise ConfigError(f"{source}: {where}.{key} must be {_type_name(expected)}, "
+                                  f"got {getattr(endpoint, key)!r}")
+        for key in ("weight", "max_concurrency", "rpm", "tpm"):
+            if getattr(endpoint, key) is not None and getattr(endpoint, key) <= 0:
+                raise ConfigError(f"{source}: {where}.{key} must be positive")
         endpoints.append(endpoint)
     return endpoints

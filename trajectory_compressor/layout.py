@@ -33,6 +33,11 @@ class OutputLayout:
         return self.stem_path.with_name(self.stem_path.name + "_rejects.jsonl")
 
     @property
+    def summary_cache(self) -> Path:
+        """The default SQLite cache of LLM summaries (reused by reruns into this output)."""
+        return self.stem_path.with_name(self.stem_path.name + "_summary_cache.sqlite")
+
+    @property
     def checkpoint(self) -> Path:
         return self.stem_path.with_name(f".{self.stem_path.name}.checkpoint.json")
 

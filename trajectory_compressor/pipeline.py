@@ -11,7 +11,7 @@ import asyncio
 import random
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
@@ -90,6 +90,10 @@ class Pipeline:
         self._over_limit: JsonlSink | None = None
         self._rejects: JsonlSink | None = None
         self._in_flight = 0
+        self._tasks: set[asyncio.Task[RowResult]] = set()
+        # Set to the first exception a row task raises (a rejected API key): the run
+        # stops at once instead of when that row reaches the head of the window.
+        self._stop: asyncio.Future[BaseException] | None = None
 
     async def run(self) -> RunResult:
         """Process every input; commit all outputs only when everything went through."""
@@ -98,12 +102,16 @@ class Pipeline:
         self._over_limit = JsonlSink(self.layout.over_limit)
         self._rejects = JsonlSink(self.layout.rejects)
         sinks: list[Any] = [self._over_limit, self._rejects]
+        self._stop = asyncio.get_running_loop().create_future()
         try:
             async with self.compressor:
-                for source in self.inputs:
-                    sink = self._open_sink(source)
-                    sinks.append(sink)
-                    await self._run_file(source, sink)
+                try:
+                    for source in self.inputs:
+                        sink = self._open_sink(source)
+                        sinks.append(sink)
+                        await self._run_file(source, sink)
+                finally:
+                    await self._cancel_tasks()  # before the summarizer closes its session
         except BaseException:
             for sink in sinks:
                 sink.discard()
@@ -141,6 +149,7 @@ class Pipeline:
         empty = True
         while batch := list(islice(records, self.config.batch_rows)):
             empty = False
+            self._check_stop()
             valid: list[tuple[Record, list[dict[str, Any]]]] = []
             for record in batch:
                 try:
@@ -155,7 +164,7 @@ class Pipeline:
                 plan = self.compressor.plan(turns, turn_tokens)
                 slot = _Slot(record)
                 if plan.action == "compress":
-                    slot.task = asyncio.create_task(self._compress(record, turns, plan))
+                    slot.task = self._spawn(self._compress(record, turns, plan))
                 else:
                     slot.result = self.compressor.unchanged(record.row, turns, plan)
                 window.append(slot)
@@ -182,11 +191,40 @@ class Pipeline:
         finally:
             self._in_flight -= 1
             self.progress.in_flight(self._in_flight)
+            self.progress.live(self.compressor.summarizer.live_counters())
+
+    def _spawn(self, coro: Coroutine[Any, Any, RowResult]) -> asyncio.Task[RowResult]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[RowResult]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()  # also marks it retrieved: a run may stop before its turn
+        if exc is not None and self._stop is not None and not self._stop.done():
+            self._stop.set_result(exc)
+
+    def _check_stop(self) -> None:
+        if self._stop is not None and self._stop.done():
+            raise self._stop.result()
+
+    async def _cancel_tasks(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _await_head(self, window: deque[_Slot], sink: Any) -> None:
         head = window[0]
         if head.task is not None and not head.task.done():
-            await asyncio.wait([head.task])
+            assert self._stop is not None
+            either: list[asyncio.Future[Any]] = [head.task, self._stop]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            self._check_stop()
         self._flush_ready(window, sink)
 
     def _flush_ready(self, window: deque[_Slot], sink: Any) -> None:

@@ -18,6 +18,7 @@ class Progress:
         self.counters = {"compressed": 0, "skipped": 0, "over_limit": 0, "failed": 0,
                          "rejected": 0, "api_calls": 0, "in_flight": 0}
         self._bar: Any = None
+        self._live = False
         self._last = 0.0
         if not quiet and sys.stderr.isatty():
             from tqdm import tqdm
@@ -30,7 +31,8 @@ class Progress:
         c["skipped"] += metrics.skipped_under_target
         c["over_limit"] += metrics.still_over_limit
         c["failed"] += metrics.failed
-        c["api_calls"] += metrics.summarization_api_calls
+        if not self._live:
+            c["api_calls"] += metrics.summarization_api_calls
         if self._bar is not None:
             self._bar.update(1)
             self._refresh()
@@ -43,6 +45,12 @@ class Progress:
 
     def in_flight(self, n: int) -> None:
         self.counters["in_flight"] = n
+
+    def live(self, counters: dict[str, int]) -> None:
+        """Counters straight from the summarizer (they replace the per-row sums)."""
+        if counters:
+            self._live = True
+            self.counters.update(counters)
 
     def _refresh(self) -> None:
         now = time.monotonic()

@@ -33,6 +33,8 @@ def compress_input(
     """Compress ``input_spec`` into its outputs; print the summary; return the exit code."""
     inputs = discover_inputs(input_spec)
     layout = plan_layout(input_spec, inputs, output, config, single_file=Path(input_spec).is_file())
+    if config.cache_enabled and config.cache_path is None:
+        config = config.replace(cache_path=str(layout.summary_cache))
     counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     compressor = TrajectoryCompressor(config, counter=counter)
     options = RunOptions(sample_percent=sample_percent, seed=seed, strict=strict, quiet=quiet)

@@ -16,11 +16,16 @@ KEEP_TAIL_CHARS = 500
 
 @dataclass(frozen=True)
 class SummaryRequest:
-    """The region to summarize: its turns and the index of its first turn."""
+    """The region to summarize: its turns, the index of its first turn, the summary size.
+
+    ``region_tokens`` (the turns' token count, when the caller knows it) lets an LLM
+    backend bound its input in tokens without tokenizing the region again.
+    """
 
     turns: Sequence[Turn]
     first_index: int
     target_tokens: int
+    region_tokens: int = 0
 
 
 @dataclass
@@ -60,6 +65,10 @@ class Summarizer:
     async def summarize(self, request: SummaryRequest) -> Summary:
         """A summary of ``request``'s turns; raises `SummaryFailed` when none could be had."""
         raise NotImplementedError
+
+    def live_counters(self) -> dict[str, int]:
+        """Counters a progress display may show while a run goes on (e.g. ``api_calls``)."""
+        return {}
 
     async def start(self) -> None:
         """Acquire resources (sessions, servers) for a run."""

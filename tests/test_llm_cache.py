@@ -1,0 +1,47 @@
+"""`SummaryCache`: persistence, keys, and a clear error for an unusable file."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from trajectory_compressor.errors import ConfigError
+from trajectory_compressor.llm.cache import COMMIT_EVERY, SummaryCache, cache_key
+
+MESSAGES = [{"role": "system", "content": "rules"}, {"role": "user", "content": "turns"}]
+
+
+def test_summaries_survive_a_reopen(tmp_path):
+    path = tmp_path / "sub" / "c.sqlite"
+    cache = SummaryCache(path)
+    for i in range(COMMIT_EVERY + 3):
+        cache.put(f"k{i}", "m", f"summary {i}")
+    cache.close()
+    again = SummaryCache(path)
+    assert again.get("k0") == "summary 0" and again.get(f"k{COMMIT_EVERY + 2}") is not None
+    assert again.get("nope") is None and (again.hits, again.misses) == (2, 1)
+    assert len(again) == COMMIT_EVERY + 3
+    again.close()
+    columns = [r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(summaries)")]
+    assert columns == ["key", "model", "summary", "created"]
+
+
+def test_keys_depend_on_model_prompt_and_parameters_only():
+    base = cache_key("m", MESSAGES, 600, 0.3)
+    assert base == cache_key("m", [dict(m) for m in MESSAGES], 600, 0.3)
+    changed = [cache_key("m2", MESSAGES, 600, 0.3), cache_key("m", MESSAGES, 601, 0.3),
+               cache_key("m", MESSAGES, 600, 0.4),
+               cache_key("m", [MESSAGES[0], {"role": "user", "content": "turns!"}], 600, 0.3)]
+    assert base not in changed and len(set(changed)) == 4
+
+
+@pytest.mark.parametrize("kind", ["not a database", "a folder"])
+def test_an_unusable_file_is_one_clear_error(tmp_path, kind):
+    path = tmp_path / "c.sqlite"
+    if kind == "a folder":
+        path.mkdir()
+    else:
+        path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(ConfigError, match=r"cannot use the summary cache .*--no-cache"):
+        SummaryCache(path)
