@@ -22,22 +22,24 @@ from .trajectory import Turn
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*(?:</tool_response>|$)", re.DOTALL)
-_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
-_PATH = re.compile(r"(?<![\w/.])(?:~|\.{1,2})?(?:/[\w.\-]+){2,}|\b[\w\-]+(?:/[\w.\-]+)+\.\w{1,6}\b"
-                   r"|\b[\w\-]+\.(?:py|js|ts|json|yaml|yml|toml|md|txt|csv|sh|rs|go|java|c|h|"
-                   r"cpp|html|css|sql|log|ini|cfg)\b")
-_ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception)\b:|^\s*(?:error|fatal|FAILED|FAIL)\b|"
+THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
+PATH_PATTERN = re.compile(
+    r"(?<![\w/.])(?:~|\.{1,2})?(?:/[\w.\-]+){2,}|\b[\w\-]+(?:/[\w.\-]+)+\.\w{1,6}\b"
+    r"|\b[\w\-]+\.(?:py|js|ts|json|yaml|yml|toml|md|txt|csv|sh|rs|go|java|c|h|"
+    r"cpp|html|css|sql|log|ini|cfg)\b"
+)
+ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception)\b:|^\s*(?:error|fatal|FAILED|FAIL)\b|"
                          r"(?i:command not found|no such file or directory|permission denied|"
                          r"timed out)")
 _EXIT_CODE = re.compile(r"(?i)\b(?:exit(?:_| )?code|returncode|exit status)\W{0,3}(-?\d+)")
-_KEY_ARGS = ("path", "file", "file_path", "filename", "command", "cmd", "query", "url",
+KEY_ARGS = ("path", "file", "file_path", "filename", "command", "cmd", "query", "url",
              "pattern", "name")
 _BULK_ARGS = ("content", "code", "text", "body", "patch", "diff")
 _ARG_CHARS = 80
 _LINE_CHARS = 160
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -52,16 +54,16 @@ def _parse_json(text: str) -> Any:
 def _describe_call(payload: str) -> str:
     call = _parse_json(payload)
     if not isinstance(call, dict):
-        return _clip(payload, _ARG_CHARS)
+        return clip(payload, _ARG_CHARS)
     name = str(call.get("name", "tool"))
     args = call.get("arguments", call.get("parameters", {}))
     if isinstance(args, str):
         args = _parse_json(args) or {"input": args}
     shown = []
     if isinstance(args, dict):
-        keys = [k for k in _KEY_ARGS if k in args] or [k for k in args if k not in _BULK_ARGS][:2]
+        keys = [k for k in KEY_ARGS if k in args] or [k for k in args if k not in _BULK_ARGS][:2]
         for key in keys[:3]:
-            shown.append(f"{key}={_clip(str(args[key]), _ARG_CHARS)}")
+            shown.append(f"{key}={clip(str(args[key]), _ARG_CHARS)}")
         shown += [f"{key}=<{len(str(args[key]))} chars>" for key in _BULK_ARGS if key in args]
     return f"{name}({', '.join(shown)})"
 
@@ -71,12 +73,12 @@ def _first_last_lines(text: str) -> str:
     if not lines:
         return ""
     if len(lines) <= 2:
-        return " | ".join(_clip(line, _LINE_CHARS) for line in lines)
-    return (f"{_clip(lines[0], _LINE_CHARS)} … ({len(lines) - 2} lines) … "
-            f"{_clip(lines[-1], _LINE_CHARS)}")
+        return " | ".join(clip(line, _LINE_CHARS) for line in lines)
+    return (f"{clip(lines[0], _LINE_CHARS)} … ({len(lines) - 2} lines) … "
+            f"{clip(lines[-1], _LINE_CHARS)}")
 
 
-def _response_text(payload: str, depth: int = 0) -> tuple[str, int | None]:
+def response_text(payload: str, depth: int = 0) -> tuple[str, int | None]:
     """The readable output inside a tool response (unwrapping JSON in JSON), and its exit code."""
     data = _parse_json(payload)
     if not isinstance(data, dict) or depth > 3:
@@ -90,7 +92,7 @@ def _response_text(payload: str, depth: int = 0) -> tuple[str, int | None]:
     for key in ("content", "output", "result", "text", "error"):
         value = data.get(key)
         if isinstance(value, str) and value.strip():
-            inner, inner_code = _response_text(value, depth + 1)
+            inner, inner_code = response_text(value, depth + 1)
             return inner, exit_code if exit_code is not None else inner_code
     return json.dumps(data, ensure_ascii=False), exit_code
 
@@ -113,33 +115,33 @@ def _collect(turns: Sequence[Turn], first_index: int) -> dict[str, _Notes]:
     for offset, turn in enumerate(turns):
         index = first_index + offset
         role, value = turn.get("from", ""), str(turn.get("value", ""))
-        visible = _THINK.sub("", value)
-        for path in _PATH.findall(visible):
+        visible = THINK_BLOCK.sub("", value)
+        for path in PATH_PATTERN.findall(visible):
             notes["files"].add(path)
         if role == "gpt":
             for payload in _TOOL_CALL.findall(visible):
                 notes["calls"].add(f"turn {index}: {_describe_call(payload)}")
             text = _TOOL_CALL.sub("", visible).strip()
             if text:
-                notes["messages"].add(f"turn {index} (assistant): {_clip(text, _LINE_CHARS)}")
+                notes["messages"].add(f"turn {index} (assistant): {clip(text, _LINE_CHARS)}")
         elif role == "tool":
             payloads = _TOOL_RESPONSE.findall(value) or [value]
             for payload in payloads:
-                body, exit_code = _response_text(payload)
+                body, exit_code = response_text(payload)
                 codes = [exit_code] if exit_code is not None else [
                     int(c) for c in _EXIT_CODE.findall(body)]
                 for code in codes:
                     if code != 0:
                         notes["errors"].add(f"turn {index}: exit code {code}")
                 # The last matching line is usually the error itself (end of a traceback).
-                errors = [line for line in body.splitlines() if _ERROR_LINE.search(line)]
+                errors = [line for line in body.splitlines() if ERROR_LINE.search(line)]
                 if errors:
-                    notes["errors"].add(f"turn {index}: {_clip(errors[-1], _LINE_CHARS)}")
+                    notes["errors"].add(f"turn {index}: {clip(errors[-1], _LINE_CHARS)}")
                 summary = _first_last_lines(body)
                 if summary:
                     notes["outputs"].add(f"turn {index}: {summary}")
         elif role == "human":
-            notes["messages"].add(f"turn {index} (user): {_clip(visible, _LINE_CHARS)}")
+            notes["messages"].add(f"turn {index} (user): {clip(visible, _LINE_CHARS)}")
     return notes
 
 
@@ -180,10 +182,10 @@ def extractive_text(request: SummaryRequest, count_tokens: Callable[[str], int])
             body.append(f"{title}:\n" + "\n".join(f"- {item}" for item in items))
     text = finish_summary_text("\n".join(body))
     budget = request.target_tokens
-    return text if count_tokens(text) <= budget else _truncate(text, budget, count_tokens)
+    return text if count_tokens(text) <= budget else truncate_to_tokens(text, budget, count_tokens)
 
 
-def _truncate(text: str, budget: int, count_tokens: Callable[[str], int]) -> str:
+def truncate_to_tokens(text: str, budget: int, count_tokens: Callable[[str], int]) -> str:
     lo, hi = 0, len(text)
     while lo < hi:
         mid = (lo + hi + 1) // 2

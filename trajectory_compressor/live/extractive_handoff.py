@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from ..extractive import _PATH, _THINK, _clip, _truncate
+from ..extractive import PATH_PATTERN, THINK_BLOCK, clip, truncate_to_tokens
 from .handoff import FOCUS_SHARE, SECTIONS, HandoffRequest
 from .messages import Message, call_name, role_of, text_of, tool_calls_of
 from .pruning import (
@@ -51,7 +51,7 @@ class ExtractiveHandoff:
                 body.append(f"## {name}\n" + "\n".join(f"- {item}" for item in chosen[name]))
         text = "\n\n".join(body)
         if self._count(text) > budget:  # the per-item costs are an estimate
-            text = _truncate(text, budget, self._count) or header
+            text = truncate_to_tokens(text, budget, self._count) or header
         return text
 
     def _choose(
@@ -123,14 +123,14 @@ def _collect(messages: Iterable[Message]) -> dict[str, list[str]]:
     asks = []
     for message in messages:
         role, text = role_of(message), text_of(message)
-        visible = _THINK.sub("", text).strip()
-        for path in _PATH.findall(visible):
+        visible = THINK_BLOCK.sub("", text).strip()
+        for path in PATH_PATTERN.findall(visible):
             _add(out["Relevant Files"], path)
         if role == "user":
-            asks.append(_clip(visible, _ITEM_CHARS))
+            asks.append(clip(visible, _ITEM_CHARS))
         elif role == "assistant":
             if visible:
-                _add(out["Key Decisions"], _clip(visible, _ITEM_CHARS))
+                _add(out["Key Decisions"], clip(visible, _ITEM_CHARS))
             for call in tool_calls_of(message):
                 if str(call.get("id")) not in answered:
                     _add(out["In Progress"], f"{call_label(call_name(call), call)}: no result")
@@ -159,4 +159,4 @@ def _action(name: str, call: dict | None, text: str, message: Message) -> tuple[
     else:
         item = describe_result(name, call, text)[len(PRUNED_TAG):].strip()
         _, failed = outcome_of(text)
-    return _clip(item, _ITEM_CHARS), failed
+    return clip(item, _ITEM_CHARS), failed

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..extractive import _ERROR_LINE, _KEY_ARGS, _clip, _response_text
+from ..extractive import ERROR_LINE, KEY_ARGS, clip, response_text
 from .messages import (
     Message,
     call_arguments,
@@ -84,7 +84,7 @@ def describe_result(name: str, call: dict[str, Any] | None, content: str) -> str
     """One line for a tool result: tool, key argument, outcome, size."""
     outcome, _ = outcome_of(content)
     # Lines of the output itself: a JSON-wrapped output has its newlines escaped.
-    lines = _response_text(content)[0].count("\n") + 1
+    lines = response_text(content)[0].count("\n") + 1
     return (f"{PRUNED_TAG} {call_label(name, call)} → {outcome} "
             f"[{len(content):,} chars, {lines:,} lines]")
 
@@ -97,16 +97,16 @@ def call_label(name: str, call: dict[str, Any] | None) -> str:
 
 def outcome_of(content: str) -> tuple[str, bool]:
     """How a tool call went, in a few words, and whether it failed."""
-    body, exit_code = _response_text(content)
-    errors = [line for line in body.splitlines() if _ERROR_LINE.search(line)]
+    body, exit_code = response_text(content)
+    errors = [line for line in body.splitlines() if ERROR_LINE.search(line)]
     if exit_code not in (None, 0):
-        detail = f": {_clip(errors[-1], _SHOWN_LINE_CHARS)}" if errors else ""
+        detail = f": {clip(errors[-1], _SHOWN_LINE_CHARS)}" if errors else ""
         return f"exit {exit_code}{detail}", True
     if errors:
-        return f"error: {_clip(errors[-1], _SHOWN_LINE_CHARS)}", True
+        return f"error: {clip(errors[-1], _SHOWN_LINE_CHARS)}", True
     first = next((line for line in body.splitlines() if line.strip()), "")
     outcome = "ok" + (f" (exit {exit_code})" if exit_code == 0 else "")
-    return outcome + (f": {_clip(first, _SHOWN_LINE_CHARS)}" if first else ""), False
+    return outcome + (f": {clip(first, _SHOWN_LINE_CHARS)}" if first else ""), False
 
 
 def key_argument(arguments: str) -> str:
@@ -114,11 +114,11 @@ def key_argument(arguments: str) -> str:
     try:
         args = json.loads(arguments) if arguments else {}
     except ValueError:
-        return _clip(arguments, _SHOWN_ARG_CHARS)
+        return clip(arguments, _SHOWN_ARG_CHARS)
     if not isinstance(args, dict):
-        return _clip(str(args), _SHOWN_ARG_CHARS)
-    key = next((k for k in _KEY_ARGS if k in args), next(iter(args), None))
-    return "" if key is None else f"{key}={_clip(str(args[key]), _SHOWN_ARG_CHARS)}"
+        return clip(str(args), _SHOWN_ARG_CHARS)
+    key = next((k for k in KEY_ARGS if k in args), next(iter(args), None))
+    return "" if key is None else f"{key}={clip(str(args[key]), _SHOWN_ARG_CHARS)}"
 
 
 def _truncate_calls(message: Message) -> tuple[Message, int]:
