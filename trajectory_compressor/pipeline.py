@@ -2,14 +2,14 @@
 
 Rows are read lazily and counted in batches; rows that need a summary run concurrently,
 and a window of at most ``window_rows`` rows is held so that results are written strictly
-in input order with memory bounded by the window, never by the dataset.
+in input order with memory bounded by the window, never by the dataset. Writing, and the
+checkpoints a `--resume` continues from, belong to `RunWriter`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,21 +18,19 @@ from itertools import islice
 from typing import Any
 
 from . import jsonio
+from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
 from .compressor import RowResult, TrajectoryCompressor
-from .errors import CompressorError, RowError
+from .errors import RowError
 from .layout import OutputLayout
 from .metrics import AggregateMetrics
 from .plan import Plan
 from .progress import Progress
-from .sinks import JsonlSink, write_atomic
-from .sources import InputFile, Record, read_records
-from .trajectory import conversations_of
+from .sinks import write_atomic
+from .sources import InputFile, Record, count_rows, read_records
+from .trajectory import Trajectory, conversations_of
+from .writer import RunWriter, StrictStop
 
-MAX_WARNINGS = 20
-
-
-class StrictStop(CompressorError):
-    """`--strict` met a bad row or a failed one: the run stops, nothing is committed."""
+__all__ = ["Pipeline", "RunOptions", "RunResult", "StrictStop", "run_pipeline"]
 
 
 @dataclass
@@ -43,6 +41,7 @@ class RunOptions:
     seed: int = 42
     strict: bool = False
     quiet: bool = False
+    resume: bool = False  # continue from the checkpoint beside the output, if any
 
 
 @dataclass
@@ -52,6 +51,7 @@ class RunResult:
     metrics: AggregateMetrics
     layout: OutputLayout
     warnings: list[str] = field(default_factory=list)
+    resumed: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -61,11 +61,15 @@ class RunResult:
 
 @dataclass
 class _Slot:
-    """A row waiting for its turn to be written: a result, or the task producing it."""
+    """A row waiting for its turn to be written: a result, the task producing it, or the
+    reason it is rejected. ``draws`` counts the sampler draws up to and including it."""
 
     record: Record
+    draws: int
+    turns: Trajectory | None = None
     result: RowResult | None = None
     task: asyncio.Task[RowResult] | None = None
+    reject: str | None = None
 
 
 class Pipeline:
@@ -84,97 +88,150 @@ class Pipeline:
         self.layout = layout
         self.options = options or RunOptions()
         self.metrics = AggregateMetrics()
-        self.progress = Progress(quiet=self.options.quiet)
+        self.progress = Progress(quiet=True)
         self._sampler = random.Random(self.options.seed)
-        self._warnings: list[str] = []
-        self._over_limit: JsonlSink | None = None
-        self._rejects: JsonlSink | None = None
+        self._draws = 0
+        self._read_any = False
         self._in_flight = 0
 
     async def run(self) -> RunResult:
-        """Process every input; commit all outputs only when everything went through."""
-        started = time.time()
-        self.metrics.processing_start_time = datetime.now().isoformat()
-        self._over_limit = JsonlSink(self.layout.over_limit)
-        self._rejects = JsonlSink(self.layout.rejects)
-        sinks: list[Any] = [self._over_limit, self._rejects]
+        """Process every input; commit all outputs only when everything went through.
+
+        Interrupted (Ctrl-C, a fatal error), the temporary outputs and a checkpoint are
+        kept for `--resume`; a `--strict` stop deletes them.
+        """
+        fingerprints = (input_fingerprint(self.inputs), settings_fingerprint(
+            self.config, self.layout.outputs, self.options.sample_percent, self.options.seed))
+        resume = self._resume_point(*fingerprints)
+        total = None if self.options.sample_percent is not None else count_rows(self.inputs)
+        self.progress = Progress(quiet=self.options.quiet, total=total)
+        writer = RunWriter(self.layout, self.config, self.progress, fingerprints,
+                           strict=self.options.strict, resume=resume)
+        self.writer = writer
+        self.metrics = writer.metrics
+        if resume is None:
+            self.metrics.processing_start_time = datetime.now().isoformat()
+        else:
+            self.progress.restore(self.metrics)
+            for _ in range(resume.draws):
+                self._sampler.random()  # the same draws as the interrupted run made
+            self._draws = resume.draws
         try:
             async with self.compressor:
-                for source in self.inputs:
-                    sink = self._open_sink(source)
-                    sinks.append(sink)
-                    await self._run_file(source, sink)
+                for index, source in enumerate(self.inputs):
+                    if resume is not None and index < resume.file_index:
+                        writer.adopt_finished(self.layout.outputs[source.path])
+                        continue
+                    at = resume is not None and index == resume.file_index
+                    skip = resume.skip if at and resume is not None else 0
+                    sink_state = resume.output if at and resume is not None else None
+                    writer.open_file(index, source, sink_state)
+                    await self._run_file(source, skip)
+                    writer.finish_file(self._draws)
+        except StrictStop:
+            writer.abandon()
+            raise
         except BaseException:
-            for sink in sinks:
-                sink.discard()
+            writer.stop()
             raise
         finally:
             self.progress.close()
-        for sink in sinks:
-            sink.commit()
+        writer.commit()
         self.metrics.processing_end_time = datetime.now().isoformat()
-        self.metrics.processing_duration_seconds = time.time() - started
+        self.metrics.processing_duration_seconds = writer.elapsed()
         if self.config.metrics_enabled:
             write_atomic(self.layout.metrics, jsonio.dumps_pretty(self.metrics.to_dict()))
-        return RunResult(self.metrics, self.layout, self._warnings)
+        return RunResult(self.metrics, self.layout, writer.warnings, resumed=resume is not None)
 
-    def _open_sink(self, source: InputFile) -> Any:
-        out = self.layout.outputs[source.path]
-        if self.layout.formats[source.path] == "parquet":
-            from .parquet import ParquetSink
+    def _resume_point(self, inputs: list[dict[str, Any]],
+                      settings: dict[str, Any]) -> Checkpoint | None:
+        """The checkpoint to continue from, or None to start from the first row."""
+        path = self.layout.checkpoint
+        if not self.options.resume:
+            if path.exists():
+                self._note(f"an interrupted run's checkpoint {path} is discarded; starting "
+                           "over (pass --resume to continue it instead)")
+                path.unlink()
+            return None
+        if not path.exists():
+            self._note(f"no checkpoint at {path}; starting from the beginning")
+            return None
+        checkpoint = Checkpoint.load(path)
+        check_resumable(checkpoint, inputs, settings)
+        return checkpoint
 
-            return ParquetSink(out)
-        return JsonlSink(out)
+    def _note(self, message: str) -> None:
+        if not self.options.quiet:
+            self.progress.write(f"note: {message}")
 
-    def _sampled(self, records: Iterator[Record]) -> Iterator[Record]:
-        if self.options.sample_percent is None:
-            yield from records
-            return
-        keep = self.options.sample_percent / 100
+    def _sampled(self, records: Iterator[Record]) -> Iterator[tuple[Record, int]]:
+        """Records kept by ``--sample-percent`` (one draw each), with the draws so far."""
+        keep = None if self.options.sample_percent is None else self.options.sample_percent / 100
         for record in records:
+            self._read_any = True
+            if keep is None:
+                yield record, 0
+                continue
+            self._draws += 1
             if self._sampler.random() < keep:
-                yield record
+                yield record, self._draws
 
-    async def _run_file(self, source: InputFile, sink: Any) -> None:
+    async def _run_file(self, source: InputFile, skip: int) -> None:
         window: deque[_Slot] = deque()
-        records = self._sampled(read_records(source))
-        empty = True
-        while batch := list(islice(records, self.config.batch_rows)):
-            empty = False
-            valid: list[tuple[Record, list[dict[str, Any]]]] = []
-            for record in batch:
-                try:
-                    if record.error is not None:
-                        raise RowError(record.error)
-                    valid.append((record, conversations_of(record.row)))
-                except RowError as exc:
-                    self._flush_ready(window, sink)
-                    self._reject(record, exc.reason)
-            counts = await self._count([turns for _, turns in valid])
-            for (record, turns), turn_tokens in zip(valid, counts, strict=True):
-                plan = self.compressor.plan(turns, turn_tokens)
-                slot = _Slot(record)
-                if plan.action == "compress":
-                    slot.task = asyncio.create_task(self._compress(record, turns, plan))
-                else:
-                    slot.result = self.compressor.unchanged(record.row, turns, plan)
-                window.append(slot)
-                self._flush_ready(window, sink)
-                while len(window) >= self.config.window_rows:
-                    await self._await_head(window, sink)
-        while window:
-            await self._await_head(window, sink)
-        if empty:
-            self._warn(f"{source.path}: file is empty (no rows)")
+        self._read_any = skip > 0
+        records = self._sampled(read_records(source, skip))
+        try:
+            while batch := list(islice(records, self.config.batch_rows)):
+                slots = [self._slot(record, draws) for record, draws in batch]
+                todo = [slot for slot in slots if slot.turns is not None]
+                counts = await self._count([s.turns for s in todo if s.turns is not None])
+                plans = iter(zip(todo, counts, strict=True))
+                for slot in slots:
+                    if slot.turns is not None:
+                        _, turn_tokens = next(plans)
+                        self._start(slot, turn_tokens)
+                    window.append(slot)
+                    self._flush_ready(window)
+                    while len(window) >= self.config.window_rows:
+                        await self._await_head(window)
+            while window:
+                await self._await_head(window)
+        finally:
+            for slot in window:
+                if slot.task is not None:
+                    slot.task.cancel()
+        if not self._read_any:
+            self.writer.empty_file(source)
 
-    async def _count(self, trajectories: list[list[dict[str, Any]]]) -> list[list[int]]:
+    def _slot(self, record: Record, draws: int) -> _Slot:
+        slot = _Slot(record, draws)
+        try:
+            if record.error is not None:
+                raise RowError(record.error)
+            slot.turns = conversations_of(record.row)
+        except RowError as exc:
+            if self.options.strict:
+                raise StrictStop(f"{record.location}: {exc.reason}") from None
+            slot.reject = exc.reason
+        return slot
+
+    def _start(self, slot: _Slot, turn_tokens: list[int]) -> None:
+        assert slot.turns is not None
+        plan = self.compressor.plan(slot.turns, turn_tokens)
+        if plan.action == "compress":
+            slot.task = asyncio.create_task(self._compress(slot.record, slot.turns, plan))
+        else:
+            slot.result = self.compressor.unchanged(slot.record.row, slot.turns, plan)
+        slot.turns = None
+
+    async def _count(self, trajectories: list[Trajectory]) -> list[list[int]]:
         counter = self.compressor.counter
         if self._in_flight:
             # Keep serving in-flight summaries while a batch is tokenized.
             return await asyncio.to_thread(counter.count_trajectories, trajectories)
         return counter.count_trajectories(trajectories)
 
-    async def _compress(self, record: Record, turns: list[dict[str, Any]], plan: Plan) -> RowResult:
+    async def _compress(self, record: Record, turns: Trajectory, plan: Plan) -> RowResult:
         self._in_flight += 1
         self.progress.in_flight(self._in_flight)
         try:
@@ -183,13 +240,13 @@ class Pipeline:
             self._in_flight -= 1
             self.progress.in_flight(self._in_flight)
 
-    async def _await_head(self, window: deque[_Slot], sink: Any) -> None:
+    async def _await_head(self, window: deque[_Slot]) -> None:
         head = window[0]
         if head.task is not None and not head.task.done():
             await asyncio.wait([head.task])
-        self._flush_ready(window, sink)
+        self._flush_ready(window)
 
-    def _flush_ready(self, window: deque[_Slot], sink: Any) -> None:
+    def _flush_ready(self, window: deque[_Slot]) -> None:
         while window:
             head = window[0]
             if head.task is not None:
@@ -197,62 +254,11 @@ class Pipeline:
                     return
                 head.result = head.task.result()  # re-raises a fatal summarizer error
             window.popleft()
-            assert head.result is not None
-            self._write(head.record, head.result, sink)
-
-    def _write(self, record: Record, result: RowResult, sink: Any) -> None:
-        metrics = result.metrics
-        if metrics.failed and self.options.strict:
-            raise StrictStop(f"{record.location}: {metrics.error}")
-        self.metrics.add(metrics)
-        self.progress.row(metrics)
-        if metrics.still_over_limit:
-            entry: dict[str, Any] = {
-                "location": str(record.location),
-                **record.location.to_dict(),
-                "id": _row_id(result.row),
-                "reason": metrics.error or result.plan.reason or "over the target",
-                "metrics": metrics.to_dict(),
-            }
-            if not self.config.save_over_limit:
-                entry["row"] = result.row
-            assert self._over_limit is not None
-            self._over_limit.write_row(entry)
-            if not self.config.save_over_limit:
-                return
-        if not result.changed and record.raw is not None and isinstance(sink, JsonlSink):
-            sink.write_raw(record.raw)
-        else:
-            sink.write_row(result.row)
-
-    def _reject(self, record: Record, reason: str) -> None:
-        message = f"{record.location}: {reason}"
-        if self.options.strict:
-            raise StrictStop(message)
-        self.metrics.rows_rejected += 1
-        self.progress.rejected()
-        entry: dict[str, Any] = {"location": str(record.location), **record.location.to_dict(),
-                                 "error": reason}
-        if record.raw is not None:
-            entry["preview"] = record.raw[:200].decode("utf-8", errors="replace")
-        assert self._rejects is not None
-        self._rejects.write_row(entry)
-        self._warn(message)
-
-    def _warn(self, message: str) -> None:
-        self._warnings.append(message)
-        if len(self._warnings) <= MAX_WARNINGS:
-            self.progress.write(f"warning: {message}")
-        elif len(self._warnings) == MAX_WARNINGS + 1:
-            self.progress.write("warning: more problems; see the rejects file")
-
-
-def _row_id(row: Any) -> Any:
-    if isinstance(row, dict):
-        for key in ("id", "uuid", "trajectory_id", "sample_id"):
-            if key in row and isinstance(row[key], (str, int)):
-                return row[key]
-    return None
+            if head.reject is not None:
+                self.writer.reject(head.record, head.reject, head.draws)
+            else:
+                assert head.result is not None
+                self.writer.write(head.record, head.result, head.draws)
 
 
 def run_pipeline(

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any
 
-from .metrics import TrajectoryMetrics
+from .metrics import AggregateMetrics, TrajectoryMetrics
 
 
 class Progress:
@@ -34,6 +34,19 @@ class Progress:
         if self._bar is not None:
             self._bar.update(1)
             self._refresh()
+
+    def restore(self, metrics: AggregateMetrics) -> None:
+        """Start from the counts of an interrupted run being resumed."""
+        c = self.counters
+        c["compressed"] = metrics.trajectories_compressed
+        c["skipped"] = metrics.trajectories_skipped_under_target
+        c["over_limit"] = metrics.trajectories_still_over_limit
+        c["failed"] = metrics.trajectories_failed
+        c["rejected"] = metrics.rows_rejected
+        c["api_calls"] = metrics.total_summarization_calls
+        if self._bar is not None:
+            self._bar.update(metrics.total_trajectories + metrics.rows_rejected)
+            self._bar.set_postfix(c, refresh=False)
 
     def rejected(self) -> None:
         self.counters["rejected"] += 1
