@@ -102,12 +102,18 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _open_arrow(path: Path) -> Any:
-    """A reader over an Arrow IPC file (`datasets` writes the streaming format)."""
-    source = pa.memory_map(str(path))
+def _open_arrow(path: Path, mapped: bool = False) -> Any:
+    """A reader over an Arrow IPC file (`datasets` writes the streaming format).
+
+    Mapped, batches are not copied (counting rows touches only their headers); rows are
+    read through plain reads, since every mapped page read would stay resident and peak
+    memory would follow the shard's size.
+    """
+    source = pa.memory_map(str(path)) if mapped else pa.OSFile(str(path))
     try:
         return pa.ipc.open_stream(source)
     except pa.ArrowInvalid:
+        source.seek(0)
         return pa.ipc.open_file(source)
 
 
@@ -120,9 +126,8 @@ def _arrow_batches(reader: Any) -> Iterator[pa.RecordBatch]:
 
 
 def _arrow_rows(path: Path) -> int | None:
-    # Memory-mapped batches are not copied: counting touches only their headers.
     try:
-        return sum(b.num_rows for b in _arrow_batches(_open_arrow(path)))
+        return sum(b.num_rows for b in _arrow_batches(_open_arrow(path, mapped=True)))
     except (pa.ArrowException, OSError):
         return None
 
@@ -130,7 +135,7 @@ def _arrow_rows(path: Path) -> int | None:
 def arrow_schema(path: Path) -> pa.Schema | None:
     """An Arrow shard's schema, or None if it cannot be read."""
     try:
-        schema: pa.Schema = _open_arrow(path).schema
+        schema: pa.Schema = _open_arrow(path, mapped=True).schema
         return schema
     except (pa.ArrowException, OSError):
         return None

@@ -18,6 +18,8 @@ import pyarrow.parquet as pq
 from .sources import InputFile, Location, Record
 
 READ_BATCH_ROWS = 256
+# Bytes (uncompressed) per record batch read: rows of 100 KB must not come 1,000 at once.
+READ_BATCH_BYTES = 4 << 20
 METRICS_COLUMN = "compression_metrics"
 
 _INT = pa.int64()
@@ -144,7 +146,8 @@ def read_parquet(source: InputFile, skip_rows: int = 0) -> Iterator[Record]:
     become located error records."""
     name = str(source.path)
     try:
-        pf = pq.ParquetFile(source.path)
+        # A buffered stream reads pages as decoded, not whole column chunks up front.
+        pf = pq.ParquetFile(source.path, buffer_size=1 << 20, pre_buffer=False)
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError) as exc:
         if skip_rows == 0:
@@ -168,7 +171,10 @@ def read_parquet(source: InputFile, skip_rows: int = 0) -> Iterator[Record]:
         row += n
     if not groups:
         return
-    batches = pf.iter_batches(batch_size=READ_BATCH_ROWS * 4, row_groups=groups)
+    md = pf.metadata
+    row_bytes = sum(md.row_group(g).total_byte_size for g in groups) // max(md.num_rows, 1)
+    batch_rows = max(1, min(READ_BATCH_ROWS, READ_BATCH_BYTES // max(row_bytes, 1)))
+    batches = pf.iter_batches(batch_size=batch_rows, row_groups=groups, use_threads=False)
     next_row = skip_rows
     try:
         for record in records_from_batches(name, batches, first_row, skip_rows):

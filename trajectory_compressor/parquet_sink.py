@@ -5,10 +5,10 @@ from part files beside it (``.<name>.parts/part-NNNNNN.parquet``), each closed a
 checkpoint, plus ``pending.parquet`` holding the rows of the unfinished row group. A
 resumed run drops the parts written after the checkpoint and reloads the pending rows.
 Row groups are cut by the rows alone (``ROW_GROUP_ROWS`` rows or ``ROW_GROUP_CHARS``
-characters of turn text), so a resumed run makes exactly the row groups an uninterrupted
-one makes. When the input is complete the parts become the file: renamed when there is
-one, else copied row group by row group into ``.<name>.partial``; then renamed to the
-final name at commit.
+characters of turn text, which also bounds their memory), so a resumed run makes exactly
+the row groups an uninterrupted one makes. When the input is complete the parts become
+the file: renamed when there is one, else copied row group by row group into
+``.<name>.partial``; then renamed to the final name at commit.
 
 The schema comes from the input (Parquet, Arrow, `datasets` features) with a
 ``compression_metrics`` column added; a JSONL input's schema is inferred per row group
@@ -31,7 +31,7 @@ from .sinks import temp_path
 from .sources import InputFile
 
 ROW_GROUP_ROWS = 1000
-ROW_GROUP_CHARS = 32 * 2**20
+ROW_GROUP_CHARS = 4 * 2**20
 
 
 class ParquetWriteError(CompressorError):
@@ -110,6 +110,7 @@ class ParquetSink:
         self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
         self._buffer = []
         self._chars = 0
+        _release_memory()
 
     def _table(self, rows: list[Any]) -> pa.Table:
         try:
@@ -181,10 +182,12 @@ class ParquetSink:
         else:
             with pq.ParquetWriter(self.temp, final_schema) as writer:
                 for part in parts:
-                    pf = pq.ParquetFile(part)
+                    pf = pq.ParquetFile(part, buffer_size=1 << 20, pre_buffer=False)
                     for g in range(pf.num_row_groups):
-                        table = _conform(pf.read_row_group(g), final_schema)
+                        table = _conform(pf.read_row_group(g, use_threads=False), final_schema)
                         writer.write_table(table, row_group_size=max(table.num_rows, 1))
+                        del table
+                        _release_memory()
         self._finished = True
 
     def _final_schema(self, schemas: list[pa.Schema]) -> pa.Schema:
@@ -225,6 +228,12 @@ class ParquetSink:
         if self._writer is not None:
             self._writer.close()  # a part past the checkpoint; a resume deletes it
             self._writer = None
+
+
+def _release_memory() -> None:
+    # Arrow's allocator keeps freed row groups for reuse; given back, peak memory stays
+    # one row group whatever the number of row groups written.
+    pa.default_memory_pool().release_unused()
 
 
 def _fsync(path: Path) -> None:

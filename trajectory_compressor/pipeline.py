@@ -12,9 +12,9 @@ import asyncio
 import random
 from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import islice
 from typing import Any
 
 from . import jsonio
@@ -31,6 +31,9 @@ from .trajectory import Trajectory, conversations_of
 from .writer import RunWriter, StrictStop
 
 __all__ = ["Pipeline", "RunOptions", "RunResult", "StrictStop", "run_pipeline"]
+
+# Characters of input per batch, besides `batch_rows`.
+BATCH_CHARS = 4 << 20
 
 
 @dataclass
@@ -66,6 +69,7 @@ class _Slot:
 
     record: Record
     draws: int
+    size: int = 0
     turns: Trajectory | None = None
     result: RowResult | None = None
     task: asyncio.Task[RowResult] | None = None
@@ -93,6 +97,8 @@ class Pipeline:
         self._draws = 0
         self._read_any = False
         self._in_flight = 0
+        self._counting: ThreadPoolExecutor | None = None
+        self._window_chars = 0
 
     async def run(self) -> RunResult:
         """Process every input; commit all outputs only when everything went through.
@@ -136,6 +142,8 @@ class Pipeline:
             raise
         finally:
             self.progress.close()
+            if self._counting is not None:
+                self._counting.shutdown(wait=False)
         writer.commit()
         self.metrics.processing_end_time = datetime.now().isoformat()
         self.metrics.processing_duration_seconds = writer.elapsed()
@@ -178,10 +186,12 @@ class Pipeline:
 
     async def _run_file(self, source: InputFile, skip: int) -> None:
         window: deque[_Slot] = deque()
+        self._window_chars = 0
         self._read_any = skip > 0
         records = self._sampled(read_records(source, skip))
+        window_chars = self.config.window_mb * 2**20
         try:
-            while batch := list(islice(records, self.config.batch_rows)):
+            for batch in self._batches(records):
                 slots = [self._slot(record, draws) for record, draws in batch]
                 todo = [slot for slot in slots if slot.turns is not None]
                 counts = await self._count([s.turns for s in todo if s.turns is not None])
@@ -191,8 +201,10 @@ class Pipeline:
                         _, turn_tokens = next(plans)
                         self._start(slot, turn_tokens)
                     window.append(slot)
+                    self._window_chars += slot.size
                     self._flush_ready(window)
-                    while len(window) >= self.config.window_rows:
+                    while window and (len(window) >= self.config.window_rows
+                                      or self._window_chars >= window_chars):
                         await self._await_head(window)
             while window:
                 await self._await_head(window)
@@ -203,8 +215,24 @@ class Pipeline:
         if not self._read_any:
             self.writer.empty_file(source)
 
+    def _batches(
+        self, records: Iterator[tuple[Record, int]]
+    ) -> Iterator[list[tuple[Record, int]]]:
+        """Records in batches of ``batch_rows`` rows, or fewer when they reach
+        `BATCH_CHARS`: a batch of long trajectories would otherwise set peak memory."""
+        batch: list[tuple[Record, int]] = []
+        chars = 0
+        for item in records:
+            batch.append(item)
+            chars += _size(item[0])
+            if len(batch) >= self.config.batch_rows or chars >= BATCH_CHARS:
+                yield batch
+                batch, chars = [], 0
+        if batch:
+            yield batch
+
     def _slot(self, record: Record, draws: int) -> _Slot:
-        slot = _Slot(record, draws)
+        slot = _Slot(record, draws, _size(record))
         try:
             if record.error is not None:
                 raise RowError(record.error)
@@ -219,6 +247,7 @@ class Pipeline:
         assert slot.turns is not None
         plan = self.compressor.plan(slot.turns, turn_tokens)
         if plan.action == "compress":
+            slot.record.raw = None  # a summarized row is written anew: its line is not needed
             slot.task = asyncio.create_task(self._compress(slot.record, slot.turns, plan))
         else:
             slot.result = self.compressor.unchanged(slot.record.row, slot.turns, plan)
@@ -227,8 +256,14 @@ class Pipeline:
     async def _count(self, trajectories: list[Trajectory]) -> list[list[int]]:
         counter = self.compressor.counter
         if self._in_flight:
-            # Keep serving in-flight summaries while a batch is tokenized.
-            return await asyncio.to_thread(counter.count_trajectories, trajectories)
+            # Keep serving in-flight summaries while a batch is tokenized, always on the
+            # same thread: each new thread would get its own malloc arena, and each arena
+            # keeps a batch's worth of memory after the batch is gone.
+            if self._counting is None:
+                self._counting = ThreadPoolExecutor(1, thread_name_prefix="count")
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._counting, counter.count_trajectories,
+                                              trajectories)
         return counter.count_trajectories(trajectories)
 
     async def _compress(self, record: Record, turns: Trajectory, plan: Plan) -> RowResult:
@@ -254,11 +289,24 @@ class Pipeline:
                     return
                 head.result = head.task.result()  # re-raises a fatal summarizer error
             window.popleft()
+            self._window_chars -= head.size
             if head.reject is not None:
                 self.writer.reject(head.record, head.reject, head.draws)
             else:
                 assert head.result is not None
                 self.writer.write(head.record, head.result, head.draws)
+
+
+def _size(record: Record) -> int:
+    """About how many characters ``record`` holds (cheap: no serialization)."""
+    if record.raw is not None:
+        return len(record.raw)
+    row = record.row
+    turns = row.get("conversations") if isinstance(row, dict) else None
+    if not isinstance(turns, list):
+        return 0
+    return sum(len(t.get("value") or "") for t in turns if isinstance(t, dict)
+               and isinstance(t.get("value"), str))
 
 
 def run_pipeline(
