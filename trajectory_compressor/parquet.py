@@ -59,19 +59,16 @@ def schema_problem(schema: pa.Schema) -> str | None:
     """Why rows of ``schema`` cannot be trajectories, or None when they can."""
     if "conversations" not in schema.names:
         shown = ", ".join(schema.names[:8]) + (", …" if len(schema.names) > 8 else "")
-        return (f"the file's schema has no 'conversations' column (columns: {shown or 'none'})"
-                "; all its rows are rejected")
+        return f"the file's schema has no 'conversations' column (columns: {shown or 'none'})"
     t = schema.field("conversations").type
     if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t)):
-        return (f"the file's 'conversations' column is {t}, not a list of turns; "
-                "all its rows are rejected")
+        return f"the file's 'conversations' column is {t}, not a list of turns"
     turn = t.value_type
     if not pa.types.is_struct(turn) or not all(
         turn.get_field_index(key) >= 0 and _is_text(turn.field(key).type)
         for key in ("from", "value")
     ):
-        return (f"the file's turns are {turn}, not structs with string 'from' and 'value'; "
-                "all its rows are rejected")
+        return f"the file's turns are {turn}, not structs with string 'from' and 'value'"
     return None
 
 

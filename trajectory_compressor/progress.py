@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
@@ -22,7 +23,14 @@ class Progress:
         if not quiet and sys.stderr.isatty():
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, unit="row", dynamic_ncols=True, file=sys.stderr)
+            # tqdm hides its bar in a terminal that reports no size (some ptys, CI
+            # consoles); such a terminal gets 80 columns and 24 lines.
+            try:
+                sized = os.get_terminal_size(sys.stderr.fileno()).columns > 0
+            except OSError:
+                sized = False
+            self._bar = tqdm(total=total, unit="row", file=sys.stderr, dynamic_ncols=sized,
+                             ncols=None if sized else 80, nrows=None if sized else 24)
 
     def row(self, metrics: TrajectoryMetrics) -> None:
         c = self.counters
