@@ -214,7 +214,9 @@ def stream_inputs(spec: str, split: str | None, data_files: Any) -> list[InputFi
         n = max(int(ds.n_shards), 1)
         for i in range(n):
             shard = StreamShard(spec, s, files_key, i, n)
-            inputs.append(InputFile(Path(spec), "hf", name=shard_name(s, i, n), stream=shard))
+            # The label is no file, but it names the shard uniquely (layouts key on paths).
+            inputs.append(InputFile(Path(shard.label), "hf", name=shard_name(s, i, n),
+                                    stream=shard))
     return inputs
 
 
