@@ -252,3 +252,31 @@ def test_unreadable_parquet_file_is_rejected_with_its_name(tmp_path, content):
     assert "Traceback" not in proc.stderr
     rejects = read_jsonl(tmp_path / "bad_compressed_rejects.jsonl")
     assert rejects[0]["file"] == str(src)
+
+
+def test_parquet_columns_of_every_kind_survive_both_output_formats(tmp_path):
+    import datetime
+    import decimal
+
+    data = list(rows(6))
+    table = pa.Table.from_pylist(data).append_column(
+        "blob", pa.array([bytes([i, 255]) for i in range(6)], pa.binary())
+    ).append_column(
+        "price", pa.array([decimal.Decimal(f"{i}.25") for i in range(6)], pa.decimal128(9, 2))
+    ).append_column(
+        "at", pa.array([datetime.datetime(2024, 1, i + 1) for i in range(6)],
+                       pa.timestamp("ms"))
+    ).append_column("small", pa.array(range(6), pa.int32()))
+    src = tmp_path / "typed.parquet"
+    pq.write_table(table, src)
+    proc = run_cli("compress", str(src), *SMALL, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    out = pq.read_table(tmp_path / "typed_compressed.parquet")
+    for name in ("blob", "price", "at", "small"):
+        assert out.schema.field(name).type == table.schema.field(name).type
+        assert out[name].to_pylist() == table[name].to_pylist()
+    proc = run_cli("compress", str(src), *SMALL, "--quiet", "--output-format", "jsonl")
+    assert proc.returncode == 0, proc.stderr
+    back = read_jsonl(tmp_path / "typed_compressed.jsonl")
+    assert [r["price"] for r in back] == [f"{i}.25" for i in range(6)]
+    assert back[0]["at"].startswith("2024-01-01") and back[2]["small"] == 2

@@ -110,6 +110,12 @@ def test_resume_refuses_an_input_that_changed(jsonl_run, tmp_path):
     out = tmp_path / "out.jsonl"
     proc = _start("compress", str(mine), "-o", str(out), *ARGS)
     _interrupt_after_checkpoint(proc, tmp_path / ".out.checkpoint.json", signal.SIGKILL)
+    partial = tmp_path / ".out.jsonl.partial"
+    partial.rename(tmp_path / "aside")
+    proc = run_cli("compress", str(mine), "-o", str(out), *ARGS, "--resume")
+    assert proc.returncode == 2
+    assert f"cannot resume: the partial output {partial} is missing or damaged" in proc.stderr
+    (tmp_path / "aside").rename(partial)
     with mine.open("ab") as f:
         f.write(b"\n")
     proc = run_cli("compress", str(mine), "-o", str(out), *ARGS, "--resume")

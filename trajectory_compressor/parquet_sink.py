@@ -151,7 +151,7 @@ class ParquetSink:
     def _restore(self, state: dict[str, Any]) -> None:
         parts, pending, rows = int(state["parts"]), int(state["pending"]), int(state["rows"])
         if not self.parts.is_dir() or not all(self._part(i).is_file() for i in range(parts)):
-            raise FileNotFoundError(f"the parts of {self.final} are missing from {self.parts}")
+            raise FileNotFoundError(2, "parts missing", str(self.parts))
         for extra in self.parts.glob("part-*.parquet"):
             if int(extra.stem.split("-")[1]) >= parts:
                 extra.unlink()  # written after the checkpoint, possibly without a footer
@@ -160,8 +160,7 @@ class ParquetSink:
         if pending:
             table = pq.read_table(self.parts / "pending.parquet")
             if table.num_rows != pending:
-                raise FileNotFoundError(f"the pending rows of {self.final} do not match "
-                                        "the checkpoint")
+                raise FileNotFoundError(2, "pending rows differ", str(self.parts))
             self._buffer = table.to_pylist()
             self._chars = sum(_text_chars(r) for r in self._buffer)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,7 +20,7 @@ from typing import Any
 from . import jsonio
 from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
 from .compressor import RowResult, TrajectoryCompressor
-from .errors import RowError
+from .errors import ResumeError, RowError
 from .layout import OutputLayout
 from .metrics import AggregateMetrics
 from .plan import Plan
@@ -125,13 +125,13 @@ class Pipeline:
         try:
             async with self.compressor:
                 for index, source in enumerate(self.inputs):
-                    if resume is not None and index < resume.file_index:
-                        writer.adopt_finished(self.layout.outputs[source.path])
-                        continue
-                    at = resume is not None and index == resume.file_index
-                    skip = resume.skip if at and resume is not None else 0
-                    sink_state = resume.output if at and resume is not None else None
-                    writer.open_file(index, source, sink_state)
+                    skip, sink_state = 0, None
+                    if resume is not None and index <= resume.file_index:
+                        if index < resume.file_index:
+                            _reopen(writer.adopt_finished, self.layout.outputs[source.path])
+                            continue
+                        skip, sink_state = resume.skip, resume.output
+                    _reopen(writer.open_file, index, source, sink_state)
                     await self._run_file(source, skip)
                     writer.finish_file(self._draws)
         except StrictStop:
@@ -295,6 +295,16 @@ class Pipeline:
             else:
                 assert head.result is not None
                 self.writer.write(head.record, head.result, head.draws)
+
+
+def _reopen(open_output: Callable[..., Any], *args: Any) -> None:
+    """Open an output, saying in one sentence when a resume finds its files gone."""
+    try:
+        open_output(*args)
+    except FileNotFoundError as exc:
+        what = exc.filename or exc
+        raise ResumeError(f"cannot resume: the partial output {what} is missing or damaged; "
+                          "run without --resume to start over") from None
 
 
 def _size(record: Record) -> int:

@@ -51,7 +51,7 @@ class AtomicFile:
             self._raw: IO[bytes] = open(self.temp, "r+b")  # noqa: SIM115
             if os.fstat(self._raw.fileno()).st_size < resume_at:
                 self._raw.close()
-                raise FileNotFoundError(f"{self.temp} is shorter than the checkpoint says")
+                raise FileNotFoundError(2, "shorter than the checkpoint says", str(self.temp))
             # Bytes past the checkpoint belong to rows the resumed run writes again.
             self._raw.truncate(resume_at)
             self._raw.seek(resume_at)
@@ -152,8 +152,9 @@ class FinishedFile:
         self.final = final
         self.temp = temp_path(final)
         self.rows = 0
-        if not self.temp.is_file():
-            raise FileNotFoundError(f"the finished partial output {self.temp} is missing")
+        # Renamed already when an interrupted run died while committing.
+        if not self.temp.is_file() and not final.is_file():
+            raise FileNotFoundError(2, "missing", str(self.temp))
 
     def write_row(self, row: Any) -> None:
         raise RuntimeError(f"{self.final} is already complete")

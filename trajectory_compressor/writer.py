@@ -61,6 +61,7 @@ class RunWriter:
         self._last_checkpoint = self._started
         self._since_checkpoint = 0
         self._writing = False
+        self._moved = False  # a row or a file was finished since the run (re)started
         self._warned: tuple[str, str] | None = None
         # Sidecars first: a resume that cannot reopen them fails before any work.
         self.over_limit = JsonlSink(layout.over_limit,
@@ -100,6 +101,7 @@ class RunWriter:
         self.file_index += 1
         self.skip = 0
         self.draws = draws
+        self._moved = True
         self._maybe_checkpoint()
 
     # rows
@@ -162,6 +164,7 @@ class RunWriter:
         self.skip = record.position
         self.draws = draws
         self._writing = False
+        self._moved = True
         self._since_checkpoint += 1
         self._maybe_checkpoint()
 
@@ -219,7 +222,7 @@ class RunWriter:
     def stop(self) -> bool:
         """The run was interrupted: checkpoint if the sinks are at a cut, and keep the
         temporary files for `--resume` if there is a checkpoint. True if kept."""
-        if not self._writing:
+        if self._moved and not self._writing:
             # If this fails the previous checkpoint still stands.
             with contextlib.suppress(OSError, CompressorError):
                 self.checkpoint()
