@@ -106,8 +106,9 @@ def test_parquet_sink_resumed_from_a_flush_writes_the_same_bytes(tmp_path, monke
         sink.write_row(row)
     state = sink.flush()
     for row in data[25:33]:
-        sink.write_row(row)  # lost: the process dies before the next checkpoint
-    sink._write_group()
+        sink.write_row(row)  # lost: the process dies before the next checkpoint is saved,
+    sink.flush()  # right after the sink flushed for it
+    sink.write_row(data[33])
     sink.close_keep()
     resumed = ParquetSink(out, schema, resume=state)
     for row in data[25:]:

@@ -2,8 +2,10 @@
 
 A Parquet file only becomes readable when its footer is written, so an output is built
 from part files beside it (``.<name>.parts/part-NNNNNN.parquet``), each closed at a
-checkpoint, plus ``pending.parquet`` holding the rows of the unfinished row group. A
-resumed run drops the parts written after the checkpoint and reloads the pending rows.
+checkpoint, plus ``pending-<rows>.parquet`` holding the rows of the unfinished row group
+(named by the rows written so far, and the previous one kept, so that a process dying
+between a flush and its checkpoint leaves the previous checkpoint's pending rows intact).
+A resumed run drops the parts written after the checkpoint and reloads the pending rows.
 Row groups are cut by the rows alone (``ROW_GROUP_ROWS`` rows or ``ROW_GROUP_CHARS``
 characters of turn text, which also bounds their memory), so a resumed run makes exactly
 the row groups an uninterrupted one makes. When the input is complete the parts become
@@ -77,6 +79,7 @@ class ParquetSink:
         self._writer: pq.ParquetWriter | None = None
         self._writer_schema: pa.Schema | None = None
         self._closed_parts = 0
+        self._last_pending: Path | None = None
         self._unified: pa.Schema | None = None  # inferred schemas so far, to fail early
         self._finished = False
         self._done = False
@@ -138,15 +141,21 @@ class ParquetSink:
     def flush(self) -> dict[str, Any]:
         """Make every row so far durable; return the state `resume` needs."""
         self._close_part()
-        pending = self.parts / "pending.parquet"
+        pending = self._pending(self.rows)
         if self._buffer:
             tmp = self.parts / ".pending.parquet.tmp"
             pq.write_table(self._table(self._buffer), tmp)
             _fsync(tmp)
             os.replace(tmp, pending)
-        else:
-            pending.unlink(missing_ok=True)
+        keep = {pending, self._last_pending}
+        for old in self.parts.glob("pending-*.parquet"):
+            if old not in keep:
+                old.unlink()
+        self._last_pending = pending
         return {"parts": self._closed_parts, "pending": len(self._buffer), "rows": self.rows}
+
+    def _pending(self, rows: int) -> Path:
+        return self.parts / f"pending-{rows:012d}.parquet"
 
     def _restore(self, state: dict[str, Any]) -> None:
         parts, pending, rows = int(state["parts"]), int(state["pending"]), int(state["rows"])
@@ -157,8 +166,9 @@ class ParquetSink:
                 extra.unlink()  # written after the checkpoint, possibly without a footer
         self._closed_parts = parts
         self.rows = rows
+        self._last_pending = self._pending(rows)
         if pending:
-            table = pq.read_table(self.parts / "pending.parquet")
+            table = pq.read_table(self._pending(rows))
             if table.num_rows != pending:
                 raise FileNotFoundError(2, "pending rows differ", str(self.parts))
             self._buffer = table.to_pylist()

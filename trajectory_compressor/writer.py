@@ -47,7 +47,8 @@ class RunWriter:
         self.progress = progress
         self.strict = strict
         self._inputs_print, self._settings_print = fingerprints
-        self.warnings: list[str] = []
+        self.warnings: list[str] = []  # the first `MAX_WARNINGS` (the rejects file has all)
+        self._warning_count = 0
         self.metrics = AggregateMetrics()
         self.file_index = 0
         self.skip = 0
@@ -170,10 +171,11 @@ class RunWriter:
 
     def warn(self, message: str) -> None:
         """A located problem on stderr (the first `MAX_WARNINGS`, then a pointer)."""
-        self.warnings.append(message)
-        if len(self.warnings) <= MAX_WARNINGS:
+        self._warning_count += 1
+        if self._warning_count <= MAX_WARNINGS:
+            self.warnings.append(message)
             self.progress.write(f"warning: {message}")
-        elif len(self.warnings) == MAX_WARNINGS + 1:
+        elif self._warning_count == MAX_WARNINGS + 1:
             self.progress.write("warning: more problems; see the rejects file")
 
     # checkpoints and the end of a run
