@@ -115,3 +115,15 @@ def test_unreachable_hub_and_missing_files_are_one_sentence(tmp_path):
     assert "no data files matched" in proc.stderr
     with pytest.raises(InputError, match="input not found"):
         discover_inputs(str(tmp_path / "missing.jsonl"))
+
+
+def test_stream_shards_resume_after_their_rows(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", 9)
+    inputs = discover_inputs("json", data_files=str(tmp_path / "a.jsonl"))
+    assert [i.name for i in inputs] == ["train-00000-of-00001"]
+    records = list(read_records(inputs[0]))
+    assert [r.row["id"] for r in records] == [r["id"] for r in rows(9)]
+    assert str(records[2].location).endswith("[train, shard 1/1] row 2")
+    resumed = list(read_records(inputs[0], skip_lines=records[5].position))
+    assert [r.location.row for r in resumed] == [6, 7, 8]
+    assert [r.row for r in resumed] == [r.row for r in records[6:]]

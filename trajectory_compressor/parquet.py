@@ -77,9 +77,8 @@ def output_schema(schema: pa.Schema) -> pa.Schema:
     and its Hugging Face features metadata updated to match."""
     fields = [f for f in schema if f.name != METRICS_COLUMN]
     fields.append(pa.field(METRICS_COLUMN, METRICS_TYPE, nullable=True))
+    # Other metadata (pandas' index, ARROW:schema…) still describes the kept columns.
     metadata = dict(schema.metadata or {})
-    # pandas metadata describes the input's columns and index, which no longer match.
-    metadata.pop(b"pandas", None)
     if b"huggingface" in metadata:
         metadata[b"huggingface"] = _with_metrics_feature(metadata[b"huggingface"])
     return pa.schema(fields, metadata=metadata or None)

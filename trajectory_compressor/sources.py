@@ -123,6 +123,9 @@ def discover_inputs(
             raise InputError(f"{spec} is a save_to_disk folder; --data-files does not apply")
         return hfdata.saved_dataset_inputs(path, split)
     if split is not None or data_files is not None:
+        if path.is_file():
+            raise InputError(f"--split and --data-files apply to Hugging Face datasets, not to "
+                             f"the file {spec}")
         return hfdata.stream_inputs(spec, split, data_files)
     if path.is_file():
         fmt = file_format(path)
