@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from . import jsonio
 from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
@@ -31,6 +31,8 @@ from .trajectory import Trajectory, conversations_of
 from .writer import RunWriter, StrictStop
 
 __all__ = ["Pipeline", "RunOptions", "RunResult", "StrictStop", "run_pipeline"]
+
+T = TypeVar("T")
 
 # Characters of input per batch, besides `batch_rows`.
 BATCH_CHARS = 4 << 20
@@ -111,8 +113,8 @@ class Pipeline:
         resume = self._resume_point(*fingerprints)
         total = None if self.options.sample_percent is not None else count_rows(self.inputs)
         self.progress = Progress(quiet=self.options.quiet, total=total)
-        writer = RunWriter(self.layout, self.config, self.progress, fingerprints,
-                           strict=self.options.strict, resume=resume)
+        writer = _reopen(RunWriter, self.layout, self.config, self.progress, fingerprints,
+                         self.options.strict, resume)
         self.writer = writer
         self.metrics = writer.metrics
         if resume is None:
@@ -297,10 +299,10 @@ class Pipeline:
                 self.writer.write(head.record, head.result, head.draws)
 
 
-def _reopen(open_output: Callable[..., Any], *args: Any) -> None:
-    """Open an output, saying in one sentence when a resume finds its files gone."""
+def _reopen(open_output: Callable[..., T], *args: Any) -> T:
+    """Open outputs, saying in one sentence when a resume finds their files gone."""
     try:
-        open_output(*args)
+        return open_output(*args)
     except FileNotFoundError as exc:
         what = exc.filename or exc
         raise ResumeError(f"cannot resume: the partial output {what} is missing or damaged; "
