@@ -82,7 +82,9 @@ def _fail(exc: BaseException, debug: bool) -> None:
 @app.command()
 def compress(
     input: Annotated[str, typer.Argument(help="A .jsonl/.jsonl.gz/.parquet file, a folder "
-                                         "of them, or a glob.", show_default=False)],
+                                         "of them, a glob, a Hugging Face save_to_disk "
+                                         "folder, or a dataset name for datasets streaming.",
+                                         show_default=False)],
     output: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option("--output", "-o", help="Output file (file input) or folder (folder/glob "
@@ -132,6 +134,29 @@ def compress(
     seed: Annotated[int, typer.Option("--seed", help="Seed for --sample-percent.")] = 42,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Analyze only: no LLM call, "
                                           "nothing written.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run from "
+                                         "its checkpoint beside the output (starts fresh "
+                                         "when there is none).")] = False,
+    output_format: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--output-format", help="same (as the input; Parquet for Hugging Face "
+                     "datasets), jsonl or parquet."),
+    ] = None,
+    split: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--split", help="Hugging Face dataset split (default: every split)."),
+    ] = None,
+    data_files: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--data-files", help="Data files of a Hugging Face dataset, as "
+                     "datasets.load_dataset takes them: PATTERN or SPLIT=PATTERN; repeatable. "
+                     "E.g. INPUT json --data-files 'logs/*.jsonl'."),
+    ] = None,
+    checkpoint_every: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--checkpoint-every", help="Rows between resume checkpoints (they are "
+                     "also written every processing.checkpoint_seconds)."),
+    ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first bad or failed "
                                          "row (exit 1, no output committed).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")]
@@ -148,6 +173,8 @@ def compress(
             max_concurrent_requests=max_concurrent_requests,
             cache_path=cache_path,
             cache_enabled=False if no_cache else None,
+            output_format=output_format,
+            checkpoint_rows=checkpoint_every,
         ).with_endpoint_flags(base_url, model, api_key_env)
         if sample_percent is not None and not 0 < sample_percent <= 100:
             raise ConfigError(f"--sample-percent must be in (0, 100], got {sample_percent:g}")
@@ -157,11 +184,13 @@ def compress(
             analyze_input(input, cfg, sample_percent=sample_percent, seed=seed)
             return
         code = compress_input(input, output, cfg, sample_percent=sample_percent, seed=seed,
-                              strict=strict, quiet=quiet)
+                              strict=strict, quiet=quiet, resume=resume, split=split,
+                              data_files=_data_files(data_files))
     except (CompressorError, OSError) as exc:
         _fail(exc, debug)
     except KeyboardInterrupt:
-        typer.echo("interrupted; nothing was committed under the final names", err=True)
+        typer.echo("interrupted; nothing was committed under the final names; run the same "
+                   "command with --resume to continue", err=True)
         raise typer.Exit(130) from None
     raise typer.Exit(code)
 
@@ -286,6 +315,26 @@ def _prices(price_in: float | None, price_out: float | None) -> Prices | None:
     from .analyze import Prices
 
     return Prices(price_in or 0.0, price_out or 0.0)
+
+
+def _data_files(values: list[str] | None) -> str | list[str] | dict[str, list[str]] | None:
+    """``--data-files`` values as `datasets` takes them: one pattern, a list, or a mapping
+    of split to patterns when given as ``SPLIT=PATTERN``."""
+    if not values:
+        return None
+    by_split: dict[str, list[str]] = {}
+    plain: list[str] = []
+    for value in values:
+        split, sep, pattern = value.partition("=")
+        if sep and split.isidentifier() and not Path(value).exists():
+            by_split.setdefault(split, []).append(pattern)
+        else:
+            plain.append(value)
+    if by_split and plain:
+        raise ConfigError("--data-files: give every pattern as SPLIT=PATTERN, or none")
+    if by_split:
+        return by_split
+    return plain[0] if len(plain) == 1 else plain
 
 
 @app.callback()

@@ -77,6 +77,9 @@ class CompressionConfig:
     per_trajectory_timeout: float = 300.0
     batch_rows: int = 256
     window_rows: int = 1024
+    window_mb: float = 8.0
+    checkpoint_rows: int = 20000
+    checkpoint_seconds: float = 30.0
     # metrics
     metrics_enabled: bool = True
     metrics_per_trajectory: bool = True
@@ -171,6 +174,9 @@ class CompressionConfig:
             (self.per_trajectory_timeout > 0, "processing.per_trajectory_timeout must be positive"),
             (self.batch_rows >= 1, "processing.batch_rows must be >= 1"),
             (self.window_rows >= 1, "processing.window_rows must be >= 1"),
+            (self.window_mb > 0, "processing.window_mb must be positive"),
+            (self.checkpoint_rows >= 1, "processing.checkpoint_rows must be >= 1"),
+            (self.checkpoint_seconds > 0, "processing.checkpoint_seconds must be positive"),
             (self.num_workers >= 1, "processing.num_workers must be >= 1"),
         ]
         for ok, message in checks:
@@ -218,7 +224,8 @@ class CompressionConfig:
         """The settings that decide the output rows (used to refuse a mismatched resume)."""
         data = dataclasses.asdict(self)
         for volatile in ("num_workers", "max_concurrent_requests", "request_timeout",
-                         "batch_rows", "window_rows", "cache_enabled", "cache_path",
+                         "batch_rows", "window_rows", "window_mb", "checkpoint_rows",
+                         "checkpoint_seconds", "cache_enabled", "cache_path",
                          "metrics_enabled", "metrics_output_file", "max_retries", "retry_delay"):
             data.pop(volatile, None)
         return data
@@ -267,6 +274,9 @@ SECTIONS: dict[str, dict[str, str]] = {
         "per_trajectory_timeout": "per_trajectory_timeout",
         "batch_rows": "batch_rows",
         "window_rows": "window_rows",
+        "window_mb": "window_mb",
+        "checkpoint_rows": "checkpoint_rows",
+        "checkpoint_seconds": "checkpoint_seconds",
     },
     "metrics": {
         "enabled": "metrics_enabled",
@@ -289,7 +299,8 @@ _FIELD_TYPES: dict[str, str] = {
     "output_format": "str",
     "num_workers": "int", "max_concurrent_requests": "int", "skip_under_target": "bool",
     "save_over_limit": "bool", "per_trajectory_timeout": "number", "batch_rows": "int",
-    "window_rows": "int",
+    "window_rows": "int", "window_mb": "number", "checkpoint_rows": "int",
+    "checkpoint_seconds": "number",
     "metrics_enabled": "bool", "metrics_per_trajectory": "bool", "metrics_output_file": "str",
 }
 

@@ -33,3 +33,7 @@ class SummaryError(CompressorError):
 
 class FatalSummaryError(CompressorError):
     """A summarizer failure that every row would hit (bad API key): the run stops."""
+
+
+class ResumeError(ConfigError):
+    """`--resume` cannot continue: the checkpoint is for another input or other settings."""

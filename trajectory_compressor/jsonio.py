@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import datetime
+import decimal
 import json
 from typing import Any
 
@@ -24,9 +27,20 @@ def loads(data: bytes | str) -> Any:
 def dumps(obj: Any) -> bytes:
     """One line of UTF-8 JSON (non-ASCII kept as is), without the newline."""
     try:
-        return orjson.dumps(obj)
+        return orjson.dumps(obj, default=_default)
     except TypeError:
-        return json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        return json.dumps(obj, ensure_ascii=False, default=_default).encode("utf-8")
+
+
+def _default(value: Any) -> Any:
+    """JSON for the Python values of Parquet columns that JSON has no type for."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, (decimal.Decimal, datetime.timedelta)):
+        return str(value)
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def dumps_pretty(obj: Any) -> bytes:

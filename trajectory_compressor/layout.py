@@ -60,7 +60,8 @@ def finished_layout(output: Path) -> OutputLayout:
 
 def _output_format(source: InputFile, config: CompressionConfig) -> str:
     if config.output_format == "same":
-        return source.format
+        # A Hugging Face dataset becomes Parquet shards that `datasets` loads back.
+        return "parquet" if source.format in ("arrow", "hf") else source.format
     if config.output_format == "jsonl" and source.format == "jsonl.gz":
         return "jsonl.gz"
     return config.output_format
@@ -84,12 +85,23 @@ def plan_layout(
             out = Path(output)
             if out.is_dir():
                 raise ConfigError(f"output {output} is a folder; give a file name for a file input")
+            named = file_format(out)
+            if config.output_format == "same" and named is not None:
+                fmt = named  # `-o data.parquet` asks for Parquet
+            elif named is not None and named.split(".")[0] != fmt.split(".")[0]:
+                raise ConfigError(f"output {output} is named .{named} but the output format "
+                                  f"is {fmt}; rename it or change --output-format")
         if out.resolve() == source.path.resolve():
             raise ConfigError(f"output {out} would overwrite the input")
         return OutputLayout({source.path: out}, {source.path: fmt},
                             sidecar_stem(out, folder=False))
     spec_path = Path(input_spec)
-    base = spec_path if spec_path.is_dir() else inputs[0].path.parent
+    if spec_path.is_dir():
+        base = spec_path
+    elif inputs[0].stream is not None:
+        base = Path(input_spec.strip("/").replace("/", "__"))  # a hub name: here, flattened
+    else:
+        base = inputs[0].path.parent
     folder = Path(output) if output is not None else base.with_name(base.name + suffix)
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"output {folder} is a file; give a folder for a folder input")

@@ -305,3 +305,29 @@ class AggregateMetrics:
                 "tokens_after": self.tokens_after.summary(),
             },
         }
+
+
+def aggregate_state(metrics: AggregateMetrics) -> dict[str, Any]:
+    """A JSON-able snapshot of ``metrics`` (for resume checkpoints)."""
+    state: dict[str, Any] = {}
+    for name in AggregateMetrics.__dataclass_fields__:
+        value = getattr(metrics, name)
+        if isinstance(value, Distribution):
+            value = value.state()
+        elif isinstance(value, dict):
+            value = dict(value)
+        state[name] = value
+    return state
+
+
+def aggregate_from_state(state: dict[str, Any]) -> AggregateMetrics:
+    """Inverse of `aggregate_state`."""
+    metrics = AggregateMetrics()
+    for name in AggregateMetrics.__dataclass_fields__:
+        if name not in state:
+            continue
+        value = state[name]
+        if isinstance(getattr(metrics, name), Distribution):
+            value = Distribution.from_state(value)
+        setattr(metrics, name, value)
+    return metrics

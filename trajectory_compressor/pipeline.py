@@ -2,37 +2,40 @@
 
 Rows are read lazily and counted in batches; rows that need a summary run concurrently,
 and a window of at most ``window_rows`` rows is held so that results are written strictly
-in input order with memory bounded by the window, never by the dataset.
+in input order with memory bounded by the window, never by the dataset. Writing, and the
+checkpoints a `--resume` continues from, belong to `RunWriter`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections import deque
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import islice
-from typing import Any
+from typing import Any, TypeVar
 
 from . import jsonio
+from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
 from .compressor import RowResult, TrajectoryCompressor
-from .errors import CompressorError, RowError
+from .errors import ResumeError, RowError
 from .layout import OutputLayout
 from .metrics import AggregateMetrics
 from .plan import Plan
 from .progress import Progress
-from .sinks import JsonlSink, write_atomic
-from .sources import InputFile, Record, read_records
-from .trajectory import conversations_of, row_id
+from .sinks import write_atomic
+from .sources import InputFile, Record, count_rows, read_records
+from .trajectory import Trajectory, conversations_of
+from .writer import RunWriter, StrictStop
 
-MAX_WARNINGS = 20
+__all__ = ["Pipeline", "RunOptions", "RunResult", "StrictStop", "run_pipeline"]
 
+T = TypeVar("T")
 
-class StrictStop(CompressorError):
-    """`--strict` met a bad row or a failed one: the run stops, nothing is committed."""
+# Characters of input per batch, besides `batch_rows`.
+BATCH_CHARS = 4 << 20
 
 
 @dataclass
@@ -43,6 +46,7 @@ class RunOptions:
     seed: int = 42
     strict: bool = False
     quiet: bool = False
+    resume: bool = False  # continue from the checkpoint beside the output, if any
 
 
 @dataclass
@@ -52,6 +56,7 @@ class RunResult:
     metrics: AggregateMetrics
     layout: OutputLayout
     warnings: list[str] = field(default_factory=list)
+    resumed: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -61,11 +66,16 @@ class RunResult:
 
 @dataclass
 class _Slot:
-    """A row waiting for its turn to be written: a result, or the task producing it."""
+    """A row waiting for its turn to be written: a result, the task producing it, or the
+    reason it is rejected. ``draws`` counts the sampler draws up to and including it."""
 
     record: Record
+    draws: int
+    size: int = 0
+    turns: Trajectory | None = None
     result: RowResult | None = None
     task: asyncio.Task[RowResult] | None = None
+    reject: str | None = None
 
 
 class Pipeline:
@@ -84,106 +94,193 @@ class Pipeline:
         self.layout = layout
         self.options = options or RunOptions()
         self.metrics = AggregateMetrics()
-        self.progress = Progress(quiet=self.options.quiet)
+        self.progress = Progress(quiet=True)
         self._sampler = random.Random(self.options.seed)
-        self._warnings: list[str] = []
-        self._over_limit: JsonlSink | None = None
-        self._rejects: JsonlSink | None = None
+        self._draws = 0
+        self._read_any = False
         self._in_flight = 0
+        self._counting: ThreadPoolExecutor | None = None
+        self._window_chars = 0
         self._tasks: set[asyncio.Task[RowResult]] = set()
         # Set to the first exception a row task raises (a rejected API key): the run
         # stops at once instead of when that row reaches the head of the window.
         self._stop: asyncio.Future[BaseException] | None = None
 
     async def run(self) -> RunResult:
-        """Process every input; commit all outputs only when everything went through."""
-        started = time.time()
-        self.metrics.processing_start_time = datetime.now().isoformat()
-        self._over_limit = JsonlSink(self.layout.over_limit)
-        self._rejects = JsonlSink(self.layout.rejects)
-        sinks: list[Any] = [self._over_limit, self._rejects]
+        """Process every input; commit all outputs only when everything went through.
+
+        Interrupted (Ctrl-C, a fatal error), the temporary outputs and a checkpoint are
+        kept for `--resume`; a `--strict` stop deletes them.
+        """
+        fingerprints = (input_fingerprint(self.inputs), settings_fingerprint(
+            self.config, self.layout.outputs, self.options.sample_percent, self.options.seed))
+        resume = self._resume_point(*fingerprints)
+        total = None if self.options.sample_percent is not None else count_rows(self.inputs)
+        self.progress = Progress(quiet=self.options.quiet, total=total)
+        writer = _reopen(RunWriter, self.layout, self.config, self.progress, fingerprints,
+                         self.options.strict, resume)
+        self.writer = writer
+        self.metrics = writer.metrics
+        if resume is None:
+            self.metrics.processing_start_time = datetime.now().isoformat()
+        else:
+            self.progress.restore(self.metrics)
+            for _ in range(resume.draws):
+                self._sampler.random()  # the same draws as the interrupted run made
+            self._draws = resume.draws
         self._stop = asyncio.get_running_loop().create_future()
         try:
             async with self.compressor:
                 try:
-                    for source in self.inputs:
-                        sink = self._open_sink(source)
-                        sinks.append(sink)
-                        await self._run_file(source, sink)
+                    await self._run_files(writer, resume)
                 finally:
                     await self._cancel_tasks()  # before the summarizer closes its session
+        except StrictStop:
+            writer.abandon()
+            raise
         except BaseException:
-            for sink in sinks:
-                sink.discard()
+            writer.stop()
             raise
         finally:
             self.progress.close()
-        for sink in sinks:
-            sink.commit()
+            if self._counting is not None:
+                self._counting.shutdown(wait=False)
+        writer.commit()
         self.metrics.processing_end_time = datetime.now().isoformat()
-        self.metrics.processing_duration_seconds = time.time() - started
+        self.metrics.processing_duration_seconds = writer.elapsed()
         if self.config.metrics_enabled:
             write_atomic(self.layout.metrics, jsonio.dumps_pretty(self.metrics.to_dict()))
-        return RunResult(self.metrics, self.layout, self._warnings)
+        return RunResult(self.metrics, self.layout, writer.warnings, resumed=resume is not None)
 
-    def _open_sink(self, source: InputFile) -> Any:
-        out = self.layout.outputs[source.path]
-        if self.layout.formats[source.path] == "parquet":
-            from .parquet import ParquetSink
+    async def _run_files(self, writer: RunWriter, resume: Checkpoint | None) -> None:
+        for index, source in enumerate(self.inputs):
+            skip, sink_state = 0, None
+            if resume is not None and index <= resume.file_index:
+                if index < resume.file_index:
+                    _reopen(writer.adopt_finished, self.layout.outputs[source.path])
+                    continue
+                skip, sink_state = resume.skip, resume.output
+            _reopen(writer.open_file, index, source, sink_state)
+            await self._run_file(source, skip)
+            writer.finish_file(self._draws)
 
-            return ParquetSink(out)
-        return JsonlSink(out)
+    def _resume_point(self, inputs: list[dict[str, Any]],
+                      settings: dict[str, Any]) -> Checkpoint | None:
+        """The checkpoint to continue from, or None to start from the first row."""
+        path = self.layout.checkpoint
+        if not self.options.resume:
+            if path.exists():
+                self._note(f"an interrupted run's checkpoint {path} is discarded; starting "
+                           "over (pass --resume to continue it instead)")
+                path.unlink()
+            return None
+        if not path.exists():
+            self._note(f"no checkpoint at {path}; starting from the beginning")
+            return None
+        checkpoint = Checkpoint.load(path)
+        check_resumable(checkpoint, inputs, settings)
+        return checkpoint
 
-    def _sampled(self, records: Iterator[Record]) -> Iterator[Record]:
-        if self.options.sample_percent is None:
-            yield from records
-            return
-        keep = self.options.sample_percent / 100
+    def _note(self, message: str) -> None:
+        if not self.options.quiet:
+            self.progress.write(f"note: {message}")
+
+    def _sampled(self, records: Iterator[Record]) -> Iterator[tuple[Record, int]]:
+        """Records kept by ``--sample-percent`` (one draw each), with the draws so far."""
+        keep = None if self.options.sample_percent is None else self.options.sample_percent / 100
         for record in records:
+            self._read_any = True
+            if keep is None:
+                yield record, 0
+                continue
+            self._draws += 1
             if self._sampler.random() < keep:
-                yield record
+                yield record, self._draws
 
-    async def _run_file(self, source: InputFile, sink: Any) -> None:
+    async def _run_file(self, source: InputFile, skip: int) -> None:
         window: deque[_Slot] = deque()
-        records = self._sampled(read_records(source))
-        empty = True
-        while batch := list(islice(records, self.config.batch_rows)):
-            empty = False
-            self._check_stop()
-            valid: list[tuple[Record, list[dict[str, Any]]]] = []
-            for record in batch:
-                try:
-                    if record.error is not None:
-                        raise RowError(record.error)
-                    valid.append((record, conversations_of(record.row)))
-                except RowError as exc:
-                    self._flush_ready(window, sink)
-                    self._reject(record, exc.reason)
-            counts = await self._count([turns for _, turns in valid])
-            for (record, turns), turn_tokens in zip(valid, counts, strict=True):
-                plan = self.compressor.plan(turns, turn_tokens)
-                slot = _Slot(record)
-                if plan.action == "compress":
-                    slot.task = self._spawn(self._compress(record, turns, plan))
-                else:
-                    slot.result = self.compressor.unchanged(record.row, turns, plan)
-                window.append(slot)
-                self._flush_ready(window, sink)
-                while len(window) >= self.config.window_rows:
-                    await self._await_head(window, sink)
-        while window:
-            await self._await_head(window, sink)
-        if empty:
-            self._warn(f"{source.path}: file is empty (no rows)")
+        self._window_chars = 0
+        self._read_any = skip > 0
+        records = self._sampled(read_records(source, skip))
+        window_chars = self.config.window_mb * 2**20
+        try:
+            for batch in self._batches(records):
+                self._check_stop()
+                slots = [self._slot(record, draws) for record, draws in batch]
+                todo = [slot for slot in slots if slot.turns is not None]
+                counts = await self._count([s.turns for s in todo if s.turns is not None])
+                plans = iter(zip(todo, counts, strict=True))
+                for slot in slots:
+                    if slot.turns is not None:
+                        _, turn_tokens = next(plans)
+                        self._start(slot, turn_tokens)
+                    window.append(slot)
+                    self._window_chars += slot.size
+                    self._flush_ready(window)
+                    while window and (len(window) >= self.config.window_rows
+                                      or self._window_chars >= window_chars):
+                        await self._await_head(window)
+            while window:
+                await self._await_head(window)
+        finally:
+            for slot in window:
+                if slot.task is not None:
+                    slot.task.cancel()
+        if not self._read_any:
+            self.writer.empty_file(source)
 
-    async def _count(self, trajectories: list[list[dict[str, Any]]]) -> list[list[int]]:
+    def _batches(
+        self, records: Iterator[tuple[Record, int]]
+    ) -> Iterator[list[tuple[Record, int]]]:
+        """Records in batches of ``batch_rows`` rows, or fewer when they reach
+        `BATCH_CHARS`: a batch of long trajectories would otherwise set peak memory."""
+        batch: list[tuple[Record, int]] = []
+        chars = 0
+        for item in records:
+            batch.append(item)
+            chars += _size(item[0])
+            if len(batch) >= self.config.batch_rows or chars >= BATCH_CHARS:
+                yield batch
+                batch, chars = [], 0
+        if batch:
+            yield batch
+
+    def _slot(self, record: Record, draws: int) -> _Slot:
+        slot = _Slot(record, draws, _size(record))
+        try:
+            if record.error is not None:
+                raise RowError(record.error)
+            slot.turns = conversations_of(record.row)
+        except RowError as exc:
+            if self.options.strict:
+                raise StrictStop(f"{record.location}: {exc.reason}") from None
+            slot.reject = exc.reason
+        return slot
+
+    def _start(self, slot: _Slot, turn_tokens: list[int]) -> None:
+        assert slot.turns is not None
+        plan = self.compressor.plan(slot.turns, turn_tokens)
+        if plan.action == "compress":
+            slot.record.raw = None  # a summarized row is written anew: its line is not needed
+            slot.task = self._spawn(self._compress(slot.record, slot.turns, plan))
+        else:
+            slot.result = self.compressor.unchanged(slot.record.row, slot.turns, plan)
+        slot.turns = None
+
+    async def _count(self, trajectories: list[Trajectory]) -> list[list[int]]:
         counter = self.compressor.counter
         if self._in_flight:
-            # Keep serving in-flight summaries while a batch is tokenized.
-            return await asyncio.to_thread(counter.count_trajectories, trajectories)
+            # Keep serving in-flight summaries while a batch is tokenized, always on the
+            # same thread: each new thread would get its own malloc arena, and each arena
+            # keeps a batch's worth of memory after the batch is gone.
+            if self._counting is None:
+                self._counting = ThreadPoolExecutor(1, thread_name_prefix="count")
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._counting, counter.count_trajectories,
+                                              trajectories)
         return counter.count_trajectories(trajectories)
 
-    async def _compress(self, record: Record, turns: list[dict[str, Any]], plan: Plan) -> RowResult:
+    async def _compress(self, record: Record, turns: Trajectory, plan: Plan) -> RowResult:
         self._in_flight += 1
         self.progress.in_flight(self._in_flight)
         try:
@@ -218,16 +315,16 @@ class Pipeline:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _await_head(self, window: deque[_Slot], sink: Any) -> None:
+    async def _await_head(self, window: deque[_Slot]) -> None:
         head = window[0]
         if head.task is not None and not head.task.done():
             assert self._stop is not None
             either: list[asyncio.Future[Any]] = [head.task, self._stop]
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             self._check_stop()
-        self._flush_ready(window, sink)
+        self._flush_ready(window)
 
-    def _flush_ready(self, window: deque[_Slot], sink: Any) -> None:
+    def _flush_ready(self, window: deque[_Slot]) -> None:
         while window:
             head = window[0]
             if head.task is not None:
@@ -235,54 +332,34 @@ class Pipeline:
                     return
                 head.result = head.task.result()  # re-raises a fatal summarizer error
             window.popleft()
-            assert head.result is not None
-            self._write(head.record, head.result, sink)
+            self._window_chars -= head.size
+            if head.reject is not None:
+                self.writer.reject(head.record, head.reject, head.draws)
+            else:
+                assert head.result is not None
+                self.writer.write(head.record, head.result, head.draws)
 
-    def _write(self, record: Record, result: RowResult, sink: Any) -> None:
-        metrics = result.metrics
-        if metrics.failed and self.options.strict:
-            raise StrictStop(f"{record.location}: {metrics.error}")
-        self.metrics.add(metrics)
-        self.progress.row(metrics)
-        if metrics.still_over_limit:
-            entry: dict[str, Any] = {
-                "location": str(record.location),
-                **record.location.to_dict(),
-                "id": row_id(result.row),
-                "reason": result.reason,
-                "metrics": metrics.to_dict(),
-            }
-            if not self.config.save_over_limit:
-                entry["row"] = result.row
-            assert self._over_limit is not None
-            self._over_limit.write_row(entry)
-            if not self.config.save_over_limit:
-                return
-        if not result.changed and record.raw is not None and isinstance(sink, JsonlSink):
-            sink.write_raw(record.raw)
-        else:
-            sink.write_row(result.row)
 
-    def _reject(self, record: Record, reason: str) -> None:
-        message = f"{record.location}: {reason}"
-        if self.options.strict:
-            raise StrictStop(message)
-        self.metrics.rows_rejected += 1
-        self.progress.rejected()
-        entry: dict[str, Any] = {"location": str(record.location), **record.location.to_dict(),
-                                 "error": reason}
-        if record.raw is not None:
-            entry["preview"] = record.raw[:200].decode("utf-8", errors="replace")
-        assert self._rejects is not None
-        self._rejects.write_row(entry)
-        self._warn(message)
+def _reopen(open_output: Callable[..., T], *args: Any) -> T:
+    """Open outputs, saying in one sentence when a resume finds their files gone."""
+    try:
+        return open_output(*args)
+    except FileNotFoundError as exc:
+        what = exc.filename or exc
+        raise ResumeError(f"cannot resume: the partial output {what} is missing or damaged; "
+                          "run without --resume to start over") from None
 
-    def _warn(self, message: str) -> None:
-        self._warnings.append(message)
-        if len(self._warnings) <= MAX_WARNINGS:
-            self.progress.write(f"warning: {message}")
-        elif len(self._warnings) == MAX_WARNINGS + 1:
-            self.progress.write("warning: more problems; see the rejects file")
+
+def _size(record: Record) -> int:
+    """About how many characters ``record`` holds (cheap: no serialization)."""
+    if record.raw is not None:
+        return len(record.raw)
+    row = record.row
+    turns = row.get("conversations") if isinstance(row, dict) else None
+    if not isinstance(turns, list):
+        return 0
+    return sum(len(t.get("value") or "") for t in turns if isinstance(t, dict)
+               and isinstance(t.get("value"), str))
 
 
 def run_pipeline(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
 
-from .metrics import TrajectoryMetrics
+from .metrics import AggregateMetrics, TrajectoryMetrics
 
 
 class Progress:
@@ -23,7 +24,14 @@ class Progress:
         if not quiet and sys.stderr.isatty():
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, unit="row", dynamic_ncols=True, file=sys.stderr)
+            # tqdm hides its bar in a terminal that reports no size (some ptys, CI
+            # consoles); such a terminal gets 80 columns and 24 lines.
+            try:
+                sized = os.get_terminal_size(sys.stderr.fileno()).columns > 0
+            except OSError:
+                sized = False
+            self._bar = tqdm(total=total, unit="row", file=sys.stderr, dynamic_ncols=sized,
+                             ncols=None if sized else 80, nrows=None if sized else 24)
 
     def row(self, metrics: TrajectoryMetrics) -> None:
         c = self.counters
@@ -36,6 +44,19 @@ class Progress:
         if self._bar is not None:
             self._bar.update(1)
             self._refresh()
+
+    def restore(self, metrics: AggregateMetrics) -> None:
+        """Start from the counts of an interrupted run being resumed."""
+        c = self.counters
+        c["compressed"] = metrics.trajectories_compressed
+        c["skipped"] = metrics.trajectories_skipped_under_target
+        c["over_limit"] = metrics.trajectories_still_over_limit
+        c["failed"] = metrics.trajectories_failed
+        c["rejected"] = metrics.rows_rejected
+        c["api_calls"] = metrics.total_summarization_calls
+        if self._bar is not None:
+            self._bar.update(metrics.total_trajectories + metrics.rows_rejected)
+            self._bar.set_postfix(c, refresh=False)
 
     def rejected(self) -> None:
         self.counters["rejected"] += 1

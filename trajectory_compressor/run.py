@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import jsonio
 from .compressor import TrajectoryCompressor
@@ -29,15 +30,24 @@ def compress_input(
     seed: int = 42,
     strict: bool = False,
     quiet: bool = False,
+    resume: bool = False,
+    split: str | None = None,
+    data_files: str | list[str] | dict[str, Any] | None = None,
 ) -> int:
-    """Compress ``input_spec`` into its outputs; print the summary; return the exit code."""
-    inputs = discover_inputs(input_spec)
-    layout = plan_layout(input_spec, inputs, output, config, single_file=Path(input_spec).is_file())
+    """Compress ``input_spec`` into its outputs; print the summary; return the exit code.
+
+    ``split`` and ``data_files`` make ``input_spec`` a Hugging Face dataset (as
+    `datasets.load_dataset` understands them); ``resume`` continues an interrupted run.
+    """
+    inputs = discover_inputs(input_spec, split=split, data_files=data_files)
+    single = Path(input_spec).is_file() and inputs[0].stream is None
+    layout = plan_layout(input_spec, inputs, output, config, single_file=single)
     if config.cache_enabled and config.cache_path is None:
         config = config.replace(cache_path=str(layout.summary_cache))
     counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     compressor = TrajectoryCompressor(config, counter=counter)
-    options = RunOptions(sample_percent=sample_percent, seed=seed, strict=strict, quiet=quiet)
+    options = RunOptions(sample_percent=sample_percent, seed=seed, strict=strict, quiet=quiet,
+                         resume=resume)
     result = run_pipeline(compressor, inputs, layout, options)
     if not quiet:
         print(format_summary(result))
@@ -56,7 +66,7 @@ def format_summary(result: RunResult) -> str:
     outputs = list(dict.fromkeys(p.parent if len(result.layout.outputs) > 1 else p
                                  for p in result.layout.outputs.values()))
     lines = [
-        "Trajectory compression finished",
+        "Trajectory compression finished" + (" (resumed)" if result.resumed else ""),
         f"  rows             {m.total_trajectories:>10,}   rejected {m.rows_rejected:,}",
         f"  compressed       {m.trajectories_compressed:>10,}  {pct(m.trajectories_compressed)}",
         f"  skipped (under)  {m.trajectories_skipped_under_target:>10,}  "
@@ -72,13 +82,22 @@ def format_summary(result: RunResult) -> str:
         f"{m.total_summarization_errors:,}",
         f"  time             {m.processing_duration_seconds:>9.1f}s",
     ]
-    lines += [f"  output           {p}" for p in outputs]
+    lines += [f"  output           {_shown(p)}" for p in outputs]
     lines += [
-        f"  metrics          {result.layout.metrics}",
-        f"  over limit       {result.layout.over_limit}",
-        f"  rejects          {result.layout.rejects}",
+        f"  metrics          {_shown(result.layout.metrics)}",
+        f"  over limit       {_shown(result.layout.over_limit)}",
+        f"  rejects          {_shown(result.layout.rejects)}",
     ]
     return "\n".join(lines)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working folder when it lies below it (shorter lines)."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if relative.startswith("..") else relative
 
 
 def analyze_input(

