@@ -196,8 +196,8 @@ def test_save_over_limit_false_moves_the_rows_themselves(tmp_path):
     assert len(moved) + len(over_moved) == 60
     by_id = {r["id"]: r for r in kept}
     for entry in over_moved:
-        assert entry["row"] == by_id[entry["id"]]  # the row itself, as it would have been
-        assert entry["row"]["compression_metrics"]["still_over_limit"]
+        assert entry["trajectory"] == by_id[entry["id"]]  # the row itself, as it would be
+        assert entry["trajectory"]["compression_metrics"]["still_over_limit"]
     assert _ids(moved) == [r["id"] for r in kept if r["id"] not in
                            {e["id"] for e in over_moved}]
 

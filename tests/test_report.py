@@ -193,3 +193,23 @@ def test_usage_errors_exit_2(tmp_path, sample_jsonl):
     proc = run_cli("report", str(sample_jsonl))
     assert proc.returncode == 2 and "trajectories_metrics.json" in proc.stderr
     assert len(proc.stderr.splitlines()) == 1
+
+
+def test_show_a_row_of_a_parquet_run(tmp_path, sample_jsonl):
+    """Parquet locations carry a row index: it must not be taken for the row itself."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.cli_helpers import read_jsonl
+
+    rows = read_jsonl(sample_jsonl)[17:20]
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), src)
+    out = tmp_path / "out.parquet"
+    proc = run_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive", "-q")
+    assert proc.returncode == 0, proc.stderr
+    over = read_jsonl(tmp_path / "out_over_limit.jsonl")
+    assert [e["row"] for e in over] == [2] and over[0]["id"] == rows[2]["id"]
+    proc = run_cli("report", str(out), "--show", rows[2]["id"])
+    assert proc.returncode == 0, proc.stderr
+    assert rows[2]["id"] in proc.stdout and "tail" in proc.stdout

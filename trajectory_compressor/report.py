@@ -110,7 +110,7 @@ def _over_limit_rows(path: Path) -> Iterator[FlaggedRow]:
                 Location(entry.get("file", entry.get("location", "?")), entry.get("line"),
                          entry.get("row")),
                 entry.get("id"), entry.get("reason") or "", TrajectoryMetrics.from_dict(metrics),
-                metrics, entry.get("row"),
+                metrics, entry.get("trajectory"),
             )
 
 
@@ -169,10 +169,23 @@ def _resolve(report: RunReport, flagged: FlaggedRow) -> FoundRow:
             continue
         written = row.get("compression_metrics")
         # Without an id only the metrics tell rows apart.
-        if written == flagged.metrics_dict or (written is None and flagged.id is not None):
+        if _same_metrics(written, flagged.metrics_dict) or (
+                written is None and flagged.id is not None):
             return FoundRow(flagged.location, row, flagged.metrics, flagged.reason)
     raise InputError(f"{flagged.location} is listed as over the limit but its row is not in "
                      f"{report.output}")
+
+
+def _same_metrics(written: Any, listed: dict[str, Any]) -> bool:
+    """Metrics equal apart from absent keys: a Parquet struct column gives every row every
+    field (``error: null`` on rows that did not fail)."""
+    if not isinstance(written, dict):
+        return False
+
+    def present(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in d.items() if v is not None}
+
+    return present(written) == present(listed)
 
 
 def format_report(report: RunReport, limit: int | None = 50) -> str:

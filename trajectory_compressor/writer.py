@@ -126,7 +126,7 @@ class RunWriter:
                 "metrics": metrics.to_dict(),
             }
             if not self.config.save_over_limit:
-                entry["row"] = result.row
+                entry["trajectory"] = result.row
                 keep = False
             self.over_limit.write_row(entry)
         if keep:
