@@ -206,10 +206,13 @@ def test_show_a_row_of_a_parquet_run(tmp_path, sample_jsonl):
     src = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pylist(rows), src)
     out = tmp_path / "out.parquet"
-    proc = run_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive", "-q")
+    proc = run_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive", "-q",
+                   "--target-max-tokens", "16000")
     assert proc.returncode == 0, proc.stderr
     over = read_jsonl(tmp_path / "out_over_limit.jsonl")
     assert [e["row"] for e in over] == [2] and over[0]["id"] == rows[2]["id"]
+    # No flags: the run's recorded settings (target 16,000) drive the timeline.
     proc = run_cli("report", str(out), "--show", rows[2]["id"])
     assert proc.returncode == 0, proc.stderr
     assert rows[2]["id"] in proc.stdout and "tail" in proc.stdout
+    assert "16,000" in proc.stdout and "15,250" not in proc.stdout

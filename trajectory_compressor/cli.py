@@ -273,15 +273,18 @@ def report(
 ) -> None:
     """Inspect a finished run: figures, over-limit and failed rows, one row's turns.
 
-    For --show, pass the run's --config, target flags and --tokenizer (same counts).
+    --show uses the settings the run recorded in its metrics file (target, protected
+    turns, tokenizer); --config and the flags override them.
     """
     try:
-        cfg = _load_config(config).replace(target_max_tokens=target_max_tokens,
-                                           summary_target_tokens=summary_target_tokens,
-                                           tokenizer_name=tokenizer)
+        base = _load_config(config) if config is not None else None
+        overrides = {"target_max_tokens": target_max_tokens,
+                     "summary_target_tokens": summary_target_tokens,
+                     "tokenizer_name": tokenizer}
         from .run import report_output
 
-        report_output(output, cfg, show=show, as_json=as_json, limit=limit)
+        report_output(output, base, overrides, show=show, as_json=as_json, limit=limit,
+                      fallback=lambda: _load_config(None))
     except (CompressorError, OSError) as exc:
         _fail(exc, debug)
     except KeyboardInterrupt:

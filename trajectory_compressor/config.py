@@ -220,6 +220,18 @@ class CompressionConfig:
         return self.replace(summarization_model=model, api_key_env=api_key_env,
                             endpoints=endpoints)
 
+    def run_settings(self) -> dict[str, Any]:
+        """The settings that shape a run's rows, in the YAML schema (the metrics file's
+        ``settings`` section; `report` reads them back with `from_dict`)."""
+        wanted = {"tokenizer": ("name",), "compression": None, "protected_turns": None,
+                  "summarization": ("backend", "model")}
+        settings: dict[str, Any] = {}
+        for section, keys in wanted.items():
+            names = SECTIONS[section]
+            settings[section] = {key: getattr(self, names[key])
+                                 for key in (keys if keys is not None else names)}
+        return settings
+
     def fingerprint_dict(self) -> dict[str, Any]:
         """The settings that decide the output rows (used to refuse a mismatched resume)."""
         data = dataclasses.asdict(self)

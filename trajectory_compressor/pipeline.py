@@ -149,7 +149,8 @@ class Pipeline:
         self.metrics.processing_end_time = datetime.now().isoformat()
         self.metrics.processing_duration_seconds = writer.elapsed()
         if self.config.metrics_enabled:
-            write_atomic(self.layout.metrics, jsonio.dumps_pretty(self.metrics.to_dict()))
+            report = {**self.metrics.to_dict(), "settings": self.config.run_settings()}
+            write_atomic(self.layout.metrics, jsonio.dumps_pretty(report))
         return RunResult(self.metrics, self.layout, writer.warnings, resumed=resume is not None)
 
     async def _run_files(self, writer: RunWriter, resume: Checkpoint | None) -> None:

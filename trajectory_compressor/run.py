@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,16 +131,27 @@ def analyze_input(
 
 def report_output(
     output: str,
-    config: CompressionConfig,
+    config: CompressionConfig | None,
+    overrides: dict[str, Any] | None = None,
     *,
     show: str | None = None,
     as_json: bool = False,
     limit: int | None = 50,
+    fallback: Callable[[], CompressionConfig] = CompressionConfig,
 ) -> None:
-    """Print a finished run's figures and flagged rows, or one row's timeline (``show``)."""
+    """Print a finished run's figures and flagged rows, or one row's timeline (``show``).
+
+    Without ``config`` the run's recorded settings are used (``fallback()`` for runs that
+    recorded none); ``overrides`` (None values ignored) apply on top.
+    """
     from .report import find_row, format_found, format_report, found_to_dict, load_report
 
     report = load_report(output)
+    if config is None:
+        recorded = (report.metrics or {}).get("settings")
+        config = (CompressionConfig.from_dict(recorded, source=str(report.layout.metrics))
+                  if isinstance(recorded, dict) else fallback())
+    config = config.replace(**(overrides or {}))
     if show is None:
         text = (jsonio.dumps_pretty(report.to_dict()).decode("utf-8") if as_json
                 else format_report(report, limit) + "\n")
