@@ -23,6 +23,7 @@ Results are printed as a table and written as JSON (--json PATH).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -32,7 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -262,7 +264,129 @@ def bench_startup(work: Path, runs: int) -> dict[str, Any]:
             "heavy_modules_loaded_by_compress_path": heavy or "none"}
 
 
-CASES = ("skip", "repeat", "memory", "startup")
+@contextlib.contextmanager
+def lean_server(latency: float) -> Iterator[tuple[str, Callable[[], int]]]:
+    """The lean fixed-latency server in a child process: its URL and a completions probe."""
+    proc = subprocess.Popen([PYTHON, str(ROOT / "scripts" / "lean_llm_server.py"),
+                             "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    port = json.loads(proc.stdout.readline())["port"]
+
+    def completions() -> int:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as r:
+            return int(json.loads(r.read())["completions"])
+
+    try:
+        yield f"http://127.0.0.1:{port}/v1", completions
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def summarize_in_process(url: str, n: int, concurrency: int) -> tuple[float, float]:
+    """Wall and CPU seconds of ``n`` summaries through `OpenAISummarizer`, all at once
+    under its ``max_concurrent_requests`` bound (the steady state of a long run)."""
+    import asyncio
+
+    from trajectory_compressor.config import CompressionConfig
+    from trajectory_compressor.llm.backend import OpenAISummarizer
+    from trajectory_compressor.summary import SummaryRequest
+
+    config = CompressionConfig(max_concurrent_requests=concurrency, cache_enabled=False).with_endpoint_flags([url], "bench-model")
+    rng = random.Random(7)
+    regions = [samples.trajectory(rng, 3, 4, False)[2:8] for _ in range(64)]
+
+    async def go() -> tuple[float, float]:
+        summarizer = OpenAISummarizer(config)
+        await summarizer.start()
+        try:
+            requests = [SummaryRequest(regions[i % len(regions)], 2 + i, 50, 400)
+                        for i in range(n)]
+            # Distinct regions: vary the first index so no two prompts are twins.
+            cpu0, t0 = time.process_time(), time.perf_counter()
+            await asyncio.gather(*(summarizer.summarize(r) for r in requests))
+            return time.perf_counter() - t0, time.process_time() - cpu0
+        finally:
+            await summarizer.aclose()
+
+    return asyncio.run(go())
+
+
+def bench_summarize(work: Path, n: int, pipeline_rows: int, runs: int,
+                    latency: float = 0.2, concurrency: int = 256) -> dict[str, Any]:
+    bound = concurrency / latency
+    data = write_jsonl(work / "over.jsonl", over_rows(pipeline_rows, 5))
+    walls, cpus, cli_walls, cli_cpus, calls = [], [], [], [], []
+    with lean_server(latency) as (url, completions):
+        for _ in range(runs):
+            before = completions()
+            wall, cpu = summarize_in_process(url, n, concurrency)
+            assert completions() - before == n, "every summary must be one request"
+            walls.append(wall)
+            cpus.append(cpu)
+            before = completions()
+            wall, cpu = run_cli_cpu(["compress", str(data), "-o", str(work / "over_out.jsonl"),
+                                     "--summarizer", "openai", "--base-url", url,
+                                     "--model", "bench-model", "--target-max-tokens", "600",
+                                     "--summary-target-tokens", "50", "--no-cache",
+                                     "--max-concurrent-requests", str(concurrency),
+                                     "--quiet"], work)
+            calls.append(completions() - before)
+            cli_walls.append(wall)
+            cli_cpus.append(cpu)
+    t, t_cli = median(walls), median(cli_walls)
+    return {"latency_s": latency, "concurrency": concurrency, "bound_per_s": bound,
+            "summaries": n, "summaries_per_s": n / t, "ratio_vs_bound": n / t / bound,
+            "cpu_ms_per_summary": 1000 * median(cpus) / n,
+            "pipeline_rows": pipeline_rows, "pipeline_summaries": median(calls),
+            "pipeline_s": t_cli, "pipeline_summaries_per_s": median(calls) / t_cli,
+            "pipeline_ratio_vs_bound": median(calls) / t_cli / bound,
+            "pipeline_cpu_ms_per_summary": 1000 * median(cli_cpus) / max(median(calls), 1),
+            "targets": {"ratio_vs_bound": 0.9}}
+
+
+def bench_cache(work: Path, rows: int, runs: int) -> dict[str, Any]:
+    data = write_jsonl(work / "cache.jsonl", over_rows(rows, 6))
+    cache = work / "bench_cache.sqlite"
+    args = ["compress", str(data), "-o", str(work / "cache_out.jsonl"), "--summarizer",
+            "openai", "--model", "bench-model", "--target-max-tokens", "600",
+            "--summary-target-tokens", "50", "--cache-path", str(cache), "--quiet"]
+    skip_args = ["compress", str(data), "-o", str(work / "cache_skip.jsonl"),
+                 "--summarizer", "extractive", "--quiet"]
+    warm, skip, warm_calls = [], [], []
+    with lean_server(0.2) as (url, completions):
+        cold_calls = completions()
+        cold = run_cli([*args, "--base-url", url], work)[0]
+        cold_calls = completions() - cold_calls
+        for _ in range(runs):
+            before = completions()
+            warm.append(run_cli([*args, "--base-url", url], work)[0])
+            warm_calls.append(completions() - before)
+            skip.append(run_cli(skip_args, work)[0])  # every row under the default target
+    return {"rows": rows, "cold_s": cold, "cold_llm_calls": cold_calls,
+            "warm_s": median(warm), "warm_llm_calls": max(warm_calls),
+            "skip_path_s": median(skip), "warm_vs_skip": median(warm) / median(skip),
+            "targets": {"warm_llm_calls": 0}}
+
+
+def run_cli_cpu(args: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one CLI process."""
+    probe = ("import resource, subprocess, sys, time\n"
+             "t = time.perf_counter()\n"
+             "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+             "dt = time.perf_counter() - t\n"
+             "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+             "print(dt, r.ru_utime + r.ru_stime, p.returncode)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([PYTHON, "-c", probe, *CLI, *args], cwd=cwd, env=env,
+                         capture_output=True, text=True, check=True)
+    wall, cpu, code = out.stdout.split()
+    if int(code) not in (0, 1):
+        raise RuntimeError(f"CLI failed ({code}): {' '.join(args)}")
+    return float(wall), float(cpu)
+
+
+CASES = ("skip", "repeat", "memory", "summarize", "cache", "startup")
 
 
 def main() -> None:
@@ -271,8 +395,18 @@ def main() -> None:
     parser.add_argument("--memory-rows", type=int, default=1000, help="N for the memory case")
     parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
     parser.add_argument("--only", default=",".join(CASES), help="comma-separated cases")
+    parser.add_argument("--summaries", type=int, default=4000,
+                        help="summaries for the in-process summarize figure")
+    parser.add_argument("--pipeline-rows", type=int, default=2000,
+                        help="rows (one summary each) for the summarize case's CLI figure")
+    parser.add_argument("--cache-rows", type=int, default=500, help="rows for the cache case")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: small sizes, one run each")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
+    if args.quick:
+        args.rows, args.memory_rows, args.runs = 200, 100, 1
+        args.summaries, args.pipeline_rows, args.cache_rows = 300, 100, 50
     chosen = [c.strip() for c in args.only.split(",") if c.strip()]
     results: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv)}
     with tempfile.TemporaryDirectory(prefix="tc-bench-") as tmp:
@@ -285,6 +419,11 @@ def main() -> None:
                 results[case] = bench_repeat(work, args.rows, args.runs)
             elif case == "memory":
                 results[case] = bench_memory(work, args.memory_rows)
+            elif case == "summarize":
+                results[case] = bench_summarize(work, args.summaries, args.pipeline_rows,
+                                                args.runs)
+            elif case == "cache":
+                results[case] = bench_cache(work, args.cache_rows, args.runs)
             elif case == "startup":
                 results[case] = bench_startup(work, args.runs)
             else:
