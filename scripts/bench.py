@@ -8,6 +8,8 @@ machines are shared and noisy. Cases (see BENCHMARKS.md for the targets):
 - skip:     every row under target. The whole CLI process (start-up included) vs the
             raw batch encode of the same turn texts (the limit) and vs a per-turn
             `encode` loop over an in-memory list (the reference's approach).
+- skip_shared: the same with one system prompt (with tool schemas) shared by every row,
+            as in Hermes-style data; everything else unique.
 - repeat:   RL-shaped data (8-16 rollouts per prompt sharing the system prompt with its
             tool schemas and the task prompt): the CLI vs the raw batch encode of all texts.
 - memory:   peak RSS of the CLI for N and 10xN rows, next to an everything-in-memory
@@ -62,6 +64,19 @@ def unique_rows(n: int, seed: int) -> list[dict[str, Any]]:
                     + samples.paragraph(rng, 3)}
         turns[1] = {"from": "human", "value": turns[1]["value"] + " " + samples.sentence(rng, 12)}
         rows.append({"id": i, "conversations": turns, "reward": round(rng.random(), 3)})
+    return rows
+
+
+def hermes_rows(n: int, seed: int) -> list[dict[str, Any]]:
+    """Like `unique_rows`, but every row starts with the same system prompt with its tool
+    schemas, as in Hermes-style function-calling datasets; everything else is unique."""
+    rng = random.Random(seed)
+    system = ("You are a function calling AI model. Tools:\n<tools>\n"
+              + json.dumps(samples.TOOLS * 4) + "\n</tools>")
+    rows = unique_rows(n, seed)
+    for row in rows:
+        row["conversations"][0] = {"from": "system", "value": system}
+    rng.shuffle(rows)
     return rows
 
 
@@ -156,24 +171,30 @@ def median(values: list[float]) -> float:
 # --- cases ----------------------------------------------------------------------------
 
 
-def bench_skip(work: Path, rows: int, runs: int) -> dict[str, Any]:
-    data = write_jsonl(work / "skip.jsonl", unique_rows(rows, 1))
+def bench_skip(work: Path, rows: int, runs: int, shared_system: bool = False) -> dict[str, Any]:
+    make = hermes_rows if shared_system else unique_rows
+    data = write_jsonl(work / "skip.jsonl", make(rows, 1))
     texts = turn_texts(data)
     raw_fn = raw_encode(texts)
     loop_sample = texts[: max(1, len(texts) // 10)]
     loop_fn = per_turn_loop(loop_sample)
-    raw, cli, loop = [], [], []
+    raw, cli, loop, cpu = [], [], [], []
     for _ in range(runs):
         raw.append(timed(raw_fn))
-        cli.append(run_cli(["compress", str(data), "-o", str(work / "skip_out.jsonl"),
-                            "--summarizer", "extractive", "--quiet"], work)[0])
+        wall, cpu_s = run_cli_cpu(["compress", str(data), "-o", str(work / "skip_out.jsonl"),
+                                   "--summarizer", "extractive", "--quiet"], work)
+        cli.append(wall)
+        cpu.append(cpu_s)
         loop.append(timed(loop_fn) * len(texts) / len(loop_sample))
     from trajectory_compressor.tokens import TokenCounter
 
     tokens = sum(TokenCounter.load().count_many(texts))
     t_raw, t_cli, t_loop = median(raw), median(cli), median(loop)
-    return {"rows": rows, "texts": len(texts), "tokens": tokens,
-            "raw_encode_s": t_raw, "cli_s": t_cli, "per_turn_loop_s": t_loop,
+    return {"data": "shared system prompt" if shared_system else "unique texts",
+            "rows": rows, "texts": len(texts), "unique_texts": len(set(texts)),
+            "tokens": tokens, "raw_encode_s": t_raw, "raw_encode_runs": raw,
+            "cli_s": t_cli, "cli_runs": cli, "cli_cpu_s": median(cpu),
+            "per_turn_loop_s": t_loop,
             "cli_rows_per_s": rows / t_cli, "cli_tokens_per_s": tokens / t_cli,
             "ratio_vs_limit": t_raw / t_cli, "speedup_vs_per_turn_loop": t_loop / t_cli,
             "targets": {"ratio_vs_limit": 0.8, "speedup_vs_per_turn_loop": 3.0}}
@@ -292,7 +313,8 @@ def summarize_in_process(url: str, n: int, concurrency: int) -> tuple[float, flo
     from trajectory_compressor.llm.backend import OpenAISummarizer
     from trajectory_compressor.summary import SummaryRequest
 
-    config = CompressionConfig(max_concurrent_requests=concurrency, cache_enabled=False).with_endpoint_flags([url], "bench-model")
+    config = CompressionConfig(max_concurrent_requests=concurrency, cache_enabled=False)
+    config = config.with_endpoint_flags([url], "bench-model")
     rng = random.Random(7)
     regions = [samples.trajectory(rng, 3, 4, False)[2:8] for _ in range(64)]
 
@@ -386,7 +408,7 @@ def run_cli_cpu(args: list[str], cwd: Path) -> tuple[float, float]:
     return float(wall), float(cpu)
 
 
-CASES = ("skip", "repeat", "memory", "summarize", "cache", "startup")
+CASES = ("skip", "skip_shared", "repeat", "memory", "summarize", "cache", "startup")
 
 
 def main() -> None:
@@ -415,6 +437,8 @@ def main() -> None:
             print(f"== {case}", file=sys.stderr)
             if case == "skip":
                 results[case] = bench_skip(work, args.rows, args.runs)
+            elif case == "skip_shared":
+                results[case] = bench_skip(work, args.rows, args.runs, shared_system=True)
             elif case == "repeat":
                 results[case] = bench_repeat(work, args.rows, args.runs)
             elif case == "memory":
