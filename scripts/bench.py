@@ -304,9 +304,9 @@ def lean_server(latency: float) -> Iterator[tuple[str, Callable[[], int]]]:
         proc.wait(timeout=10)
 
 
-def summarize_in_process(url: str, n: int, concurrency: int) -> tuple[float, float]:
+def summarize_in_process(url: str, n: int, concurrency: int) -> tuple[float, float, float]:
     """Wall and CPU seconds of ``n`` summaries through `OpenAISummarizer`, all at once
-    under its ``max_concurrent_requests`` bound (the steady state of a long run)."""
+    under its ``max_concurrent_requests`` bound, and the steady-state summaries/s."""
     import asyncio
 
     from trajectory_compressor.config import CompressionConfig
@@ -318,16 +318,26 @@ def summarize_in_process(url: str, n: int, concurrency: int) -> tuple[float, flo
     rng = random.Random(7)
     regions = [samples.trajectory(rng, 3, 4, False)[2:8] for _ in range(64)]
 
-    async def go() -> tuple[float, float]:
+    async def go() -> tuple[float, float, float]:
         summarizer = OpenAISummarizer(config)
         await summarizer.start()
         try:
             requests = [SummaryRequest(regions[i % len(regions)], 2 + i, 50, 400)
                         for i in range(n)]
             # Distinct regions: vary the first index so no two prompts are twins.
+            done: list[float] = []
+
+            async def one(request: SummaryRequest) -> None:
+                await summarizer.summarize(request)
+                done.append(time.perf_counter())
+
             cpu0, t0 = time.process_time(), time.perf_counter()
-            await asyncio.gather(*(summarizer.summarize(r) for r in requests))
-            return time.perf_counter() - t0, time.process_time() - cpu0
+            await asyncio.gather(*(one(r) for r in requests))
+            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            # The steady state: completions between the 10th and the 90th percentile,
+            # without the first wave's connection set-up and the last wave's tail.
+            lo, hi = n // 10, n * 9 // 10
+            return wall, cpu, (hi - lo) / (done[hi] - done[lo])
         finally:
             await summarizer.aclose()
 
@@ -338,13 +348,14 @@ def bench_summarize(work: Path, n: int, pipeline_rows: int, runs: int,
                     latency: float = 0.2, concurrency: int = 256) -> dict[str, Any]:
     bound = concurrency / latency
     data = write_jsonl(work / "over.jsonl", over_rows(pipeline_rows, 5))
-    walls, cpus, cli_walls, cli_cpus, calls = [], [], [], [], []
+    walls, cpus, steady, cli_walls, cli_cpus, calls = [], [], [], [], [], []
     with lean_server(latency) as (url, completions):
         for _ in range(runs):
             before = completions()
-            wall, cpu = summarize_in_process(url, n, concurrency)
+            wall, cpu, rate = summarize_in_process(url, n, concurrency)
             assert completions() - before == n, "every summary must be one request"
             walls.append(wall)
+            steady.append(rate)
             cpus.append(cpu)
             before = completions()
             wall, cpu = run_cli_cpu(["compress", str(data), "-o", str(work / "over_out.jsonl"),
@@ -359,6 +370,8 @@ def bench_summarize(work: Path, n: int, pipeline_rows: int, runs: int,
     t, t_cli = median(walls), median(cli_walls)
     return {"latency_s": latency, "concurrency": concurrency, "bound_per_s": bound,
             "summaries": n, "summaries_per_s": n / t, "ratio_vs_bound": n / t / bound,
+            "steady_summaries_per_s": median(steady),
+            "steady_ratio_vs_bound": median(steady) / bound,
             "cpu_ms_per_summary": 1000 * median(cpus) / n,
             "pipeline_rows": pipeline_rows, "pipeline_summaries": median(calls),
             "pipeline_s": t_cli, "pipeline_summaries_per_s": median(calls) / t_cli,
@@ -417,7 +430,7 @@ def main() -> None:
     parser.add_argument("--memory-rows", type=int, default=1000, help="N for the memory case")
     parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
     parser.add_argument("--only", default=",".join(CASES), help="comma-separated cases")
-    parser.add_argument("--summaries", type=int, default=4000,
+    parser.add_argument("--summaries", type=int, default=6000,
                         help="summaries for the in-process summarize figure")
     parser.add_argument("--pipeline-rows", type=int, default=2000,
                         help="rows (one summary each) for the summarize case's CLI figure")
