@@ -211,7 +211,18 @@ def bench_repeat(work: Path, rows: int, runs: int) -> dict[str, Any]:
                             "--summarizer", "extractive", "--quiet"], work)[0])
     unique = len(set(texts))
     t_raw, t_cli = median(raw), median(cli)
+    from trajectory_compressor.tokens import TokenCounter
+
+    counter = TokenCounter.load()
+    counter.count_many(texts)
+    # Keys and counts are small ints; the memo's size is its two dicts (<= 2 * memo_size).
+    memo_bytes = sum(sys.getsizeof(d) for d in (counter._memo, counter._old))
+    memo_bytes += 2 * 32 * counter.memo_entries  # the int objects, at most
     return {"rows": rows, "texts": len(texts), "unique_texts": unique,
+            "memo_entries": counter.memo_entries, "memo_max_entries": 2 * counter._memo_size,
+            "memo_mib": memo_bytes / 2**20,
+            "memo_mib_at_bound": (memo_bytes / max(counter.memo_entries, 1))
+            * 2 * counter._memo_size / 2**20,
             "raw_encode_s": t_raw, "cli_s": t_cli, "speedup_vs_raw_encode": t_raw / t_cli,
             "targets": {"speedup_vs_raw_encode": 1.3}}
 
