@@ -1,6 +1,7 @@
 """Benchmarks of trajectory-compressor against the machine's limits and the reference's approach.
 
     .venv/bin/python scripts/bench.py [--rows 4000] [--runs 3] [--only skip,repeat,...]
+    .venv/bin/python scripts/bench.py --quick      # smoke run: small sizes, one run each
 
 Every figure is measured side by side in one run and reported as a ratio, because the
 machines are shared and noisy. Cases (see BENCHMARKS.md for the targets):
@@ -14,8 +15,9 @@ machines are shared and noisy. Cases (see BENCHMARKS.md for the targets):
             tool schemas and the task prompt): the CLI vs the raw batch encode of all texts.
 - memory:   peak RSS of the CLI for N and 10xN rows, next to an everything-in-memory
             baseline that loads all rows first like the reference.
-- summarize: the openai backend against the loopback fake server with fixed latency L
-            and concurrency C: summaries/s vs the bound C/L, CPU seconds per summary.
+- summarize: the openai backend against the lean loopback server (lean_llm_server.py)
+            with fixed latency L and concurrency C: summaries/s vs the bound C/L (whole
+            run and steady state), CPU seconds per summary; in process and via the CLI.
 - cache:    the same run again with a warm cache: LLM calls and time vs the skip path.
 - startup:  `--help` time and the import cost of the compress path.
 
