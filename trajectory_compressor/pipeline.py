@@ -204,31 +204,44 @@ class Pipeline:
         self._read_any = skip > 0
         records = self._sampled(read_records(source, skip))
         window_chars = self.config.window_mb * 2**20
+        # Batch k+1 is tokenized on the counting thread (the tokenizer releases the GIL)
+        # while batch k is planned and written and batch k+2 is read: one batch ahead.
+        ahead: tuple[list[_Slot], asyncio.Future[list[list[int]]]] | None = None
         try:
             for batch in self._batches(records):
                 self._check_stop()
                 slots = [self._slot(record, draws) for record, draws in batch]
-                todo = [slot for slot in slots if slot.turns is not None]
-                counts = await self._count([s.turns for s in todo if s.turns is not None])
-                plans = iter(zip(todo, counts, strict=True))
-                for slot in slots:
-                    if slot.turns is not None:
-                        _, turn_tokens = next(plans)
-                        self._start(slot, turn_tokens)
-                    window.append(slot)
-                    self._window_chars += slot.size
-                    self._flush_ready(window)
-                    while window and (len(window) >= self.config.window_rows
-                                      or self._window_chars >= window_chars):
-                        await self._await_head(window)
+                counting = self._count([s.turns for s in slots if s.turns is not None])
+                if ahead is not None:
+                    await self._place(window, *ahead, window_chars)
+                ahead = (slots, counting)
+            if ahead is not None:
+                await self._place(window, *ahead, window_chars)
+                ahead = None
             while window:
                 await self._await_head(window)
         finally:
+            if ahead is not None:
+                ahead[1].cancel()
             for slot in window:
                 if slot.task is not None:
                     slot.task.cancel()
         if not self._read_any:
             self.writer.empty_file(source)
+
+    async def _place(self, window: deque[_Slot], slots: list[_Slot],
+                     counting: asyncio.Future[list[list[int]]], window_chars: float) -> None:
+        """Plan a counted batch and move it into the window, writing what is ready."""
+        counts = iter(await counting)
+        for slot in slots:
+            if slot.turns is not None:
+                self._start(slot, next(counts))
+            window.append(slot)
+            self._window_chars += slot.size
+            self._flush_ready(window)
+            while window and (len(window) >= self.config.window_rows
+                              or self._window_chars >= window_chars):
+                await self._await_head(window)
 
     def _batches(
         self, records: Iterator[tuple[Record, int]]
@@ -268,18 +281,16 @@ class Pipeline:
             slot.result = self.compressor.unchanged(slot.record.row, slot.turns, plan)
         slot.turns = None
 
-    async def _count(self, trajectories: list[Trajectory]) -> list[list[int]]:
-        counter = self.compressor.counter
-        if self._in_flight:
-            # Keep serving in-flight summaries while a batch is tokenized, always on the
-            # same thread: each new thread would get its own malloc arena, and each arena
-            # keeps a batch's worth of memory after the batch is gone.
-            if self._counting is None:
-                self._counting = ThreadPoolExecutor(1, thread_name_prefix="count")
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._counting, counter.count_trajectories,
-                                              trajectories)
-        return counter.count_trajectories(trajectories)
+    def _count(self, trajectories: list[Trajectory]) -> asyncio.Future[list[list[int]]]:
+        """Start counting a batch on the counting thread. Always the same single thread:
+        each new thread would get its own malloc arena, and each arena keeps a batch's
+        worth of memory after the batch is gone; one thread also keeps the memo's
+        updates in one place."""
+        if self._counting is None:
+            self._counting = ThreadPoolExecutor(1, thread_name_prefix="count")
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(self._counting, self.compressor.counter.count_trajectories,
+                                    trajectories)
 
     async def _compress(self, record: Record, turns: Trajectory, plan: Plan) -> RowResult:
         self._in_flight += 1

@@ -125,8 +125,9 @@ class TokenCounter:
     def count_many(self, texts: Sequence[str]) -> list[int]:
         """Tokens in each text, encoding only the texts not seen before in one batch call."""
         counts = [0] * len(texts)
-        missing: list[int] = []
-        keys: list[int] = []
+        # Texts not seen before, by key; a text repeated within this call (the rollouts
+        # of one prompt usually share a batch) is encoded once too.
+        missing: dict[int, list[int]] = {}
         memo, old = self._memo, self._old
         for i, text in enumerate(texts):
             if not text:
@@ -136,19 +137,24 @@ class TokenCounter:
             if hit is None:
                 hit = old.get(key)
             if hit is None:
-                missing.append(i)
-                keys.append(key)
+                missing.setdefault(key, []).append(i)
             else:
                 counts[i] = hit
-        self.memo_hits += len(texts) - len(missing)
         if missing:
-            fresh = self._encode([texts[i] for i in missing])
-            self.encoded_texts += len(missing)
-            for i, key, n in zip(missing, keys, fresh, strict=True):
-                counts[i] = n
+            fresh = self._encode([texts[where[0]] for where in missing.values()])
+            misses = 0
+            for (key, where), n in zip(missing.items(), fresh, strict=True):
+                for i in where:
+                    counts[i] = n
+                misses += len(where)
                 memo[key] = n
+            # Counted per copy, as texts that were not in the memo when asked for.
+            self.encoded_texts += misses
+            self.memo_hits += len(texts) - misses
             if len(memo) > self._memo_size:
                 self._old, self._memo = memo, {}
+        else:
+            self.memo_hits += len(texts)
         return counts
 
     def count_trajectories(
