@@ -95,6 +95,8 @@ def test_compressed_row_invariants(counter, row, target):
     assert m.turns_removed == region.turns - 1
     assert m.summary_source == "extractive"
     assert counter.count(summaries[0]["value"]) <= 60
+    # The extractive summary's budget leaves room for the notice: tokens never grow.
+    assert m.compressed_tokens < m.original_tokens
 
 
 def test_failed_summary_falls_back_and_keeps_the_row(counter, sample_jsonl):

@@ -122,7 +122,7 @@ class TrajectoryCompressor:
         assert plan.region is not None
         region = plan.region
         request = SummaryRequest(
-            turns[region.start:region.end], region.start, self.config.summary_target_tokens,
+            turns[region.start:region.end], region.start, self._summary_budget(turns, plan),
             plan.region_tokens,
         )
         try:
@@ -139,6 +139,19 @@ class TrajectoryCompressor:
         new_turns = assemble(turns, region, summary.text, self.config)
         metrics = self._metrics_after(turns, plan, summary)
         return self._with_metrics(row, new_turns, metrics, plan)
+
+    def _summary_budget(self, turns: Trajectory, plan: Plan) -> int:
+        """`summary_target_tokens`, or less when the region is barely larger than that: the
+        summary plus the system notice must not outweigh the turns it replaces."""
+        assert plan.region is not None
+        notice_at = notice_index(turns, plan.region, self.config)
+        delta = 0
+        if notice_at is not None:
+            system = turns[notice_at]["value"]
+            with_notice, without = self.counter.count_many(
+                [system + self.config.summary_notice_text, system])
+            delta = with_notice - without
+        return max(1, min(self.config.summary_target_tokens, plan.region_tokens - delta - 1))
 
     async def _summarize(self, request: SummaryRequest) -> Summary:
         try:
