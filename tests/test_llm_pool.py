@@ -323,3 +323,29 @@ def test_the_request_follows_the_protocol():
     assert body["model"] == "my-model" and body["temperature"] == 0.7
     assert body["max_tokens"] == 400  # 2 x the 200-token target
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
+
+
+def test_waiting_for_a_slot_does_not_count_against_the_deadline(counter):
+    """One slot, 0.3 s per request, five rows, a 0.8 s deadline: the last row waits
+    about 1.2 s in the queue, yet every row gets its LLM summary."""
+    rows = []
+    for k in range(5):
+        turns = [{"from": "system", "value": "sys"}, {"from": "human", "value": f"task {k}"}]
+        turns += [{"from": "gpt" if i % 2 else "tool", "value": f"{k} {i} " + "word " * 200}
+                  for i in range(12)]
+        rows.append({"id": k, "conversations": turns})
+
+    async def main():
+        async with FakeLLMServer(latency=0.3) as server:
+            cfg = config(request_timeout=5, per_trajectory_timeout=0.8, target_max_tokens=1500,
+                         summary_target_tokens=100, max_concurrent_requests=1)
+            s = summarizer([server.url], cfg)
+            async with TrajectoryCompressor(cfg, summarizer=s, counter=counter) as comp:
+                started = asyncio.get_running_loop().time()
+                results = await asyncio.gather(*(comp.compress_row(r) for r in rows))
+                return results, asyncio.get_running_loop().time() - started
+
+    results, elapsed = asyncio.run(main())
+    assert elapsed > 1.4  # the requests really were served one after another
+    assert [r.metrics.summary_source for r in results] == ["llm"] * 5
+    assert not any(r.metrics.failed for r in results)

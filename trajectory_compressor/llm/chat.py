@@ -12,8 +12,8 @@ import asyncio
 import email.utils
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import aiohttp
@@ -45,16 +45,21 @@ _CONTEXT_ASKED = re.compile(rb"(?:requested|resulted in|you have|contains?) (\d+
 
 @dataclass
 class ChatRequest:
-    """What to send: messages, generation limits, and how to shrink the input if asked."""
+    """What to send: messages, generation limits, and how to shrink the input if asked.
+
+    ``options`` are further body fields (stop sequences, sampler settings) for servers
+    that take them.
+    """
 
     messages: list[dict[str, str]]
     max_tokens: int
     temperature: float
     estimated_tokens: int  # prompt + completion, for tokens-per-minute limits
     shrink: Callable[[float], ChatRequest | None] | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def body(self, model: str) -> bytes:
-        return orjson.dumps({"model": model, "messages": self.messages,
+        return orjson.dumps({**self.options, "model": model, "messages": self.messages,
                              "max_tokens": self.max_tokens, "temperature": self.temperature})
 
 
