@@ -213,7 +213,8 @@ def test_compact_style_asks_after_the_transcript_with_a_capped_length():
     assert body.index("</transcript>") < body.index("In one paragraph of about 100 words")
     # Long turns keep 600 + 250 characters, so more of the 20 turns fit the bound.
     assert "[1652 characters omitted]" in body
-    assert prompt.transcript_chars <= (1024 - COMPACT.overhead_tokens) / 0.5 + 200
+    budget = (1024 - COMPACT.overhead_tokens) / prompt.tokens_per_char
+    assert prompt.transcript_chars <= budget + 100
     assert prompt.max_tokens == 320
     chat = prompt.chat_request()
     assert orjson.loads(chat.body("m"))["stop"] == ["\n\n"]
