@@ -190,10 +190,9 @@ def test_readiness_means_our_alias_answers_then_stop_ends_it():
     pid = server.pid
     assert pid is not None and server.alive()
     assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
-    log = server._log_path
-    assert log is not None and log.exists()
+    assert server.log_tail() == "loading model ..."
     server.stop()
-    assert gone(pid) and server.process is None and not log.exists()
+    assert gone(pid) and server.process is None and server.log_tail() == ""
     server.stop()  # idempotent
 
 

@@ -12,8 +12,9 @@ run that started it:
   (``PR_SET_PDEATHSIG``); an ``atexit`` hook covers an interpreter exit that skipped
   `stop`.
 
-Its output goes to a temporary log file (a pipe nobody reads could fill up and stall
-it); the last lines are quoted when it fails to start.
+Its output goes to an anonymous temporary file (a pipe nobody reads could fill up and
+stall it; a file without a name cannot be left behind); the last lines are quoted when
+it fails to start.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import aiohttp
 
@@ -43,6 +45,7 @@ STOP_GRACE = 3.0
 BIND_ATTEMPTS = 3
 POLL_INTERVAL = 0.1
 LOG_LINES = 12
+LOG_TAIL_BYTES = 16384
 PR_SET_PDEATHSIG = 1
 
 
@@ -100,7 +103,7 @@ class LocalServer:
         self.alias = f"trajectory-compressor-{os.getpid()}-{secrets.token_hex(4)}"
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
-        self._log_path: Path | None = None
+        self._log: IO[bytes] | None = None
         self._started_at = 0.0
 
     @property
@@ -153,38 +156,41 @@ class LocalServer:
                 raise
 
     def stop(self) -> None:
-        """End the server and its process group, and remove its log; safe to repeat."""
+        """End the server and its process group, and drop its log; safe to repeat."""
         process, self.process = self.process, None
         atexit.unregister(self.stop)
         if process is not None:
             _end_group(process)
-        log, self._log_path = self._log_path, None
+        log, self._log = self._log, None
         if log is not None:
-            with contextlib.suppress(OSError):
-                log.unlink()
+            log.close()
 
     def log_tail(self, lines: int = LOG_LINES) -> str:
-        """The last ``lines`` lines the server wrote."""
-        if self._log_path is None:
+        """The last ``lines`` lines the server wrote (while it has a log)."""
+        if self._log is None or not hasattr(os, "pread"):
             return ""
         try:
-            text = self._log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            fd = self._log.fileno()
+            size = os.fstat(fd).st_size
+            start = max(size - LOG_TAIL_BYTES, 0)
+            # pread leaves the offset the server writes at alone.
+            data = os.pread(fd, size - start, start)
+        except (OSError, ValueError):
             return ""
+        text = data.decode("utf-8", errors="replace")
         return "\n".join(text.rstrip().splitlines()[-lines:])
 
     def _launch(self, port: int) -> None:
-        fd, name = tempfile.mkstemp(prefix="trajectory-compressor-llama-", suffix=".log")
-        self._log_path = Path(name)
+        # Closed by `stop`; it lives as long as the server.
+        self._log = tempfile.TemporaryFile(prefix="trajectory-compressor-llama-")  # noqa: SIM115
         self.port = port
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         try:
-            with os.fdopen(fd, "wb") as log:
-                self.process = subprocess.Popen(
-                    self.command(port), stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                    preexec_fn=_die_with_parent(),
-                )
+            self.process = subprocess.Popen(
+                self.command(port), stdin=subprocess.DEVNULL, stdout=self._log,
+                stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                preexec_fn=_die_with_parent(),
+            )
         except OSError as exc:
             self.stop()
             raise LocalServerError(f"cannot start the local llama.cpp server: {exc}") from None
