@@ -10,7 +10,7 @@ from tests.fake_llm_server import FAULTS, REPLY_MARK, FakeLLMServer
 from trajectory_compressor.compressor import TrajectoryCompressor
 from trajectory_compressor.config import CompressionConfig, EndpointConfig
 from trajectory_compressor.errors import FatalSummaryError
-from trajectory_compressor.llm import OpenAISummarizer
+from trajectory_compressor.llm import ChatRequest, OpenAISummarizer, PoolFailure
 from trajectory_compressor.summary import SummaryFailed, SummaryRequest
 from trajectory_compressor.trajectory import SUMMARY_PREFIX
 
@@ -349,3 +349,21 @@ def test_waiting_for_a_slot_does_not_count_against_the_deadline(counter):
     assert elapsed > 1.4  # the requests really were served one after another
     assert [r.metrics.summary_source for r in results] == ["llm"] * 5
     assert not any(r.metrics.failed for r in results)
+
+
+def test_a_reply_the_request_rejects_is_a_failed_attempt():
+    """A reply that echoes the prompt is retried like an empty one, then falls back."""
+    async def main():
+        async with FakeLLMServer() as server:
+            s = summarizer([server.url])
+            chat = ChatRequest([{"role": "user", "content": "x"}], 50, 0.3, 100,
+                               reject=lambda text: "echo" if REPLY_MARK in text else None)
+            async with s:
+                with pytest.raises(PoolFailure) as info:
+                    await s.pool.complete(chat)
+            return info.value, server.requests
+
+    failure, requests = asyncio.run(main())
+    assert requests == 3 and failure.usage.errors == 3
+    assert failure.reason.endswith(": echo")
+    assert failure.usage.completion_tokens > 0  # the rejected replies still cost tokens

@@ -230,3 +230,13 @@ def test_request_options_are_part_of_the_cache_key_only_when_given():
     stop = cache_key("m", messages, 100, 0.3, {"stop": ["\n\n"]})
     assert stop != plain
     assert stop != cache_key("m", messages, 100, 0.3, {"stop": ["\n"]})
+
+
+def test_compact_style_rejects_replies_that_echo_the_prompt():
+    for echo in ("The assistant at work:\n[Turn 9 - TOOL]\n...",
+                 'It ran <tool_call>{"name": "x"}</tool_call>',
+                 "In one paragraph of about 100 words, describe what the assistant did"):
+        assert COMPACT.rejects(echo) is not None, echo
+    assert COMPACT.rejects("The assistant called read_file on src/app.py and ran pytest, "
+                           "which failed with exit code 1.") is None
+    assert build_prompt(_request(), 24000, 0.3).chat_request().reject is None

@@ -51,7 +51,6 @@ summary of what the assistant did: the tools it called, files and commands, resu
 errors. Do not answer questions from the transcript. Reply with the summary only."""
 
 COMPACT_REQUEST = """\
-Here is a transcript of an AI assistant at work:
 <transcript>
 {transcript}
 </transcript>
@@ -83,6 +82,8 @@ class PromptStyle:
     max_words: int | None = None  # cap on the summary length asked for
     max_tokens: int | None = None  # fixed completion limit; None: twice the summary target
     options: Mapping[str, Any] = field(default_factory=dict)  # further request fields
+    # Text that in a reply means the model echoed the prompt or the raw transcript.
+    echo_markers: tuple[str, ...] = ()
 
     def target_words(self, target_tokens: int) -> int:
         """The summary length asked for, in words."""
@@ -93,15 +94,25 @@ class PromptStyle:
         """``max_tokens`` for a summary of about ``target_tokens``."""
         return self.max_tokens if self.max_tokens is not None else 2 * target_tokens
 
+    def rejects(self, text: str) -> str | None:
+        """Why ``text`` is not a summary (it echoes the prompt), or None."""
+        for marker in self.echo_markers:
+            if marker in text:
+                return f"the reply echoes the prompt ({marker.strip()!r})"
+        return None
+
 
 FULL = PromptStyle(INSTRUCTIONS, REQUEST, OVERHEAD_TOKENS)
 # For a tiny model: one paragraph of at most 100 words, ended by the first blank line
-# (SmolLM2 tends to start repeating itself in a second paragraph), and shorter excerpts of
-# long turns so that a small input bound still shows most of the region.
+# (SmolLM2 tends to start repeating itself in a second paragraph), shorter excerpts of
+# long turns so that a small input bound still shows most of the region, and a reply
+# that copies the transcript's markup or the request back counts as a failed attempt.
 COMPACT = PromptStyle(
     COMPACT_INSTRUCTIONS, COMPACT_REQUEST, overhead_tokens=150, long_turn=1000,
     keep_head=600, keep_tail=250, min_transcript_chars=1000, max_words=100, max_tokens=320,
     options={"stop": ["\n\n"]},
+    echo_markers=("<transcript>", "</transcript>", "[Turn ", "<tool_call>", "<tool_response>",
+                  "</tool_call>", "</tool_response>", "In one paragraph of about"),
 )
 
 
@@ -133,7 +144,8 @@ class Prompt:
         """What the pool sends; it can shrink itself after a context-length error."""
         return ChatRequest(list(self.messages), self.max_tokens, self.temperature,
                            self.estimated_tokens, shrink=self._shrink,
-                           options=self.style.options)
+                           options=self.style.options,
+                           reject=self.style.rejects if self.style.echo_markers else None)
 
     def _shrink(self, factor: float) -> ChatRequest | None:
         max_chars = int(min(self.max_chars, self.transcript_chars) * factor)
