@@ -68,8 +68,11 @@ def test_the_pool_gets_a_real_completion_with_usage():
                         request_timeout=120)
             await pool.start()
             try:
-                chat = ChatRequest([{"role": "user", "content": "Say hello in one word."}],
-                                   max_tokens=24, temperature=0.0, estimated_tokens=64)
+                # One line: a chatty reply must not run into max_tokens (a failure).
+                chat = ChatRequest([{"role": "user", "content": "What is the capital of "
+                                     "France? Answer in one short sentence."}],
+                                   max_tokens=128, temperature=0.0, estimated_tokens=160,
+                                   options={"stop": ["\n"]})
                 result = await pool.complete(chat)
             finally:
                 await pool.aclose()
