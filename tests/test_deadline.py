@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -91,3 +92,25 @@ def test_the_clock_runs_again_after_the_pause():
 
     elapsed = asyncio.run(main())
     assert 0.2 <= elapsed < 1.0
+
+
+def test_work_failing_as_the_caller_is_cancelled_leaves_no_unretrieved_exception():
+    reports: list[str] = []
+
+    async def boom():
+        raise RuntimeError("fatal")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: reports.append(context["message"]))
+        outer = asyncio.create_task(Deadline(5).run(boom()))
+        await asyncio.sleep(0)  # the caller starts the work and waits
+        await asyncio.sleep(0)  # the work fails
+        outer.cancel()  # the caller is cancelled before it sees the failure
+        with pytest.raises(asyncio.CancelledError):
+            await outer
+        del outer
+        gc.collect()
+
+    asyncio.run(main())
+    assert reports == []

@@ -91,3 +91,7 @@ class Deadline:
                 task.cancel()
                 # Let the work clean up (release its pool slot) before the caller goes on.
                 await asyncio.gather(task, return_exceptions=True)
+            elif not task.cancelled():
+                # Cancelled just as the work failed (a fatal error stops every row): its
+                # exception is the caller's to report, not the event loop's.
+                task.exception()
