@@ -327,13 +327,15 @@ def test_the_request_follows_the_protocol():
 
 def test_waiting_for_a_slot_does_not_count_against_the_deadline(counter):
     """One slot, 0.3 s per request, five rows, a 0.8 s deadline: the last row waits
-    about 1.2 s in the queue, yet every row gets its LLM summary."""
+    about 1.2 s in the queue, yet every row gets its LLM summary; so does a sixth row
+    whose region is the fifth's, waiting for that one's request."""
     rows = []
     for k in range(5):
         turns = [{"from": "system", "value": "sys"}, {"from": "human", "value": f"task {k}"}]
         turns += [{"from": "gpt" if i % 2 else "tool", "value": f"{k} {i} " + "word " * 200}
                   for i in range(12)]
         rows.append({"id": k, "conversations": turns})
+    rows.append({"id": "twin", "conversations": rows[-1]["conversations"]})
 
     async def main():
         async with FakeLLMServer(latency=0.3) as server:
@@ -347,7 +349,7 @@ def test_waiting_for_a_slot_does_not_count_against_the_deadline(counter):
 
     results, elapsed = asyncio.run(main())
     assert elapsed > 1.4  # the requests really were served one after another
-    assert [r.metrics.summary_source for r in results] == ["llm"] * 5
+    assert [r.metrics.summary_source for r in results] == ["llm"] * 5 + ["cache"]
     assert not any(r.metrics.failed for r in results)
 
 

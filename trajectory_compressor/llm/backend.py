@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping
 
@@ -90,7 +91,10 @@ class OpenAISummarizer(Summarizer):
         lead_key = next(iter(keys.values()))
         twin = self._pending.get(lead_key)
         if twin is not None:
-            text = await asyncio.shield(twin)
+            # The twin's own deadline bounds this wait; it may still be queued itself.
+            waiting = request.deadline.paused() if request.deadline else contextlib.nullcontext()
+            with waiting:
+                text = await asyncio.shield(twin)
             if text is not None:
                 return Summary(text, "cache")
             # The twin failed: try on our own.
