@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Set everything up and run the whole test suite: ruff, mypy, pytest (README command b).
+# It installs the 'local' extra: the tests run the real llama.cpp server (the first
+# install compiles llama.cpp, about 6-7 minutes on two cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh dev
+bash scripts/setup.sh dev,local
 echo "== ruff"
 .venv/bin/ruff check .
 echo "== mypy"

@@ -10,7 +10,7 @@ from tests.fake_llm_server import FAULTS, REPLY_MARK, FakeLLMServer
 from trajectory_compressor.compressor import TrajectoryCompressor
 from trajectory_compressor.config import CompressionConfig, EndpointConfig
 from trajectory_compressor.errors import FatalSummaryError
-from trajectory_compressor.llm import OpenAISummarizer
+from trajectory_compressor.llm import ChatRequest, OpenAISummarizer, PoolFailure
 from trajectory_compressor.summary import SummaryFailed, SummaryRequest
 from trajectory_compressor.trajectory import SUMMARY_PREFIX
 
@@ -323,3 +323,49 @@ def test_the_request_follows_the_protocol():
     assert body["model"] == "my-model" and body["temperature"] == 0.7
     assert body["max_tokens"] == 400  # 2 x the 200-token target
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
+
+
+def test_waiting_for_a_slot_does_not_count_against_the_deadline(counter):
+    """One slot, 0.3 s per request, five rows, a 0.8 s deadline: the last row waits
+    about 1.2 s in the queue, yet every row gets its LLM summary; so does a sixth row
+    whose region is the fifth's, waiting for that one's request."""
+    rows = []
+    for k in range(5):
+        turns = [{"from": "system", "value": "sys"}, {"from": "human", "value": f"task {k}"}]
+        turns += [{"from": "gpt" if i % 2 else "tool", "value": f"{k} {i} " + "word " * 200}
+                  for i in range(12)]
+        rows.append({"id": k, "conversations": turns})
+    rows.append({"id": "twin", "conversations": rows[-1]["conversations"]})
+
+    async def main():
+        async with FakeLLMServer(latency=0.3) as server:
+            cfg = config(request_timeout=5, per_trajectory_timeout=0.8, target_max_tokens=1500,
+                         summary_target_tokens=100, max_concurrent_requests=1)
+            s = summarizer([server.url], cfg)
+            async with TrajectoryCompressor(cfg, summarizer=s, counter=counter) as comp:
+                started = asyncio.get_running_loop().time()
+                results = await asyncio.gather(*(comp.compress_row(r) for r in rows))
+                return results, asyncio.get_running_loop().time() - started
+
+    results, elapsed = asyncio.run(main())
+    assert elapsed > 1.4  # the requests really were served one after another
+    assert [r.metrics.summary_source for r in results] == ["llm"] * 5 + ["cache"]
+    assert not any(r.metrics.failed for r in results)
+
+
+def test_a_reply_the_request_rejects_is_a_failed_attempt():
+    """A reply that echoes the prompt is retried like an empty one, then falls back."""
+    async def main():
+        async with FakeLLMServer() as server:
+            s = summarizer([server.url])
+            chat = ChatRequest([{"role": "user", "content": "x"}], 50, 0.3, 100,
+                               reject=lambda text: "echo" if REPLY_MARK in text else None)
+            async with s:
+                with pytest.raises(PoolFailure) as info:
+                    await s.pool.complete(chat)
+            return info.value, server.requests
+
+    failure, requests = asyncio.run(main())
+    assert requests == 3 and failure.usage.errors == 3
+    assert failure.reason.endswith(": echo")
+    assert failure.usage.completion_tokens > 0  # the rejected replies still cost tokens

@@ -10,9 +10,10 @@ import pytest
 from trajectory_compressor.config import EndpointConfig
 from trajectory_compressor.errors import ConfigError
 from trajectory_compressor.llm.breaker import CircuitBreaker
+from trajectory_compressor.llm.cache import cache_key
 from trajectory_compressor.llm.chat import parse_reply, parse_retry_after
 from trajectory_compressor.llm.endpoint import Endpoint, display_url, resolve_endpoints
-from trajectory_compressor.llm.prompt import FENCE_CLOSE, build_prompt
+from trajectory_compressor.llm.prompt import COMPACT, FENCE_CLOSE, build_prompt
 from trajectory_compressor.llm.ratelimit import TokenBucket
 from trajectory_compressor.summary import SummaryRequest
 
@@ -201,3 +202,41 @@ def test_shrinking_makes_the_input_smaller_until_it_cannot():
         chat = chat.shrink(0.5)
     assert len(sizes) >= 4 and sizes == sorted(sizes, reverse=True)
     assert all(b < a * 0.6 for a, b in itertools.pairwise(sizes))
+
+
+def test_compact_style_asks_after_the_transcript_with_a_capped_length():
+    request = _request(n_turns=20, chars=2500, region_tokens=12_500)
+    prompt = build_prompt(request, max_input_tokens=1024, temperature=0.3, style=COMPACT)
+    system, user = prompt.messages
+    assert len(system["content"]) < 400
+    body = user["content"]
+    assert body.index("</transcript>") < body.index("In one paragraph of about 100 words")
+    # Long turns keep 600 + 250 characters, so more of the 20 turns fit the bound.
+    assert "[1652 characters omitted]" in body
+    budget = (1024 - COMPACT.overhead_tokens) / prompt.tokens_per_char
+    assert prompt.transcript_chars <= budget + 100
+    assert prompt.max_tokens == 320
+    chat = prompt.chat_request()
+    assert orjson.loads(chat.body("m"))["stop"] == ["\n\n"]
+    # A small summary target asks for fewer words than the cap.
+    small = build_prompt(SummaryRequest(request.turns, 3, 40), 1024, 0.3, COMPACT)
+    assert "about 30 words" in small.messages[1]["content"]
+
+
+def test_request_options_are_part_of_the_cache_key_only_when_given():
+    messages = [{"role": "user", "content": "x"}]
+    plain = cache_key("m", messages, 100, 0.3)
+    assert cache_key("m", messages, 100, 0.3, {}) == plain
+    stop = cache_key("m", messages, 100, 0.3, {"stop": ["\n\n"]})
+    assert stop != plain
+    assert stop != cache_key("m", messages, 100, 0.3, {"stop": ["\n"]})
+
+
+def test_compact_style_rejects_replies_that_echo_the_prompt():
+    for echo in ("The assistant at work:\n[Turn 9 - TOOL]\n...",
+                 'It ran <tool_call>{"name": "x"}</tool_call>',
+                 "In one paragraph of about 100 words, describe what the assistant did"):
+        assert COMPACT.rejects(echo) is not None, echo
+    assert COMPACT.rejects("The assistant called read_file on src/app.py and ran pytest, "
+                           "which failed with exit code 1.") is None
+    assert build_prompt(_request(), 24000, 0.3).chat_request().reject is None

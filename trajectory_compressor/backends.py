@@ -17,7 +17,10 @@ def make_summarizer(config: CompressionConfig, counter: TokenCounter) -> Summari
         from .llm import OpenAISummarizer
 
         return OpenAISummarizer(config)
+    if config.summarizer == "local":
+        from .llm.local import LocalSummarizer
+
+        return LocalSummarizer(config)
     raise ConfigError(
-        f"the '{config.summarizer}' summarizer is not available in this build; "
-        "use --summarizer openai or --summarizer extractive"
+        f"unknown summarizer '{config.summarizer}'; use openai, extractive or local"
     )

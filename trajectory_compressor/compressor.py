@@ -9,6 +9,7 @@ from typing import Any
 
 from .assemble import assemble, base_metrics, compressed_metrics, notice_index
 from .config import CompressionConfig
+from .deadline import Deadline
 from .extractive import ExtractiveSummarizer
 from .metrics import TrajectoryMetrics
 from .plan import Plan, plan_trajectory
@@ -121,14 +122,14 @@ class TrajectoryCompressor:
         """Summarize ``plan.region`` of ``turns`` and assemble the new row."""
         assert plan.region is not None
         region = plan.region
+        # Time spent queued for a request slot does not count against the deadline.
+        deadline = Deadline(self.config.per_trajectory_timeout)
         request = SummaryRequest(
             turns[region.start:region.end], region.start, self._summary_budget(turns, plan),
-            plan.region_tokens,
+            plan.region_tokens, deadline,
         )
         try:
-            summary = await asyncio.wait_for(
-                self._summarize(request), timeout=self.config.per_trajectory_timeout
-            )
+            summary = await deadline.run(self._summarize(request))
         except asyncio.TimeoutError:
             metrics = base_metrics(plan, len(turns))
             metrics.error = (

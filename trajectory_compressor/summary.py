@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from .redact import redact
 from .trajectory import SUMMARY_PREFIX, Turn
+
+if TYPE_CHECKING:
+    from .deadline import Deadline
 
 LONG_TURN_CHARS = 3000
 KEEP_HEAD_CHARS = 1500
@@ -19,13 +23,15 @@ class SummaryRequest:
     """The region to summarize: its turns, the index of its first turn, the summary size.
 
     ``region_tokens`` (the turns' token count, when the caller knows it) lets an LLM
-    backend bound its input in tokens without tokenizing the region again.
+    backend bound its input in tokens without tokenizing the region again. A backend
+    that queues requests pauses ``deadline`` while this one waits for its turn.
     """
 
     turns: Sequence[Turn]
     first_index: int
     target_tokens: int
     region_tokens: int = 0
+    deadline: Deadline | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -97,13 +103,23 @@ def elide_middle(text: str, head: int = KEEP_HEAD_CHARS, tail: int = KEEP_TAIL_C
     return f"{text[:head]}\n...[{cut} characters omitted]...\n{text[len(text) - tail:]}"
 
 
-def render_turns(request: SummaryRequest, max_chars: int | None = None) -> str:
-    """The region as ``[Turn i - ROLE]:\\nTEXT`` blocks; long turns and the whole are bounded."""
+def render_turns(
+    request: SummaryRequest,
+    max_chars: int | None = None,
+    *,
+    long_turn: int = LONG_TURN_CHARS,
+    keep_head: int = KEEP_HEAD_CHARS,
+    keep_tail: int = KEEP_TAIL_CHARS,
+) -> str:
+    """The region as ``[Turn i - ROLE]:\\nTEXT`` blocks; long turns and the whole are bounded.
+
+    A turn over ``long_turn`` characters keeps ``keep_head`` and ``keep_tail`` of them.
+    """
     parts = []
     for offset, turn in enumerate(request.turns):
         value = turn.get("value", "")
-        if len(value) > LONG_TURN_CHARS:
-            value = elide_middle(value)
+        if len(value) > long_turn:
+            value = elide_middle(value, keep_head, keep_tail)
         role = str(turn.get("from", "unknown")).upper()
         parts.append(f"[Turn {request.first_index + offset} - {role}]:\n{value}")
     text = "\n\n".join(parts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping
 
@@ -12,7 +13,7 @@ from .cache import SummaryCache, cache_key
 from .chat import ChatRequest
 from .endpoint import resolve_endpoints
 from .pool import Pool, PoolFailure
-from .prompt import build_prompt
+from .prompt import FULL, PromptStyle, build_prompt
 
 
 class OpenAISummarizer(Summarizer):
@@ -21,7 +22,8 @@ class OpenAISummarizer(Summarizer):
     A cached summary is returned without a request (source ``cache``); so is the summary
     of a region identical to one already being summarized. Otherwise the pool retries
     and fails over; when every attempt failed it raises `SummaryFailed` and the caller
-    falls back to the extractive summary.
+    falls back to the extractive summary. ``style`` words the prompt (`FULL` by default;
+    `COMPACT` for tiny models).
     """
 
     name = "openai"
@@ -34,8 +36,10 @@ class OpenAISummarizer(Summarizer):
         environ: Mapping[str, str] | None = None,
         breaker_threshold: int = 5,
         breaker_cooldown: float = 5.0,
+        style: PromptStyle = FULL,
     ) -> None:
         self.config = config
+        self.style = style
         resolved = resolve_endpoints(
             endpoints if endpoints is not None else config.summarization_endpoints(),
             time.monotonic(), environ, breaker_threshold, breaker_cooldown,
@@ -74,8 +78,10 @@ class OpenAISummarizer(Summarizer):
 
     async def summarize(self, request: SummaryRequest) -> Summary:
         """A summary from the cache, a duplicate in flight, or the endpoints."""
-        prompt = build_prompt(request, self.config.max_input_tokens, self.config.temperature)
-        keys = {m: cache_key(m, prompt.messages, prompt.max_tokens, prompt.temperature)
+        prompt = build_prompt(request, self.config.max_input_tokens, self.config.temperature,
+                              self.style)
+        keys = {m: cache_key(m, prompt.messages, prompt.max_tokens, prompt.temperature,
+                             self.style.options)
                 for m in self.models}
         if self.cache is not None:
             for key in keys.values():
@@ -85,20 +91,25 @@ class OpenAISummarizer(Summarizer):
         lead_key = next(iter(keys.values()))
         twin = self._pending.get(lead_key)
         if twin is not None:
-            text = await asyncio.shield(twin)
+            # The twin's own deadline bounds this wait; it may still be queued itself.
+            waiting = request.deadline.paused() if request.deadline else contextlib.nullcontext()
+            with waiting:
+                text = await asyncio.shield(twin)
             if text is not None:
                 return Summary(text, "cache")
             # The twin failed: try on our own.
-        return await self._request(prompt.chat_request(), keys, lead_key)
+        return await self._request(prompt.chat_request(), keys, lead_key, request)
 
-    async def _request(self, chat: ChatRequest, keys: dict[str, str], lead_key: str) -> Summary:
+    async def _request(
+        self, chat: ChatRequest, keys: dict[str, str], lead_key: str, request: SummaryRequest
+    ) -> Summary:
         done: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         owner = lead_key not in self._pending
         if owner:
             self._pending[lead_key] = done
         text: str | None = None
         try:
-            result = await self.pool.complete(chat)
+            result = await self.pool.complete(chat, request.deadline)
             text = finish_summary_text(result.completion.text)
             if self.cache is not None:
                 self.cache.put(keys[result.completion.model], result.completion.model, text)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -24,10 +25,21 @@ COMMIT_SECONDS = 2.0
 
 
 def cache_key(
-    model: str, messages: Sequence[dict[str, str]], max_tokens: int, temperature: float
+    model: str,
+    messages: Sequence[dict[str, str]],
+    max_tokens: int,
+    temperature: float,
+    options: Mapping[str, Any] | None = None,
 ) -> str:
-    """The cache key of one summarization request (independent of the endpoint's URL)."""
-    payload = orjson.dumps([SCHEMA_VERSION, model, list(messages), max_tokens, temperature])
+    """The cache key of one summarization request (independent of the endpoint's URL).
+
+    ``options`` (further request fields such as stop sequences) count when given; without
+    them the key is what it always was, so existing cache files stay valid.
+    """
+    parts: list[Any] = [SCHEMA_VERSION, model, list(messages), max_tokens, temperature]
+    if options:
+        parts.append(dict(sorted(options.items())))
+    payload = orjson.dumps(parts)
     return hashlib.blake2b(payload, digest_size=20).hexdigest()
 
 

@@ -12,8 +12,8 @@ import asyncio
 import email.utils
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import aiohttp
@@ -28,7 +28,7 @@ FailureKind = Literal[
     "context",  # 400 saying the input is too long for the model
     "timeout",
     "connection",  # refused, reset, dropped mid-reply
-    "invalid",  # not JSON, no choices, empty content
+    "invalid",  # not JSON, no choices, empty content, rejected text
     "truncated",  # finish_reason == "length"
 ]
 
@@ -45,16 +45,23 @@ _CONTEXT_ASKED = re.compile(rb"(?:requested|resulted in|you have|contains?) (\d+
 
 @dataclass
 class ChatRequest:
-    """What to send: messages, generation limits, and how to shrink the input if asked."""
+    """What to send: messages, generation limits, and how to shrink the input if asked.
+
+    ``options`` are further body fields (stop sequences, sampler settings) for servers
+    that take them; ``reject`` says why a reply's text is unusable (e.g. an echo of the
+    prompt), or None.
+    """
 
     messages: list[dict[str, str]]
     max_tokens: int
     temperature: float
     estimated_tokens: int  # prompt + completion, for tokens-per-minute limits
     shrink: Callable[[float], ChatRequest | None] | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    reject: Callable[[str], str | None] | None = None
 
     def body(self, model: str) -> bytes:
-        return orjson.dumps({"model": model, "messages": self.messages,
+        return orjson.dumps({**self.options, "model": model, "messages": self.messages,
                              "max_tokens": self.max_tokens, "temperature": self.temperature})
 
 
@@ -96,7 +103,14 @@ async def send(
         return Failure("timeout", f"{endpoint.name}: no reply within {timeout:g}s")
     except aiohttp.ClientError as exc:
         return Failure("connection", f"{endpoint.name}: {_describe(exc)}")
-    return parse_reply(endpoint, status, raw, content_type, retry_after)
+    outcome = parse_reply(endpoint, status, raw, content_type, retry_after)
+    if isinstance(outcome, Completion) and request.reject is not None:
+        reason = request.reject(outcome.text)
+        if reason:
+            return Failure("invalid", f"{endpoint.name}: {reason}",
+                           prompt_tokens=outcome.prompt_tokens,
+                           completion_tokens=outcome.completion_tokens)
+    return outcome
 
 
 def parse_reply(

@@ -11,6 +11,8 @@
   context-length 400 shrinks the input and retries without using up an attempt.
 - 401/403 is fatal: the pool remembers it, wakes every waiter, and every call raises
   `FatalSummaryError` from then on.
+- A row's `Deadline` is paused while its request waits for a slot: queueing behind
+  other rows is not the row's fault.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from ..deadline import Deadline
 from ..errors import FatalSummaryError
 from ..summary import SummaryUsage
 from .chat import ChatRequest, Completion, Failure, send
@@ -99,15 +102,20 @@ class Pool:
         if session is not None:
             await session.close()
 
-    async def complete(self, request: ChatRequest) -> PoolResult:
-        """A completion for ``request``; raises `PoolFailure` or `FatalSummaryError`."""
+    async def complete(
+        self, request: ChatRequest, deadline: Deadline | None = None
+    ) -> PoolResult:
+        """A completion for ``request``; raises `PoolFailure` or `FatalSummaryError`.
+
+        ``deadline`` (the row's) is paused while the request waits for a free slot.
+        """
         if self._session is None:
             raise RuntimeError("the pool is not started; use `async with` on its summarizer")
         usage = SummaryUsage()
         attempts = shrinks = 0
         avoid: Endpoint | None = None
         while True:
-            endpoint = await self._acquire(avoid, request.estimated_tokens)
+            endpoint = await self._acquire(avoid, request.estimated_tokens, deadline)
             outcome: Completion | Failure | None = None
             try:
                 outcome = await send(self._session, endpoint, request, self.request_timeout)
@@ -149,7 +157,9 @@ class Pool:
                 best, best_key = endpoint, key
         return best
 
-    async def _acquire(self, avoid: Endpoint | None, estimated_tokens: int) -> Endpoint:
+    async def _acquire(
+        self, avoid: Endpoint | None, estimated_tokens: int, deadline: Deadline | None
+    ) -> Endpoint:
         if self._fatal is not None:
             raise FatalSummaryError(self._fatal)
         if not self._waiters and self.in_flight < self.max_in_flight:
@@ -157,7 +167,10 @@ class Pool:
             endpoint = self._pick(avoid, now)
             if endpoint is not None:
                 return self._take(endpoint, estimated_tokens, now)
-        return await self._wait_for_endpoint(avoid, estimated_tokens)
+        if deadline is None:
+            return await self._wait_for_endpoint(avoid, estimated_tokens)
+        with deadline.paused():
+            return await self._wait_for_endpoint(avoid, estimated_tokens)
 
     async def _wait_for_endpoint(self, avoid: Endpoint | None, estimated_tokens: int) -> Endpoint:
         loop = asyncio.get_running_loop()
