@@ -53,7 +53,7 @@ SummarizerOpt = Annotated[
 SampleOpt = Annotated[
     Optional[float],  # noqa: UP045
     typer.Option("--sample-percent", help="Keep each row with this probability (0-100], "
-                 "seeded, in input order (the same rows compress would keep)."),
+                 "seeded, in input order (analyze keeps the same rows as compress)."),
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for --sample-percent.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
@@ -132,12 +132,8 @@ def compress(
         typer.Option("--cache-path", help="SQLite summary cache. Default: "
                      "<output stem>_summary_cache.sqlite beside the output."),
     ] = None,
-    sample_percent: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--sample-percent", help="Keep each row with this probability (0-100], "
-                     "seeded, in input order."),
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for --sample-percent.")] = 42,
+    sample_percent: SampleOpt = None,
+    seed: SeedOpt = 42,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Analyze only: no LLM call, "
                                           "nothing written.")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run from "
@@ -167,7 +163,7 @@ def compress(
                                          "row (exit 1, no output committed).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")]
     = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    debug: DebugOpt = False,
 ) -> None:
     """Compress trajectories over the target; write data, metrics, over-limit and rejects."""
     try:
@@ -183,8 +179,7 @@ def compress(
             output_format=output_format,
             checkpoint_rows=checkpoint_every,
         ).with_endpoint_flags(base_url, model, api_key_env)
-        if sample_percent is not None and not 0 < sample_percent <= 100:
-            raise ConfigError(f"--sample-percent must be in (0, 100], got {sample_percent:g}")
+        _check_sample(sample_percent)
         from .run import analyze_input, compress_input
 
         if dry_run:
