@@ -71,6 +71,9 @@ def test_dataset_dict_folder_with_a_split(tmp_path):
     back = datasets.load_dataset("parquet", data_files=str(out / "*.parquet"), split="train",
                                  cache_dir=str(tmp_path / "cache"))
     assert back["id"] == [r["id"] for r in rows(9, start=100)]
+    proc = run_cli("compress", str(folder), "--split", "test", "--dry-run", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    assert "rows    9, rejected 0" in proc.stdout  # the test split only (20 + 9 in all)
     proc = run_cli("compress", str(folder), "--split", "validation", *SMALL)
     assert proc.returncode == 2
     assert "has no split 'validation' (splits: train, test)" in proc.stderr

@@ -171,13 +171,15 @@ def analyze(
     sample_percent: float | None = None,
     seed: int = 42,
     counter: TokenCounter | None = None,
+    split: str | None = None,
+    data_files: str | list[str] | dict[str, Any] | None = None,
 ) -> Analysis:
     """Stream ``input_spec`` once and project `compress` at each target (default: the config's).
 
     Raises `ConfigError` for a target that is not above ``summary_target_tokens``.
     """
     configs = [config.replace(target_max_tokens=t) for t in targets or [config.target_max_tokens]]
-    inputs = discover_inputs(input_spec)
+    inputs = discover_inputs(input_spec, split=split, data_files=data_files)
     counter = counter or TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     analysis = Analysis(input_spec, [TargetAnalysis(c) for c in configs])
     asyncio.run(_run(analysis, inputs, config.batch_rows, counter,

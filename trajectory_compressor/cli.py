@@ -183,7 +183,8 @@ def compress(
         from .run import analyze_input, compress_input
 
         if dry_run:
-            analyze_input(input, cfg, sample_percent=sample_percent, seed=seed)
+            analyze_input(input, cfg, sample_percent=sample_percent, seed=seed, split=split,
+                          data_files=_data_files(data_files))
             return
         code = compress_input(input, output, cfg, sample_percent=sample_percent, seed=seed,
                               strict=strict, quiet=quiet, resume=resume, split=split,

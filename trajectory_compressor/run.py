@@ -110,6 +110,8 @@ def analyze_input(
     targets: list[int] | None = None,
     prices: Prices | None = None,
     json_path: str | None = None,
+    split: str | None = None,
+    data_files: str | list[str] | dict[str, Any] | None = None,
 ) -> None:
     """A dry run: count and plan every row, print what compression would do.
 
@@ -120,7 +122,7 @@ def analyze_input(
     if json_path not in (None, "-") and not Path(json_path).parent.is_dir():
         raise ConfigError(f"--json {json_path}: folder {Path(json_path).parent} does not exist")
     analysis = analyze(input_spec, config, targets=targets, sample_percent=sample_percent,
-                       seed=seed)
+                       seed=seed, split=split, data_files=data_files)
     if json_path == "-":
         sys.stdout.write(jsonio.dumps_pretty(analysis.to_dict(prices)).decode("utf-8"))
         return
