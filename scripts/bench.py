@@ -143,7 +143,7 @@ def run_cli(args: list[str], cwd: Path) -> tuple[float, int]:
 
 
 def raw_encode(texts: list[str], batch: int = 4096) -> Callable[[], None]:
-    from trajectory_compressor.tokens import load_bundled_backend
+    from trajectory_compressor.counting.tokens import load_bundled_backend
 
     backend = load_bundled_backend()
 
@@ -155,7 +155,7 @@ def raw_encode(texts: list[str], batch: int = 4096) -> Callable[[], None]:
 
 
 def per_turn_loop(texts: list[str]) -> Callable[[], None]:
-    from trajectory_compressor.tokens import load_tokenizer
+    from trajectory_compressor.counting.tokens import load_tokenizer
 
     tokenizer = load_tokenizer()
 
@@ -188,7 +188,7 @@ def bench_skip(work: Path, rows: int, runs: int, shared_system: bool = False) ->
         cli.append(wall)
         cpu.append(cpu_s)
         loop.append(timed(loop_fn) * len(texts) / len(loop_sample))
-    from trajectory_compressor.tokens import TokenCounter
+    from trajectory_compressor.counting.tokens import TokenCounter
 
     tokens = sum(TokenCounter.load().count_many(texts))
     t_raw, t_cli, t_loop = median(raw), median(cli), median(loop)
@@ -213,7 +213,7 @@ def bench_repeat(work: Path, rows: int, runs: int) -> dict[str, Any]:
                             "--summarizer", "extractive", "--quiet"], work)[0])
     unique = len(set(texts))
     t_raw, t_cli = median(raw), median(cli)
-    from trajectory_compressor.tokens import TokenCounter
+    from trajectory_compressor.counting.tokens import TokenCounter
 
     counter = TokenCounter.load()
     counter.count_many(texts)
@@ -231,7 +231,7 @@ def bench_repeat(work: Path, rows: int, runs: int) -> dict[str, Any]:
 
 IN_MEMORY_BASELINE = """
 import json, sys
-from trajectory_compressor.tokens import load_tokenizer
+from trajectory_compressor.counting.tokens import load_tokenizer
 tok = load_tokenizer()
 rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
 counts = [[len(tok.encode(t["value"])) for t in r["conversations"]] for r in rows]
@@ -277,9 +277,9 @@ def bench_startup(work: Path, runs: int) -> dict[str, Any]:
     helps = [run_cli(["--help"], work)[0] for _ in range(runs)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     code = ("import time; t = time.perf_counter(); "
-            "import trajectory_compressor.cli, trajectory_compressor.pipeline, "
-            "trajectory_compressor.tokens; "
-            "from trajectory_compressor.tokens import TokenCounter; "
+            "import trajectory_compressor.app.cli, trajectory_compressor.engine.local, "
+            "trajectory_compressor.counting.tokens; "
+            "from trajectory_compressor.counting.tokens import TokenCounter; "
             "t1 = time.perf_counter(); TokenCounter.load(); "
             "print(t1 - t, time.perf_counter() - t1)")
     imports, loads = [], []
@@ -289,7 +289,8 @@ def bench_startup(work: Path, runs: int) -> dict[str, Any]:
         imports.append(float(out[0]))
         loads.append(float(out[1]))
     heavy = subprocess.run(
-        [PYTHON, "-c", "import sys, trajectory_compressor.run, trajectory_compressor.pipeline;"
+        [PYTHON, "-c", "import sys, trajectory_compressor.app.commands, "
+         "trajectory_compressor.engine.local;"
          "print(' '.join(m for m in ('transformers', 'datasets', 'aiohttp', 'pyarrow', "
          "'torch', 'tqdm') if m in sys.modules))"],
         env=env, capture_output=True, text=True, check=True).stdout.strip()
@@ -322,9 +323,9 @@ def summarize_in_process(url: str, n: int, concurrency: int) -> tuple[float, flo
     under its ``max_concurrent_requests`` bound, and the steady-state summaries/s."""
     import asyncio
 
-    from trajectory_compressor.config import CompressionConfig
-    from trajectory_compressor.llm.backend import OpenAISummarizer
-    from trajectory_compressor.summary import SummaryRequest
+    from trajectory_compressor.core.config import CompressionConfig
+    from trajectory_compressor.core.summary import SummaryRequest
+    from trajectory_compressor.summarizers.openai import OpenAISummarizer
 
     config = CompressionConfig(max_concurrent_requests=concurrency, cache_enabled=False)
     config = config.with_endpoint_flags([url], "bench-model")

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-from trajectory_compressor.tokens import TokenCounter  # noqa: E402
+from trajectory_compressor.counting.tokens import TokenCounter  # noqa: E402
 
 SAMPLES = ROOT / "data_samples"
 

@@ -6,12 +6,12 @@ import json
 import random
 from pathlib import Path
 
-from trajectory_compressor.compressor import TrajectoryCompressor
-from trajectory_compressor.config import CompressionConfig
-from trajectory_compressor.layout import plan_layout
-from trajectory_compressor.pipeline import RunOptions, RunResult, run_pipeline
-from trajectory_compressor.sources import discover_inputs
-from trajectory_compressor.summary import Summarizer
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.summary import Summarizer
+from trajectory_compressor.engine.compressor import TrajectoryCompressor
+from trajectory_compressor.engine.layout import plan_layout
+from trajectory_compressor.engine.local import RunOptions, RunResult, run_pipeline
+from trajectory_compressor.formats.registry import discover_inputs
 
 ROLES = {"S": "system", "H": "human", "G": "gpt", "T": "tool"}
 

@@ -1,7 +1,7 @@
 """An independent re-statement of the reference's region selection, used as a test oracle.
 
 Written from the reference's documented behaviour (not shared with the package) so that a
-bug in `trajectory_compressor.plan` cannot hide behind the same bug here.
+bug in `trajectory_compressor.core.plan` cannot hide behind the same bug here.
 """
 
 from __future__ import annotations

@@ -15,13 +15,14 @@ from tests.fixtures_runs import (
     words,
     write_jsonl,
 )
-from trajectory_compressor.analyze import Prices, analyze, format_analysis
-from trajectory_compressor.compressor import SUMMARY_OVERRAN
-from trajectory_compressor.config import CompressionConfig
-from trajectory_compressor.errors import ConfigError
-from trajectory_compressor.pipeline import RunOptions
-from trajectory_compressor.plan import NO_MIDDLE, PROTECTED_TOO_BIG, SMALL_REGION
-from trajectory_compressor.textfmt import display_width
+from trajectory_compressor.app.analysis import format_analysis
+from trajectory_compressor.app.textfmt import display_width
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.errors import ConfigError
+from trajectory_compressor.core.plan import NO_MIDDLE, PROTECTED_TOO_BIG, SMALL_REGION
+from trajectory_compressor.engine.analyze import Prices, analyze
+from trajectory_compressor.engine.compressor import SUMMARY_OVERRAN
+from trajectory_compressor.engine.local import RunOptions
 
 # Everything `compress` reports except wall-clock times.
 SECTIONS = ("summary", "tokens", "turns", "averages", "summarization", "usage", "distributions")

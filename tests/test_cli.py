@@ -6,7 +6,7 @@ import json
 import shutil
 
 from tests.cli_helpers import read_jsonl, run_cli
-from trajectory_compressor.trajectory import SUMMARY_PREFIX
+from trajectory_compressor.core.conversation import SUMMARY_PREFIX
 
 
 def test_compress_the_sample_file(tmp_path, sample_jsonl, counter):

@@ -10,17 +10,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trajectory_compressor.compressor import TrajectoryCompressor
-from trajectory_compressor.config import CompressionConfig
-from trajectory_compressor.extractive import ExtractiveSummarizer
-from trajectory_compressor.summary import (
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.conversation import SUMMARY_PREFIX
+from trajectory_compressor.core.extractive import ExtractiveSummarizer
+from trajectory_compressor.core.summary import (
     Summarizer,
     Summary,
     SummaryFailed,
     SummaryRequest,
     SummaryUsage,
 )
-from trajectory_compressor.trajectory import SUMMARY_PREFIX
+from trajectory_compressor.engine.compressor import TrajectoryCompressor
 
 WORDS = ["alpha", "beta", "gamma", "delta", "résumé", "数据", "tool", "file.py", "{", "}"]
 
@@ -129,7 +129,7 @@ def test_sync_api_on_a_sample(counter, sample_jsonl):
 
 
 def test_metrics_key_order_matches_the_reference():
-    from trajectory_compressor.metrics import TrajectoryMetrics
+    from trajectory_compressor.core.metrics import TrajectoryMetrics
 
     keys = list(TrajectoryMetrics().to_dict())
     assert keys[:13] == [

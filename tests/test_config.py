@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trajectory_compressor.config import CompressionConfig
-from trajectory_compressor.errors import ConfigError
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -24,7 +24,7 @@ def test_reference_shaped_config_loads_unchanged():
 
 
 def test_default_config_documents_every_key():
-    from trajectory_compressor.config import SECTIONS
+    from trajectory_compressor.core.config import SECTIONS
 
     data = yaml.safe_load((CONFIGS / "default.yaml").read_text())
     for section, keys in SECTIONS.items():

@@ -8,7 +8,7 @@ import json
 from conversations import conversations, orphans
 from hypothesis import given
 
-from trajectory_compressor.convert import (
+from trajectory_compressor.dialects.openai import (
     openai_to_sharegpt,
     render_tool_call,
     render_tool_response,

@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from trajectory_compressor.deadline import Deadline
+from trajectory_compressor.core.deadline import Deadline
 
 
 class FakeClock:

@@ -10,8 +10,8 @@ import pytest
 
 from tests.cli_helpers import read_jsonl, run_cli
 from tests.datagen import rows, write_jsonl
-from trajectory_compressor.errors import InputError
-from trajectory_compressor.sources import count_rows, discover_inputs, read_records
+from trajectory_compressor.core.errors import InputError
+from trajectory_compressor.formats.registry import count_rows, discover_inputs, read_records
 
 SMALL = ("--summarizer", "extractive", "--target-max-tokens", "500",
          "--summary-target-tokens", "60", "--quiet")

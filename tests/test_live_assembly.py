@@ -6,6 +6,7 @@ import copy
 
 from conversations import orphans
 
+from trajectory_compressor.core.conversation import SUMMARY_PREFIX as LEGACY_PREFIX
 from trajectory_compressor.live.assembly import STUB_RESULT, assemble, repair_tool_pairs
 from trajectory_compressor.live.markers import (
     COMPACTION_NOTE,
@@ -18,7 +19,6 @@ from trajectory_compressor.live.markers import (
 )
 from trajectory_compressor.live.placement import Placement
 from trajectory_compressor.live.trigger import Trigger
-from trajectory_compressor.trajectory import SUMMARY_PREFIX as LEGACY_PREFIX
 
 
 def call(call_id):

@@ -17,7 +17,15 @@ from conversations import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trajectory_compressor.extractive import ExtractiveSummarizer
+from trajectory_compressor.core.conversation import SUMMARY_PREFIX as LEGACY_PREFIX
+from trajectory_compressor.core.extractive import ExtractiveSummarizer
+from trajectory_compressor.core.summary import (
+    Summarizer,
+    Summary,
+    SummaryFailed,
+    SummaryRequest,
+    SummaryUsage,
+)
 from trajectory_compressor.live import (
     COMPACTION_NOTE,
     SECTIONS,
@@ -25,14 +33,6 @@ from trajectory_compressor.live import (
     ContextCompressor,
 )
 from trajectory_compressor.live.placement import settle
-from trajectory_compressor.summary import (
-    Summarizer,
-    Summary,
-    SummaryFailed,
-    SummaryRequest,
-    SummaryUsage,
-)
-from trajectory_compressor.trajectory import SUMMARY_PREFIX as LEGACY_PREFIX
 
 SENTINEL = "SUMMARY-TEXT-7f3a"
 

@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
-from trajectory_compressor.errors import ConfigError
-from trajectory_compressor.llm.cache import COMMIT_EVERY, SummaryCache, cache_key
+from trajectory_compressor.core.errors import ConfigError
+from trajectory_compressor.summarizers.cache import COMMIT_EVERY, SummaryCache, cache_key
 
 MESSAGES = [{"role": "system", "content": "rules"}, {"role": "user", "content": "turns"}]
 

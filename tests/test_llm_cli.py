@@ -11,7 +11,7 @@ import pytest
 
 from tests.cli_helpers import read_jsonl, run_cli
 from tests.fake_llm_server import REPLY_MARK, FakeLLMServer, spawn_server
-from trajectory_compressor.trajectory import SUMMARY_PREFIX
+from trajectory_compressor.core.conversation import SUMMARY_PREFIX
 
 KEY = "sk-e2e-4b1d9f0c7a2e5d3b8c6aTOPSECRET"
 KEY_ENV = "TC_TEST_LLM_KEY"

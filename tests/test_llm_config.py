@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trajectory_compressor.config import CompressionConfig, EndpointConfig
-from trajectory_compressor.errors import ConfigError
+from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
+from trajectory_compressor.core.errors import ConfigError
 
 
 def test_base_url_flags_become_endpoints_sharing_model_and_key_variable():

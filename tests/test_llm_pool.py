@@ -7,12 +7,14 @@ import asyncio
 import pytest
 
 from tests.fake_llm_server import FAULTS, REPLY_MARK, FakeLLMServer
-from trajectory_compressor.compressor import TrajectoryCompressor
-from trajectory_compressor.config import CompressionConfig, EndpointConfig
-from trajectory_compressor.errors import FatalSummaryError
-from trajectory_compressor.llm import ChatRequest, OpenAISummarizer, PoolFailure
-from trajectory_compressor.summary import SummaryFailed, SummaryRequest
-from trajectory_compressor.trajectory import SUMMARY_PREFIX
+from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
+from trajectory_compressor.core.conversation import SUMMARY_PREFIX
+from trajectory_compressor.core.errors import FatalSummaryError
+from trajectory_compressor.core.summary import SummaryFailed, SummaryRequest
+from trajectory_compressor.engine.compressor import TrajectoryCompressor
+from trajectory_compressor.summarizers.chat import ChatRequest
+from trajectory_compressor.summarizers.openai import OpenAISummarizer
+from trajectory_compressor.summarizers.pool import PoolFailure
 
 KEY = "sk-test-0123456789abcdefSECRET"
 

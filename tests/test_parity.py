@@ -1,7 +1,7 @@
 """Parity: the batch and the live compressor keep the same guarantees (§10).
 
 Both run on the same conversations — the bundled samples and generated ones, converted
-with `trajectory_compressor.convert` — and both results are checked, as OpenAI messages,
+with `trajectory_compressor.dialects.openai` — and both results are checked, as OpenAI messages,
 by one function: head kept, tail kept, exactly one summary, no orphaned tool call or
 result, tokens never grow, input never mutated, and on the summarizer's failure path
 every surviving message intact.
@@ -16,19 +16,19 @@ import pytest
 from conversations import content, conversations, orphans, summary_indices
 from hypothesis import HealthCheck, given, settings
 
-from trajectory_compressor.compressor import TrajectoryCompressor
-from trajectory_compressor.config import CompressionConfig
-from trajectory_compressor.convert import openai_to_sharegpt, sharegpt_to_openai
-from trajectory_compressor.live import COMPACTION_NOTE, SUMMARY_PREFIX, ContextCompressor
-from trajectory_compressor.live.markers import failure_marker, split_merged
-from trajectory_compressor.live.messages import MessageTokens
-from trajectory_compressor.summary import (
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.summary import (
     Summarizer,
     Summary,
     SummaryFailed,
     SummaryRequest,
     SummaryUsage,
 )
+from trajectory_compressor.dialects.openai import openai_to_sharegpt, sharegpt_to_openai
+from trajectory_compressor.engine.compressor import TrajectoryCompressor
+from trajectory_compressor.live import COMPACTION_NOTE, SUMMARY_PREFIX, ContextCompressor
+from trajectory_compressor.live.markers import failure_marker, split_merged
+from trajectory_compressor.live.messages import MessageTokens
 
 SAMPLE_ROWS = range(0, 50, 5)  # ten rows of every shape keep the run fast
 

@@ -7,10 +7,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.datagen import rows, write_parquet
-from trajectory_compressor.parquet import METRICS_COLUMN, read_parquet, schema_problem
-from trajectory_compressor.parquet_sink import ParquetSink, ParquetWriteError, parts_dir
-from trajectory_compressor.sinks import temp_path
-from trajectory_compressor.sources import InputFile, count_rows
+from trajectory_compressor.formats.base import InputFile, temp_path
+from trajectory_compressor.formats.parquet import (
+    METRICS_COLUMN,
+    ParquetSink,
+    ParquetWriteError,
+    parts_dir,
+    read_parquet,
+    schema_problem,
+)
+from trajectory_compressor.formats.registry import count_rows
 
 
 def test_read_parquet_streams_every_row_with_its_location_and_skips_on_resume(tmp_path):
@@ -56,7 +62,7 @@ def test_schema_problem_accepts_turn_structs_with_extra_keys():
 
 def _input_schema(tmp_path):
     path = write_parquet(tmp_path / "schema.parquet", 3)
-    from trajectory_compressor.parquet import output_schema
+    from trajectory_compressor.formats.parquet import output_schema
 
     return output_schema(pq.ParquetFile(path).schema_arrow)
 
@@ -87,7 +93,7 @@ def test_parquet_sink_keeps_types_adds_metrics_and_fills_missing_turn_keys(tmp_p
 @pytest.mark.parametrize("inferred", [False, True])
 def test_parquet_sink_resumed_from_a_flush_writes_the_same_bytes(tmp_path, monkeypatch,
                                                                  inferred):
-    import trajectory_compressor.parquet_sink as sink_module
+    import trajectory_compressor.formats.parquet as sink_module
 
     monkeypatch.setattr(sink_module, "ROW_GROUP_ROWS", 7)
     schema = None if inferred else _input_schema(tmp_path)
@@ -119,7 +125,7 @@ def test_parquet_sink_resumed_from_a_flush_writes_the_same_bytes(tmp_path, monke
 
 
 def test_inferred_schema_is_the_union_of_every_rows_keys(tmp_path, monkeypatch):
-    import trajectory_compressor.parquet_sink as sink_module
+    import trajectory_compressor.formats.parquet as sink_module
 
     monkeypatch.setattr(sink_module, "ROW_GROUP_ROWS", 2)
     out = tmp_path / "out.parquet"
@@ -137,7 +143,7 @@ def test_inferred_schema_is_the_union_of_every_rows_keys(tmp_path, monkeypatch):
 
 
 def test_columns_of_clashing_types_are_a_clear_error(tmp_path, monkeypatch):
-    import trajectory_compressor.parquet_sink as sink_module
+    import trajectory_compressor.formats.parquet as sink_module
 
     monkeypatch.setattr(sink_module, "ROW_GROUP_ROWS", 1)
     out = tmp_path / "out.parquet"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import subprocess
@@ -10,18 +11,18 @@ import sys
 
 from tests.cli_helpers import ROOT, read_jsonl
 from tests.datagen import write_jsonl
-from trajectory_compressor.compressor import TrajectoryCompressor
-from trajectory_compressor.config import CompressionConfig
-from trajectory_compressor.layout import plan_layout
-from trajectory_compressor.pipeline import RunOptions, run_pipeline
-from trajectory_compressor.sources import discover_inputs
-from trajectory_compressor.summary import (
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.summary import (
     Summarizer,
     Summary,
     SummaryRequest,
     SummaryUsage,
     finish_summary_text,
 )
+from trajectory_compressor.engine.compressor import TrajectoryCompressor
+from trajectory_compressor.engine.layout import plan_layout
+from trajectory_compressor.engine.local import RunOptions, run_pipeline
+from trajectory_compressor.formats.registry import discover_inputs
 
 
 class JitterSummarizer(Summarizer):
@@ -29,18 +30,27 @@ class JitterSummarizer(Summarizer):
 
     name = "jitter"
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, gate_at: int = 11) -> None:
         self.rng = random.Random(seed)
         self.calls = 0
         self.finished: list[str] = []  # summaries in the order they were done
         self.most_in_flight = 0
         self._in_flight = 0
+        # The first answers wait until ``gate_at`` requests are in flight together (or a
+        # generous timeout passes): concurrency is then shown by events, not by how fast
+        # a loaded machine happens to spawn tasks within a few milliseconds.
+        self._gate = asyncio.Event()
+        self._gate_at = gate_at
 
     async def summarize(self, request: SummaryRequest) -> Summary:
         self.calls += 1
         self._in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self._in_flight)
+        if self._in_flight >= self._gate_at:
+            self._gate.set()
         try:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._gate.wait(), 10)
             await asyncio.sleep(self.rng.random() * 0.03)
         finally:
             self._in_flight -= 1
@@ -87,7 +97,7 @@ def test_rows_are_written_in_input_order_whatever_the_latencies(tmp_path, counte
 
 _MEASURE = """
 import resource, sys
-from trajectory_compressor.cli import main
+from trajectory_compressor.app.cli import main
 sys.argv = ["trajectory-compressor", "compress", *sys.argv[1:]]
 try:
     main()

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.reference_planner import reference_region
-from trajectory_compressor.config import CompressionConfig
-from trajectory_compressor.plan import (
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.plan import (
     NO_CLEAN_CUT,
     NO_MIDDLE,
     SMALL_REGION,

@@ -9,14 +9,14 @@ import pytest
 
 from tests.cli_helpers import read_jsonl, run_cli
 from tests.fixtures_runs import HAND_CONFIG, HAND_ROWS, compress_run, row, words, write_jsonl
-from trajectory_compressor.config import CompressionConfig
-from trajectory_compressor.errors import InputError
-from trajectory_compressor.extractive import ExtractiveSummarizer
-from trajectory_compressor.report import find_row, format_found, found_to_dict, load_report
-from trajectory_compressor.summary import Summarizer, Summary, SummaryRequest
-from trajectory_compressor.textfmt import display_width
-from trajectory_compressor.timeline import build_timeline
-from trajectory_compressor.trajectory import conversations_of
+from trajectory_compressor.app.report import find_row, format_found, found_to_dict, load_report
+from trajectory_compressor.app.textfmt import display_width
+from trajectory_compressor.app.timeline import build_timeline
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.errors import InputError
+from trajectory_compressor.core.extractive import ExtractiveSummarizer
+from trajectory_compressor.core.summary import Summarizer, Summary, SummaryRequest
+from trajectory_compressor.dialects.sharegpt import conversations_of
 
 SLOW = row("slow", "SHGTGTGTGTGT", [10, 5, 5, 5, 40, 40, 40, 40, 5, 5, 5, 5])
 SLOW["conversations"][5]["value"] = "SLOW " + words(39)

@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from trajectory_compressor.extractive import ExtractiveSummarizer
-from trajectory_compressor.redact import redact
-from trajectory_compressor.summary import (
+from trajectory_compressor.core.conversation import SUMMARY_PREFIX
+from trajectory_compressor.core.extractive import ExtractiveSummarizer
+from trajectory_compressor.core.redact import redact
+from trajectory_compressor.core.summary import (
     SummaryRequest,
     elide_middle,
     finish_summary_text,
     render_turns,
 )
-from trajectory_compressor.trajectory import SUMMARY_PREFIX
 
 
 @pytest.mark.parametrize("raw", [

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from trajectory_compressor.metrics import Distribution
-from trajectory_compressor.textfmt import (
+from trajectory_compressor.app.textfmt import (
     Column,
-    bin_of,
     clip,
     display_width,
     first_line,
     histogram_lines,
-    nice_edges,
     one_line,
     short_reason,
     table,
 )
+from trajectory_compressor.core.metrics import Distribution, bin_of, nice_edges
 
 
 def test_widths_count_wide_characters_and_clip_keeps_within_them():

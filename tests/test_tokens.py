@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from trajectory_compressor.errors import TokenizerError
-from trajectory_compressor.tokens import TokenCounter, bundled_tokenizer_dir, load_tokenizer
+from trajectory_compressor.core.errors import TokenizerError
+from trajectory_compressor.counting.tokens import (
+    TokenCounter,
+    bundled_tokenizer_dir,
+    load_tokenizer,
+)
 
 
 def test_counts_match_the_tokenizer_without_special_tokens(counter):

@@ -13,29 +13,31 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "CompressionConfig": "config",
-    "EndpointConfig": "config",
-    "TrajectoryCompressor": "compressor",
-    "RowResult": "compressor",
-    "TrajectoryMetrics": "metrics",
-    "AggregateMetrics": "metrics",
-    "TokenCounter": "tokens",
-    "Plan": "plan",
-    "Region": "plan",
-    "plan_trajectory": "plan",
-    "assemble": "assemble",
-    "Summarizer": "summary",
-    "Summary": "summary",
-    "SummaryRequest": "summary",
-    "SummaryFailed": "summary",
-    "ExtractiveSummarizer": "extractive",
+    "compress_dataset": "engine.job",
+    "RunResult": "engine.local",
+    "CompressionConfig": "core.config",
+    "EndpointConfig": "core.config",
+    "TrajectoryCompressor": "engine.compressor",
+    "RowResult": "engine.compressor",
+    "TrajectoryMetrics": "core.metrics",
+    "AggregateMetrics": "core.metrics",
+    "TokenCounter": "counting.tokens",
+    "Plan": "core.plan",
+    "Region": "core.plan",
+    "plan_trajectory": "core.plan",
+    "assemble": "core.assemble",
+    "Summarizer": "core.summary",
+    "Summary": "core.summary",
+    "SummaryRequest": "core.summary",
+    "SummaryFailed": "core.summary",
+    "ExtractiveSummarizer": "core.extractive",
     "ContextCompressor": "live",
-    "sharegpt_to_openai": "convert",
-    "openai_to_sharegpt": "convert",
-    "CompressorError": "errors",
-    "ConfigError": "errors",
-    "InputError": "errors",
-    "RowError": "errors",
+    "sharegpt_to_openai": "dialects.openai",
+    "openai_to_sharegpt": "dialects.openai",
+    "CompressorError": "core.errors",
+    "ConfigError": "core.errors",
+    "InputError": "core.errors",
+    "RowError": "core.errors",
 }
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "Region",
     "RowError",
     "RowResult",
+    "RunResult",
     "Summarizer",
     "Summary",
     "SummaryFailed",
@@ -59,23 +62,26 @@ __all__ = [
     "TrajectoryCompressor",
     "TrajectoryMetrics",
     "assemble",
+    "compress_dataset",
     "openai_to_sharegpt",
     "plan_trajectory",
     "sharegpt_to_openai",
 ]
 
 if TYPE_CHECKING:
-    from .assemble import assemble
-    from .compressor import RowResult, TrajectoryCompressor
-    from .config import CompressionConfig, EndpointConfig
-    from .convert import openai_to_sharegpt, sharegpt_to_openai
-    from .errors import CompressorError, ConfigError, InputError, RowError
-    from .extractive import ExtractiveSummarizer
+    from .core.assemble import assemble
+    from .core.config import CompressionConfig, EndpointConfig
+    from .core.errors import CompressorError, ConfigError, InputError, RowError
+    from .core.extractive import ExtractiveSummarizer
+    from .core.metrics import AggregateMetrics, TrajectoryMetrics
+    from .core.plan import Plan, Region, plan_trajectory
+    from .core.summary import Summarizer, Summary, SummaryFailed, SummaryRequest
+    from .counting.tokens import TokenCounter
+    from .dialects.openai import openai_to_sharegpt, sharegpt_to_openai
+    from .engine.compressor import RowResult, TrajectoryCompressor
+    from .engine.job import compress_dataset
+    from .engine.local import RunResult
     from .live import ContextCompressor
-    from .metrics import AggregateMetrics, TrajectoryMetrics
-    from .plan import Plan, Region, plan_trajectory
-    from .summary import Summarizer, Summary, SummaryFailed, SummaryRequest
-    from .tokens import TokenCounter
 
 
 def __getattr__(name: str) -> Any:

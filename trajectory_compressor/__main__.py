@@ -1,5 +1,5 @@
 """``python -m trajectory_compressor``."""
 
-from .cli import main
+from .app.cli import main
 
 main()

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from ..tokens import TokenCounter
+from ..counting.tokens import TokenCounter
 from .assembly import assemble
 from .boundaries import is_summary
 from .handoff import HandoffRequest, summary_budget

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from ..extractive import PATH_PATTERN, THINK_BLOCK, clip, truncate_to_tokens
+from ..core.extractive import PATH_PATTERN, THINK_BLOCK, clip, truncate_to_tokens
 from .handoff import FOCUS_SHARE, SECTIONS, HandoffRequest
 from .messages import Message, call_name, role_of, text_of, tool_calls_of
 from .pruning import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..summary import LONG_TURN_CHARS, elide_middle
+from ..core.summary import LONG_TURN_CHARS, elide_middle
 from .messages import Message, call_arguments, call_name, role_of, text_of, tool_calls_of
 
 SECTIONS = (

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from ..redact import redact
-from ..trajectory import SUMMARY_PREFIX as BATCH_SUMMARY_PREFIX
+from ..core.conversation import SUMMARY_PREFIX as BATCH_SUMMARY_PREFIX
+from ..core.redact import redact
 
 SUMMARY_PREFIX = (
     "[CONTEXT COMPACTION — REFERENCE ONLY] Earlier messages were compacted into the "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..tokens import TokenCounter
+from ..counting.tokens import TokenCounter
 
 Message = dict[str, Any]
 CountTokens = Callable[[str], int]

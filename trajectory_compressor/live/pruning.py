@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..extractive import ERROR_LINE, KEY_ARGS, clip, response_text
+from ..core.extractive import ERROR_LINE, KEY_ARGS, clip, response_text
 from .messages import (
     Message,
     call_arguments,

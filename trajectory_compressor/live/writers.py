@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
-from ..convert import openai_to_sharegpt
-from ..summary import Summarizer, SummaryRequest
-from ..trajectory import SUMMARY_PREFIX as BATCH_SUMMARY_PREFIX
+from ..core.conversation import SUMMARY_PREFIX as BATCH_SUMMARY_PREFIX
+from ..core.summary import Summarizer, SummaryRequest
+from ..dialects.openai import openai_to_sharegpt
 from .extractive_handoff import ExtractiveHandoff
 from .handoff import HandoffRequest, build_prompt
 from .markers import summary_body

@@ -1,0 +1,91 @@
+"""The dry run as plain text: token distribution, and what `compress` would do per target."""
+
+from __future__ import annotations
+
+from ..core.metrics import bin_of
+from ..engine.analyze import Analysis, Prices, TargetAnalysis
+from .textfmt import (
+    Column,
+    clip,
+    histogram_lines,
+    num,
+    pad,
+    reason_order,
+    short_reason,
+    table,
+)
+
+_LABEL_W = 36
+_VALUE_W = 13
+_COLUMNS = 3  # targets side by side: 2 + 36 + 3 * 13 = 77 columns
+
+
+def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
+    """The dry run as plain text, at most 80 columns wide."""
+    lines = ["Dry run: no LLM call, nothing written",
+             "  input   " + clip(a.input, 70, left=True),
+             f"  rows    {num(a.rows)}, rejected {num(a.rejected)}"]
+    if a.rows == 0:
+        lines.append("  no rows to analyze")
+        return "\n".join(lines)
+    dist = a.tokens.summary()
+    lines += ["", "Tokens per row"]
+    lines += table([Column(k, right=True) for k in ("min", "p50", "p90", "p99", "max")],
+                   [[num(v) for v in dist.values()]])
+    edges, counts = a.histogram()
+    marks: dict[int, list[str]] = {}
+    for t in a.targets:
+        i = bin_of(edges, t.target)
+        if i is not None:
+            marks.setdefault(i, []).append(num(t.target))
+    lines.append("")
+    lines += histogram_lines(edges, counts, {i: "<- target " + ", ".join(m)
+                                             for i, m in marks.items()})
+    for start in range(0, len(a.targets), _COLUMNS):
+        lines += ["", *_target_block(a.targets[start:start + _COLUMNS], prices)]
+    return "\n".join(lines)
+
+
+def _target_block(targets: list[TargetAnalysis], prices: Prices | None) -> list[str]:
+    def line(label: str, values: list[str]) -> str:
+        return "  " + pad(label, _LABEL_W) + "".join(pad(v, _VALUE_W, right=True)
+                                                    for v in values)
+
+    first = targets[0]
+    summary_tokens = num(first.config.summary_target_tokens)
+    if first.exact:
+        title = "What compress would do (extractive summaries: exact)"
+    else:
+        title = (f"What compress would do ({first.config.summarizer}: projected, "
+                 f"{summary_tokens}-token summaries)")
+    out = [title, line("target_max_tokens", [num(t.target) for t in targets])]
+    out.append(line("would skip (under the target)",
+                    [num(t.metrics.trajectories_skipped_under_target) for t in targets]))
+    out.append(line("would compress", [num(t.metrics.trajectories_compressed) for t in targets]))
+    out.append(line("would stay over the limit",
+                    [num(t.metrics.trajectories_still_over_limit) for t in targets]))
+    reasons = sorted({r for t in targets for r in t.reasons}, key=reason_order)
+    for reason in reasons:
+        out.append(line("  " + short_reason(reason), [num(t.reasons[reason]) for t in targets]))
+    if not first.exact:
+        out.append(line("would stay over (extractive, exact)",
+                        [num(t.extractive.trajectories_still_over_limit) for t in targets]))
+    out.append(line("tokens after",
+                    [num(t.metrics.total_tokens_after) for t in targets]))
+    out.append(line("compression ratio",
+                    [f"{t.metrics.to_dict()['tokens']['overall_compression_ratio']:.4f}"
+                     for t in targets]))
+    out += ["", (f"LLM summarization (projected: 1 call per compressed row, "
+                 f"{summary_tokens}-token summaries)")]
+    if first.exact:
+        out.append("  (--summarizer extractive makes no call; this is what an LLM would use)")
+    out.append(line("calls", [num(t.llm.total_summarization_calls) for t in targets]))
+    out.append(line("input tokens (region text only)",
+                    [num(t.llm.prompt_tokens) for t in targets]))
+    out.append(line("output tokens", [num(t.llm.completion_tokens) for t in targets]))
+    if prices is not None:
+        label = f"cost, USD (${prices.input:g}/M in, ${prices.output:g}/M out)"
+        out.append(line(label if len(label) <= _LABEL_W else "cost, USD",
+                        [f"{prices.cost(t.llm.prompt_tokens, t.llm.completion_tokens):,.2f}"
+                         for t in targets]))
+    return out

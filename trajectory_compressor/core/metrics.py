@@ -1,0 +1,396 @@
+"""Per-trajectory and aggregate metrics, with the reference's key names and order (§8)."""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SUMMARY_SOURCES = ("llm", "cache", "extractive", "fallback")
+
+# The row key (and Parquet column) holding a row's `TrajectoryMetrics`.
+METRICS_KEY = "compression_metrics"
+
+
+@dataclass
+class TrajectoryMetrics:
+    """What happened to one trajectory."""
+
+    original_tokens: int = 0
+    compressed_tokens: int = 0
+    tokens_saved: int = 0
+    compression_ratio: float = 1.0
+    original_turns: int = 0
+    compressed_turns: int = 0
+    turns_removed: int = 0
+    turns_compressed_start_idx: int = -1
+    turns_compressed_end_idx: int = -1
+    turns_in_compressed_region: int = 0
+    was_compressed: bool = False
+    still_over_limit: bool = False
+    skipped_under_target: bool = False
+    summarization_api_calls: int = 0
+    summarization_errors: int = 0
+    summary_source: str | None = None
+    error: str | None = None
+    # Not part of the row's `compression_metrics`: aggregate-only bookkeeping.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `compression_metrics` object written on the row, in the reference's order."""
+        d: dict[str, Any] = {
+            "original_tokens": self.original_tokens,
+            "compressed_tokens": self.compressed_tokens,
+            "tokens_saved": self.tokens_saved,
+            "compression_ratio": round(self.compression_ratio, 4),
+            "original_turns": self.original_turns,
+            "compressed_turns": self.compressed_turns,
+            "turns_removed": self.turns_removed,
+            "compression_region": {
+                "start_idx": self.turns_compressed_start_idx,
+                "end_idx": self.turns_compressed_end_idx,
+                "turns_count": self.turns_in_compressed_region,
+            },
+            "was_compressed": self.was_compressed,
+            "still_over_limit": self.still_over_limit,
+            "skipped_under_target": self.skipped_under_target,
+            "summarization_api_calls": self.summarization_api_calls,
+            "summarization_errors": self.summarization_errors,
+            "summary_source": self.summary_source,
+        }
+        if self.error is not None:
+            d["error"] = self.error
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrajectoryMetrics:
+        """Inverse of `to_dict` (for reading a finished run back)."""
+        region = d.get("compression_region") or {}
+        return cls(
+            original_tokens=d.get("original_tokens", 0),
+            compressed_tokens=d.get("compressed_tokens", 0),
+            tokens_saved=d.get("tokens_saved", 0),
+            compression_ratio=d.get("compression_ratio", 1.0),
+            original_turns=d.get("original_turns", 0),
+            compressed_turns=d.get("compressed_turns", 0),
+            turns_removed=d.get("turns_removed", 0),
+            turns_compressed_start_idx=region.get("start_idx", -1),
+            turns_compressed_end_idx=region.get("end_idx", -1),
+            turns_in_compressed_region=region.get("turns_count", 0),
+            was_compressed=d.get("was_compressed", False),
+            still_over_limit=d.get("still_over_limit", False),
+            skipped_under_target=d.get("skipped_under_target", False),
+            summarization_api_calls=d.get("summarization_api_calls", 0),
+            summarization_errors=d.get("summarization_errors", 0),
+            summary_source=d.get("summary_source"),
+            error=d.get("error"),
+        )
+
+
+class Distribution:
+    """Min/median/p90/p99/max of integer values: exact up to a cap, then log buckets (±1%).
+
+    Memory stays bounded on datasets of any size.
+    """
+
+    EXACT_CAP = 200_000
+    _BASE = math.log(1.01)
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.min: int | None = None
+        self.max: int | None = None
+        self._exact: array[int] | None = array("q")
+        self._buckets: dict[int, int] = {}
+
+    def add(self, value: int) -> None:
+        self.count += 1
+        self.min = value if self.min is None else min(self.min, value)
+        self.max = value if self.max is None else max(self.max, value)
+        if self._exact is not None:
+            self._exact.append(value)
+            if len(self._exact) > self.EXACT_CAP:
+                for v in self._exact:
+                    self._bucket_add(v)
+                self._exact = None
+        else:
+            self._bucket_add(value)
+
+    def _bucket_add(self, value: int) -> None:
+        key = -1 if value <= 0 else int(math.log(value) / self._BASE)
+        self._buckets[key] = self._buckets.get(key, 0) + 1
+
+    def quantile(self, q: float) -> int | None:
+        """The value at rank ``ceil(q * count)`` (nearest-rank)."""
+        if self.count == 0:
+            return None
+        rank = max(1, math.ceil(q * self.count))
+        if self._exact is not None:
+            return sorted(self._exact)[rank - 1]
+        seen = 0
+        for key in sorted(self._buckets):
+            seen += self._buckets[key]
+            if seen >= rank:
+                value = 0 if key < 0 else round(math.exp((key + 0.5) * self._BASE))
+                assert self.min is not None and self.max is not None
+                return min(max(value, self.min), self.max)
+        return self.max
+
+    def summary(self) -> dict[str, int | None]:
+        return {"min": self.min, "median": self.quantile(0.5), "p90": self.quantile(0.9),
+                "p99": self.quantile(0.99), "max": self.max}
+
+    def histogram(self, edges: list[int]) -> list[int]:
+        """Counts in ``[edges[i], edges[i+1])`` (the last bin closed); ±1% past the cap."""
+        if self._exact is not None:
+            return histogram(sorted(self._exact), edges)
+        assert self.min is not None and self.max is not None
+        counts = [0] * (len(edges) - 1)
+        for key, n in self._buckets.items():
+            value = 0 if key < 0 else round(math.exp((key + 0.5) * self._BASE))
+            value = min(max(value, self.min), self.max)
+            i = bisect.bisect_right(edges, value) - 1
+            if 0 <= i < len(counts):
+                counts[i] += n
+            elif value == edges[-1]:
+                counts[-1] += n
+        return counts
+
+    def merge(self, other: Distribution) -> None:
+        """Add every value ``other`` holds (exactly while both are exact and under the cap)."""
+        if other.count == 0:
+            return
+        if other._exact is not None:
+            for value in other._exact:
+                self.add(value)
+            return
+        if self._exact is not None:
+            for value in self._exact:
+                self._bucket_add(value)
+            self._exact = None
+        for key, n in other._buckets.items():
+            self._buckets[key] = self._buckets.get(key, 0) + n
+        self.count += other.count
+        assert other.min is not None and other.max is not None
+        self.min = other.min if self.min is None else min(self.min, other.min)
+        self.max = other.max if self.max is None else max(self.max, other.max)
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-able snapshot (for resume checkpoints)."""
+        return {"count": self.count, "min": self.min, "max": self.max,
+                "exact": None if self._exact is None else list(self._exact),
+                "buckets": {str(k): v for k, v in self._buckets.items()}}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Distribution:
+        d = cls()
+        d.count, d.min, d.max = state["count"], state["min"], state["max"]
+        d._exact = None if state["exact"] is None else array("q", state["exact"])
+        d._buckets = {int(k): v for k, v in state["buckets"].items()}
+        return d
+
+
+def histogram(values_sorted: list[int], edges: list[int]) -> list[int]:
+    """Counts of sorted values in ``[edges[i], edges[i+1])`` (the last bin is closed)."""
+    counts = []
+    for i in range(len(edges) - 1):
+        lo = bisect.bisect_left(values_sorted, edges[i])
+        last = i == len(edges) - 2
+        hi = (bisect.bisect_right if last else bisect.bisect_left)(values_sorted, edges[i + 1])
+        counts.append(hi - lo)
+    return counts
+
+
+@dataclass
+class AggregateMetrics:
+    """Totals over a run; `to_dict` gives the `_metrics.json` sections."""
+
+    total_trajectories: int = 0
+    trajectories_compressed: int = 0
+    trajectories_skipped_under_target: int = 0
+    trajectories_still_over_limit: int = 0
+    trajectories_failed: int = 0
+    rows_rejected: int = 0
+    total_tokens_before: int = 0
+    total_tokens_after: int = 0
+    total_tokens_saved: int = 0
+    total_turns_before: int = 0
+    total_turns_after: int = 0
+    total_turns_removed: int = 0
+    total_summarization_calls: int = 0
+    total_summarization_errors: int = 0
+    total_retries: int = 0
+    summaries_by_source: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(SUMMARY_SOURCES, 0)
+    )
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    ratio_sum: float = 0.0
+    saved_sum: int = 0
+    removed_sum: int = 0
+    tokens_before: Distribution = field(default_factory=Distribution)
+    tokens_after: Distribution = field(default_factory=Distribution)
+    processing_start_time: str = ""
+    processing_end_time: str = ""
+    processing_duration_seconds: float = 0.0
+
+    def add(self, m: TrajectoryMetrics) -> None:
+        """Fold one trajectory's metrics into the totals."""
+        self.total_trajectories += 1
+        self.total_tokens_before += m.original_tokens
+        self.total_tokens_after += m.compressed_tokens
+        self.total_tokens_saved += m.tokens_saved
+        self.total_turns_before += m.original_turns
+        self.total_turns_after += m.compressed_turns
+        self.total_turns_removed += m.turns_removed
+        self.total_summarization_calls += m.summarization_api_calls
+        self.total_summarization_errors += m.summarization_errors
+        self.total_retries += m.retries
+        self.prompt_tokens += m.prompt_tokens
+        self.completion_tokens += m.completion_tokens
+        if m.summary_source in self.summaries_by_source:
+            self.summaries_by_source[m.summary_source] += 1
+        if m.was_compressed:
+            self.trajectories_compressed += 1
+            self.ratio_sum += m.compression_ratio
+            self.saved_sum += m.tokens_saved
+            self.removed_sum += m.turns_removed
+        self.trajectories_skipped_under_target += m.skipped_under_target
+        self.trajectories_still_over_limit += m.still_over_limit
+        self.trajectories_failed += m.failed
+        self.tokens_before.add(m.original_tokens)
+        self.tokens_after.add(m.compressed_tokens)
+
+    def merge(self, other: AggregateMetrics) -> None:
+        """Add ``other``'s totals (a shard or a file of the same run) to these.
+
+        Counters and distributions add up; the processing times stay this object's.
+        """
+        for f in dataclasses.fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, Distribution):
+                mine.merge(theirs)
+            elif isinstance(mine, dict):
+                for key, n in theirs.items():
+                    mine[key] = mine.get(key, 0) + n
+            elif isinstance(mine, (int, float)) and f.name != "processing_duration_seconds":
+                setattr(self, f.name, mine + theirs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The aggregate metrics file: the reference's sections, then this project's."""
+        total = self.total_trajectories
+        compressed = self.trajectories_compressed
+        calls = self.total_summarization_calls
+        return {
+            "summary": {
+                "total_trajectories": total,
+                "trajectories_compressed": compressed,
+                "trajectories_skipped_under_target": self.trajectories_skipped_under_target,
+                "trajectories_still_over_limit": self.trajectories_still_over_limit,
+                "trajectories_failed": self.trajectories_failed,
+                "compression_rate": round(compressed / max(total, 1), 4),
+                "rows_rejected": self.rows_rejected,
+            },
+            "tokens": {
+                "total_before": self.total_tokens_before,
+                "total_after": self.total_tokens_after,
+                "total_saved": self.total_tokens_saved,
+                "overall_compression_ratio": round(
+                    self.total_tokens_after / max(self.total_tokens_before, 1), 4
+                ),
+            },
+            "turns": {
+                "total_before": self.total_turns_before,
+                "total_after": self.total_turns_after,
+                "total_removed": self.total_turns_removed,
+            },
+            "averages": {
+                "avg_compression_ratio": round(self.ratio_sum / compressed, 4) if compressed
+                else 1.0,
+                "avg_tokens_saved_per_compressed": round(self.saved_sum / compressed, 1)
+                if compressed else 0,
+                "avg_turns_removed_per_compressed": round(self.removed_sum / compressed, 2)
+                if compressed else 0,
+            },
+            "summarization": {
+                "total_api_calls": calls,
+                "total_errors": self.total_summarization_errors,
+                "success_rate": round(1 - self.total_summarization_errors / max(calls, 1), 4),
+                "retries": self.total_retries,
+                "summaries_by_source": dict(self.summaries_by_source),
+            },
+            "processing": {
+                "start_time": self.processing_start_time,
+                "end_time": self.processing_end_time,
+                "duration_seconds": round(self.processing_duration_seconds, 2),
+            },
+            "usage": {
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens,
+            },
+            "distributions": {
+                "tokens_before": self.tokens_before.summary(),
+                "tokens_after": self.tokens_after.summary(),
+            },
+        }
+
+
+def aggregate_state(metrics: AggregateMetrics) -> dict[str, Any]:
+    """A JSON-able snapshot of ``metrics`` (for resume checkpoints)."""
+    state: dict[str, Any] = {}
+    for name in AggregateMetrics.__dataclass_fields__:
+        value = getattr(metrics, name)
+        if isinstance(value, Distribution):
+            value = value.state()
+        elif isinstance(value, dict):
+            value = dict(value)
+        state[name] = value
+    return state
+
+
+def aggregate_from_state(state: dict[str, Any]) -> AggregateMetrics:
+    """Inverse of `aggregate_state`."""
+    metrics = AggregateMetrics()
+    for name in AggregateMetrics.__dataclass_fields__:
+        if name not in state:
+            continue
+        value = state[name]
+        if isinstance(getattr(metrics, name), Distribution):
+            value = Distribution.from_state(value)
+        setattr(metrics, name, value)
+    return metrics
+
+
+def nice_edges(low: int, high: int, bins: int = 10) -> list[int]:
+    """Round bin edges covering ``[low, high]`` in at most ``bins`` equal steps."""
+    if high <= low:
+        return [low, low + 1]
+    raw = (high - low) / bins
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(int(m * magnitude) for m in (1, 2, 2.5, 5, 10)
+                if m * magnitude >= raw and float(m * magnitude).is_integer())
+    step = max(step, 1)
+    edges = [low // step * step]
+    while edges[-1] < high:
+        edges.append(edges[-1] + step)
+    return edges
+
+
+def bin_of(edges: Sequence[int], value: int) -> int | None:
+    """The index of the bin holding ``value`` (the last bin is closed), or None."""
+    for i in range(len(edges) - 1):
+        last = i == len(edges) - 2
+        if edges[i] <= value < edges[i + 1] or (last and value == edges[i + 1]):
+            return i
+    return None

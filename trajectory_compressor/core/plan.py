@@ -1,0 +1,141 @@
+"""The planner: which turns of a trajectory to replace with a summary (pure, §3).
+
+Region selection follows the reference implementation turn for turn: protect the first
+system/human/gpt/tool turns and the last N, split protected indices into head and tail at
+``n // 2``, snap the region's start and end off ``tool`` turns (forward first), and take
+just enough middle turns to cover the overage plus the summary that replaces them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from . import reasons
+from .config import CompressionConfig
+
+Action = Literal["skip", "compress", "over_limit"]
+
+# Why a row over the target gets no summary, or stays over after one.
+NO_MIDDLE = reasons.NO_MIDDLE.text
+SMALL_REGION = reasons.SMALL_REGION.text
+NO_CLEAN_CUT = reasons.NO_CLEAN_CUT.text
+PROTECTED_TOO_BIG = reasons.PROTECTED_TOO_BIG.text
+MIDDLE_EXHAUSTED = reasons.MIDDLE_EXHAUSTED.text
+
+
+@dataclass(frozen=True)
+class Region:
+    """Turns ``[start, end)`` to be replaced by one summary turn."""
+
+    start: int
+    end: int
+
+    @property
+    def turns(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's decision for one trajectory."""
+
+    action: Action
+    total_tokens: int
+    middle: Region  # the compressible middle before snapping
+    region: Region | None = None
+    region_tokens: int = 0
+    reason: str = ""
+
+    def projected_tokens(self, summary_tokens: int) -> int:
+        """Tokens after compression if the summary has ``summary_tokens`` tokens."""
+        if self.region is None:
+            return self.total_tokens
+        return self.total_tokens - self.region_tokens + summary_tokens
+
+
+def protected_indices(roles: Sequence[str], config: CompressionConfig) -> set[int]:
+    """Indices of the protected turns: the first of each enabled role and the last N."""
+    n = len(roles)
+    first_seen: dict[str, int] = {}
+    for i, role in enumerate(roles):
+        first_seen.setdefault(role, i)
+    enabled = {
+        "system": config.protect_first_system,
+        "human": config.protect_first_human,
+        "gpt": config.protect_first_gpt,
+        "tool": config.protect_first_tool,
+    }
+    protected = {first_seen[role] for role, on in enabled.items() if on and role in first_seen}
+    protected.update(range(max(0, n - config.protect_last_n_turns), n))
+    return protected
+
+
+def compressible_middle(roles: Sequence[str], config: CompressionConfig) -> Region:
+    """``[max(head) + 1, min(tail))``, with head = protected indices below ``n // 2``."""
+    n = len(roles)
+    protected = protected_indices(roles, config)
+    head = [i for i in protected if i < n // 2]
+    tail = [i for i in protected if i >= n // 2]
+    return Region(max(head) + 1 if head else 0, min(tail) if tail else n)
+
+
+def snap_boundary(roles: Sequence[str], idx: int, low: int, high: int) -> int:
+    """Move ``idx`` off a ``tool`` turn: forward up to ``high``, else backward down to ``low``.
+
+    A boundary on a ``tool`` turn would split it from the ``gpt`` turn it answers; the end
+    of the trajectory or any other turn is clean.
+    """
+    n = len(roles)
+
+    def clean(i: int) -> bool:
+        return i >= n or roles[i] != "tool"
+
+    forward = idx
+    while forward < high and not clean(forward):
+        forward += 1
+    if clean(forward):
+        return forward
+    backward = idx
+    while backward > low and not clean(backward):
+        backward -= 1
+    return backward
+
+
+def plan_trajectory(
+    roles: Sequence[str], turn_tokens: Sequence[int], config: CompressionConfig
+) -> Plan:
+    """Decide whether and where to compress one trajectory, from its roles and token counts."""
+    total = sum(turn_tokens)
+    middle = compressible_middle(roles, config)
+    if total <= config.target_max_tokens:
+        return Plan("skip", total, middle)
+    start = snap_boundary(roles, middle.start, middle.start, middle.end)
+    end = middle.end
+    if start >= end:
+        return Plan("over_limit", total, middle, reason=NO_MIDDLE)
+    needed = total - config.target_max_tokens + config.summary_target_tokens
+    accumulated = 0
+    until = start
+    for i in range(start, end):
+        accumulated += turn_tokens[i]
+        until = i + 1
+        if accumulated >= needed:
+            break
+    until = snap_boundary(roles, until, start, end)
+    region_tokens = sum(turn_tokens[start:until])
+    if until <= start or region_tokens <= config.summary_target_tokens:
+        reason = NO_CLEAN_CUT if until <= start else SMALL_REGION
+        return Plan("over_limit", total, middle, reason=reason)
+    region = Region(start, until)
+    plan = Plan("compress", total, middle, region, region_tokens)
+    if plan.projected_tokens(config.summary_target_tokens) > config.target_max_tokens:
+        protected = total - sum(turn_tokens[middle.start:middle.end])
+        reason = (
+            PROTECTED_TOO_BIG
+            if protected + config.summary_target_tokens > config.target_max_tokens
+            else MIDDLE_EXHAUSTED
+        )
+        return Plan("compress", total, middle, region, region_tokens, reason=reason)
+    return plan

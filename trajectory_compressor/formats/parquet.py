@@ -1,0 +1,460 @@
+"""Parquet: rows streamed by record batch in, streamed row groups out (§7).
+
+Reading never holds more than one record batch (plus the row group pyarrow decodes it
+from). The schema helpers decide what an output Parquet file looks like: the input's
+columns with their types and ``compression_metrics`` as a nullable struct column.
+
+Writing:
+A Parquet file only becomes readable when its footer is written, so an output is built
+from part files beside it (``.<name>.parts/part-NNNNNN.parquet``), each closed at a
+checkpoint, plus ``pending-<rows>.parquet`` holding the rows of the unfinished row group
+(named by the rows written so far, and the previous one kept, so that a process dying
+between a flush and its checkpoint leaves the previous checkpoint's pending rows intact).
+A resumed run drops the parts written after the checkpoint and reloads the pending rows.
+Row groups are cut by the rows alone (``ROW_GROUP_ROWS`` rows or ``ROW_GROUP_CHARS``
+characters of turn text, which also bounds their memory), so a resumed run makes exactly
+the row groups an uninterrupted one makes. When the input is complete the parts become
+the file: renamed when there is one, else copied row group by row group into
+``.<name>.partial``; then renamed to the final name at commit.
+
+The schema comes from the input (Parquet, Arrow, `datasets` features) with a
+``compression_metrics`` column added; a JSONL input's schema is inferred per row group
+(the union of all keys) and the parts are unified at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..core.errors import CompressorError
+from ..core.metrics import METRICS_KEY
+from .base import InputFile, Location, Record, temp_path, text_chars
+
+READ_BATCH_ROWS = 256
+# Bytes (uncompressed) per record batch read: rows of 100 KB must not come 1,000 at once.
+READ_BATCH_BYTES = 4 << 20
+METRICS_COLUMN = METRICS_KEY
+
+_INT = pa.int64()
+METRICS_TYPE = pa.struct([
+    ("original_tokens", _INT),
+    ("compressed_tokens", _INT),
+    ("tokens_saved", _INT),
+    ("compression_ratio", pa.float64()),
+    ("original_turns", _INT),
+    ("compressed_turns", _INT),
+    ("turns_removed", _INT),
+    ("compression_region", pa.struct([("start_idx", _INT), ("end_idx", _INT),
+                                      ("turns_count", _INT)])),
+    ("was_compressed", pa.bool_()),
+    ("still_over_limit", pa.bool_()),
+    ("skipped_under_target", pa.bool_()),
+    ("summarization_api_calls", _INT),
+    ("summarization_errors", _INT),
+    ("summary_source", pa.string()),
+    ("error", pa.string()),
+])
+# The schema of an output whose input told nothing about its columns (e.g. all rejected).
+MINIMAL_SCHEMA = pa.schema([
+    ("conversations", pa.list_(pa.struct([("from", pa.string()), ("value", pa.string())]))),
+    (METRICS_COLUMN, METRICS_TYPE),
+])
+
+
+def _is_text(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        return _is_text(t.value_type)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t)
+                or pa.types.is_string_view(t))
+
+
+def schema_problem(schema: pa.Schema) -> str | None:
+    """Why rows of ``schema`` cannot be trajectories, or None when they can."""
+    if "conversations" not in schema.names:
+        shown = ", ".join(schema.names[:8]) + (", …" if len(schema.names) > 8 else "")
+        return f"the file's schema has no 'conversations' column (columns: {shown or 'none'})"
+    t = schema.field("conversations").type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t)):
+        return f"the file's 'conversations' column is {t}, not a list of turns"
+    turn = t.value_type
+    if not pa.types.is_struct(turn) or not all(
+        turn.get_field_index(key) >= 0 and _is_text(turn.field(key).type)
+        for key in ("from", "value")
+    ):
+        return f"the file's turns are {turn}, not structs with string 'from' and 'value'"
+    return None
+
+
+def output_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with a nullable ``compression_metrics`` struct column (added or retyped),
+    and its Hugging Face features metadata updated to match."""
+    fields = [f for f in schema if f.name != METRICS_COLUMN]
+    fields.append(pa.field(METRICS_COLUMN, METRICS_TYPE, nullable=True))
+    # Other metadata (pandas' index, ARROW:schema…) still describes the kept columns.
+    metadata = dict(schema.metadata or {})
+    if b"huggingface" in metadata:
+        metadata[b"huggingface"] = _with_metrics_feature(metadata[b"huggingface"])
+    return pa.schema(fields, metadata=metadata or None)
+
+
+def _with_metrics_feature(raw: bytes) -> bytes:
+    """The `datasets` features metadata with a `compression_metrics` feature, so that
+    `load_dataset("parquet", …)` reads the new column with the rest."""
+    try:
+        info = json.loads(raw)
+        features = info["info"]["features"]
+        from datasets import Features
+
+        extra = Features.from_arrow_schema(pa.schema([(METRICS_COLUMN, METRICS_TYPE)]))
+        features.pop(METRICS_COLUMN, None)
+        features.update(extra.to_dict())
+        return json.dumps(info).encode("utf-8")
+    except (ValueError, KeyError, TypeError, ImportError):
+        # Unreadable features would only mislead `datasets`; let it infer from the schema.
+        return b'{"info": {"features": null}}'
+
+
+def parquet_rows(path: Path) -> int | None:
+    """The row count in a Parquet file's footer, or None if it cannot be read."""
+    try:
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    except (pa.ArrowException, OSError):
+        return None
+
+
+def parquet_schema(path: Path) -> pa.Schema | None:
+    """A Parquet file's Arrow schema, or None if it cannot be read."""
+    try:
+        return pq.ParquetFile(path).schema_arrow
+    except (pa.ArrowException, OSError):
+        return None
+
+
+def records_from_batches(
+    name: str, batches: Iterable[pa.RecordBatch], first_row: int = 0, skip_rows: int = 0
+) -> Iterator[Record]:
+    """Records of Arrow record batches whose first row is row ``first_row`` of ``name``;
+    rows before ``skip_rows`` are passed over without being decoded."""
+    row = first_row
+    for batch in batches:
+        n = batch.num_rows
+        if row + n <= skip_rows:
+            row += n
+            continue
+        start = max(skip_rows - row, 0)
+        # Converting a slice at a time keeps the Python copies of huge rows few.
+        for offset in range(start, n, READ_BATCH_ROWS):
+            chunk = batch.slice(offset, READ_BATCH_ROWS).to_pylist()
+            for i, values in enumerate(chunk):
+                yield Record(Location(name, row=row + offset + i), values)
+        row += n
+
+
+def read_parquet(source: InputFile, skip_rows: int = 0) -> Iterator[Record]:
+    """Records of a Parquet file, one record batch at a time; unusable files and schemas
+    become located error records."""
+    name = str(source.path)
+    try:
+        # A buffered stream reads pages as decoded, not whole column chunks up front.
+        pf = pq.ParquetFile(source.path, buffer_size=1 << 20, pre_buffer=False)
+        schema = pf.schema_arrow
+    except (pa.ArrowException, OSError) as exc:
+        if skip_rows == 0:
+            yield Record(Location(name), error=f"not a readable Parquet file ({_reason(exc)})")
+        return
+    problem = schema_problem(schema)
+    total = pf.metadata.num_rows
+    if problem is not None:
+        for i in range(skip_rows, total):
+            yield Record(Location(name, row=i), error=problem)
+        return
+    # Skip whole row groups from the footer; only the group holding the resume row is read.
+    groups: list[int] = []
+    first_row = row = 0
+    for g in range(pf.metadata.num_row_groups):
+        n = pf.metadata.row_group(g).num_rows
+        if row + n <= skip_rows:
+            first_row = row + n
+        else:
+            groups.append(g)
+        row += n
+    if not groups:
+        return
+    md = pf.metadata
+    row_bytes = sum(md.row_group(g).total_byte_size for g in groups) // max(md.num_rows, 1)
+    batch_rows = max(1, min(READ_BATCH_ROWS, READ_BATCH_BYTES // max(row_bytes, 1)))
+    batches = pf.iter_batches(batch_size=batch_rows, row_groups=groups, use_threads=False)
+    next_row = skip_rows
+    try:
+        for record in records_from_batches(name, batches, first_row, skip_rows):
+            next_row = (record.location.row or 0) + 1
+            yield record
+    except (pa.ArrowException, OSError) as exc:
+        yield Record(Location(name, row=next_row), error=(
+            f"the Parquet file is damaged from this row on ({_reason(exc)}); "
+            f"{total - next_row} rows could not be read"))
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+ROW_GROUP_ROWS = 1000
+ROW_GROUP_CHARS = 4 * 2**20
+
+
+class ParquetWriteError(CompressorError):
+    """Rows that one Parquet file cannot hold together (e.g. a column of mixed types)."""
+
+
+def parts_dir(final: Path) -> Path:
+    """Where the parts of ``final`` are kept until it is complete."""
+    return final.with_name(f".{final.name}.parts")
+
+
+class ParquetSink:
+    """Rows into the Parquet file ``final``; ``schema`` None means inferred from the rows.
+
+    ``resume`` is a state returned by `flush`, to continue an interrupted output;
+    ``text_chars`` measures a row's text (its dialect knows where the text is), which cuts
+    row groups.
+    """
+
+    def __init__(self, final: Path, schema: pa.Schema | None = None,
+                 resume: dict[str, Any] | None = None,
+                 text_chars: Callable[[Any], int] = text_chars) -> None:
+        self._text_chars = text_chars
+        self.final = final
+        self.temp = temp_path(final)
+        self.parts = parts_dir(final)
+        self.schema = schema
+        self.rows = 0
+        self._buffer: list[Any] = []
+        self._chars = 0
+        self._writer: pq.ParquetWriter | None = None
+        self._writer_schema: pa.Schema | None = None
+        self._closed_parts = 0
+        self._last_pending: Path | None = None
+        self._unified: pa.Schema | None = None  # inferred schemas so far, to fail early
+        self._finished = False
+        self._done = False
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if resume is None:
+            shutil.rmtree(self.parts, ignore_errors=True)
+            self.temp.unlink(missing_ok=True)
+            self.parts.mkdir()
+        else:
+            self._restore(resume)
+
+    # writing
+
+    def write_row(self, row: Any) -> None:
+        self._buffer.append(row)
+        self._chars += self._text_chars(row)
+        self.rows += 1
+        if len(self._buffer) >= ROW_GROUP_ROWS or self._chars >= ROW_GROUP_CHARS:
+            self._write_group()
+
+    def _write_group(self) -> None:
+        table = self._table(self._buffer)
+        if self.schema is None:
+            seen = [table.schema] if self._unified is None else [self._unified, table.schema]
+            self._unified = self._final_schema(seen)
+        if self._writer is not None and table.schema != self._writer_schema:
+            self._close_part()
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._part(self._closed_parts), table.schema)
+            self._writer_schema = table.schema
+        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        self._buffer = []
+        self._chars = 0
+        _release_memory()
+
+    def _table(self, rows: list[Any]) -> pa.Table:
+        try:
+            if self.schema is not None:
+                return pa.Table.from_pylist(rows, schema=self.schema)
+            return _infer_table(rows)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise ParquetWriteError(
+                f"{self.final}: these rows do not fit one Parquet schema ({exc}); "
+                "use --output-format jsonl"
+            ) from None
+
+    def _part(self, index: int) -> Path:
+        return self.parts / f"part-{index:06d}.parquet"
+
+    def _close_part(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            _fsync(self._part(self._closed_parts))
+            self._closed_parts += 1
+
+    # checkpoints
+
+    def flush(self) -> dict[str, Any]:
+        """Make every row so far durable; return the state `resume` needs."""
+        self._close_part()
+        pending = self._pending(self.rows)
+        if self._buffer:
+            tmp = self.parts / ".pending.parquet.tmp"
+            pq.write_table(self._table(self._buffer), tmp)
+            _fsync(tmp)
+            os.replace(tmp, pending)
+        keep = {pending, self._last_pending}
+        for old in self.parts.glob("pending-*.parquet"):
+            if old not in keep:
+                old.unlink()
+        self._last_pending = pending
+        return {"parts": self._closed_parts, "pending": len(self._buffer), "rows": self.rows}
+
+    def _pending(self, rows: int) -> Path:
+        return self.parts / f"pending-{rows:012d}.parquet"
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        parts, pending, rows = int(state["parts"]), int(state["pending"]), int(state["rows"])
+        if not self.parts.is_dir() or not all(self._part(i).is_file() for i in range(parts)):
+            raise FileNotFoundError(2, "parts missing", str(self.parts))
+        for extra in self.parts.glob("part-*.parquet"):
+            if int(extra.stem.split("-")[1]) >= parts:
+                extra.unlink()  # written after the checkpoint, possibly without a footer
+        self._closed_parts = parts
+        self.rows = rows
+        self._last_pending = self._pending(rows)
+        if pending:
+            table = pq.read_table(self._pending(rows))
+            if table.num_rows != pending:
+                raise FileNotFoundError(2, "pending rows differ", str(self.parts))
+            self._buffer = table.to_pylist()
+            self._chars = sum(self._text_chars(r) for r in self._buffer)
+
+    # completion
+
+    def finish(self) -> None:
+        """Write the last row group and assemble the parts into the temporary file."""
+        if self._finished:
+            return
+        if self._buffer:
+            self._write_group()
+        self._close_part()
+        parts = [self._part(i) for i in range(self._closed_parts)]
+        schemas = [pq.ParquetFile(p).schema_arrow for p in parts]
+        final_schema = self._final_schema(schemas)
+        if len(parts) == 1 and schemas[0] == final_schema:
+            os.replace(parts[0], self.temp)
+        else:
+            with pq.ParquetWriter(self.temp, final_schema) as writer:
+                for part in parts:
+                    pf = pq.ParquetFile(part, buffer_size=1 << 20, pre_buffer=False)
+                    for g in range(pf.num_row_groups):
+                        table = _conform(pf.read_row_group(g, use_threads=False), final_schema)
+                        writer.write_table(table, row_group_size=max(table.num_rows, 1))
+                        del table
+                        _release_memory()
+        self._finished = True
+
+    def _final_schema(self, schemas: list[pa.Schema]) -> pa.Schema:
+        if self.schema is not None:
+            return self.schema
+        if not schemas:
+            return MINIMAL_SCHEMA
+        try:
+            return pa.unify_schemas(schemas, promote_options="permissive")
+        except (pa.ArrowException, TypeError) as exc:
+            raise ParquetWriteError(
+                f"{self.final}: the rows' columns change type along the file ({exc}); "
+                "use --output-format jsonl"
+            ) from None
+
+    def cleanup(self) -> None:
+        """Drop the parts once the temporary file is complete (and checkpointed)."""
+        shutil.rmtree(self.parts, ignore_errors=True)
+
+    def commit(self) -> None:
+        """Finish and move the file to its final name."""
+        if self._done:
+            return
+        self.finish()
+        os.replace(self.temp, self.final)
+        self.cleanup()
+        self._done = True
+
+    def discard(self) -> None:
+        """Delete everything written; the final name is never touched."""
+        self.close_keep()
+        self.temp.unlink(missing_ok=True)
+        self.cleanup()
+        self._done = True
+
+    def close_keep(self) -> None:
+        """Close open files, keeping the parts for `--resume`."""
+        if self._writer is not None:
+            self._writer.close()  # a part past the checkpoint; a resume deletes it
+            self._writer = None
+
+
+def _release_memory() -> None:
+    # Arrow's allocator keeps freed row groups for reuse; given back, peak memory stays
+    # one row group whatever the number of row groups written.
+    pa.default_memory_pool().release_unused()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _infer_table(rows: list[Any]) -> pa.Table:
+    """A table of ``rows`` whose columns are the union of their keys, types inferred from
+    every value (pyarrow's own inference looks at the first row's keys only)."""
+    names = list(dict.fromkeys(k for row in rows for k in row))
+    if METRICS_COLUMN not in names:
+        names.append(METRICS_COLUMN)
+    arrays = []
+    for name in names:
+        values = [row.get(name) for row in rows]
+        arrays.append(pa.array(values, METRICS_TYPE if name == METRICS_COLUMN else None))
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with ``schema``'s columns: cast where they exist, nulls where they do not."""
+    if table.schema == schema:
+        return table
+    columns = []
+    for field in schema:
+        if field.name in table.column_names:
+            columns.append(table[field.name].cast(field.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def input_rows(source: InputFile) -> int | None:
+    """A Parquet input's row count, from its footer."""
+    return source.rows if source.rows is not None else parquet_rows(source.path)
+
+
+def input_schema(source: InputFile) -> pa.Schema | None:
+    """The output schema for a Parquet input's rows, or None to infer it from the rows."""
+    schema = parquet_schema(source.path)
+    return None if schema is None else output_schema(schema)
+
+
+def open_sink(final: Path, schema: pa.Schema | None, resume: dict[str, Any] | None,
+              text_chars: Callable[[Any], int]) -> ParquetSink:
+    """A Parquet output with ``schema`` (None: inferred from the rows)."""
+    return ParquetSink(final, schema, resume=resume, text_chars=text_chars)

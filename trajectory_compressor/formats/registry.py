@@ -1,0 +1,177 @@
+"""The containers this package reads and writes, in one table, and finding the inputs (§7).
+
+A container is how rows sit in a file (JSON Lines, Parquet, a `datasets` Arrow shard or
+stream). Each has one module with its reader and writer; this table says how a file is
+recognised, read, counted and written. A new container is one module plus one row here.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import ConfigError, InputError
+from .base import InputFile, Record, Sink, text_chars
+
+
+def _lazy(module: str, name: str) -> Callable[..., Any]:
+    """``module.name``, imported on first call: pyarrow and `datasets` load only when used."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(import_module(f".{module}", __package__), name)(*args, **kwargs)
+
+    return call
+
+
+@dataclass(frozen=True)
+class Container:
+    """One container: how it is recognised, read, counted and written.
+
+    ``read(source, skip)`` yields records after ``skip`` lines or rows; ``rows(source)``
+    is the row count when it is cheap to know (else None); ``schema(source)`` the Arrow
+    schema a Parquet output of it starts from; ``open_sink(final, schema, resume,
+    text_chars)`` opens an output; ``written_as`` is the container an output of this input
+    is written in by default (None: this one).
+    """
+
+    name: str
+    suffixes: tuple[str, ...]
+    extension: str | None
+    read: Callable[[InputFile, int], Iterator[Record]]
+    rows: Callable[[InputFile], int | None] = lambda source: source.rows
+    schema: Callable[[InputFile], Any] = lambda source: None
+    open_sink: Callable[..., Sink] | None = None
+    written_as: str | None = None
+
+
+CONTAINERS: dict[str, Container] = {c.name: c for c in (
+    Container("jsonl.gz", (".jsonl.gz",), ".jsonl.gz", _lazy("jsonl", "read_jsonl"),
+              open_sink=_lazy("jsonl", "open_sink")),
+    Container("jsonl", (".jsonl", ".json"), ".jsonl", _lazy("jsonl", "read_jsonl"),
+              open_sink=_lazy("jsonl", "open_sink")),
+    Container("parquet", (".parquet",), ".parquet", _lazy("parquet", "read_parquet"),
+              rows=_lazy("parquet", "input_rows"), schema=_lazy("parquet", "input_schema"),
+              open_sink=_lazy("parquet", "open_sink")),
+    # A Hugging Face dataset becomes Parquet shards that `datasets` loads back.
+    Container("arrow", (), None, _lazy("hf", "read_dataset"),
+              schema=_lazy("hf", "input_schema"), written_as="parquet"),
+    Container("hf", (), None, _lazy("hf", "read_dataset"),
+              schema=_lazy("hf", "input_schema"), written_as="parquet"),
+)}
+# Longest suffix first: ``.jsonl.gz`` before ``.jsonl``.
+_BY_SUFFIX = sorted(((s, c.name) for c in CONTAINERS.values() for s in c.suffixes),
+                    key=lambda item: -len(item[0]))
+SUFFIXES = tuple(s for s, _ in _BY_SUFFIX)
+_NAMED = ", ".join(s for c in CONTAINERS.values() for s in c.suffixes)
+
+
+def file_format(path: Path) -> str | None:
+    """The container of a file by its name (``jsonl``, ``jsonl.gz``, ``parquet``), or None."""
+    name = path.name.lower()
+    for suffix, container in _BY_SUFFIX:
+        if name.endswith(suffix):
+            return container
+    return None
+
+
+def file_stem(path: Path) -> str:
+    """A file's name without its container suffix (``a.jsonl.gz`` -> ``a``)."""
+    name = path.name
+    for suffix in SUFFIXES:
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def extension(container: str) -> str:
+    """The file name ending of an output in ``container``."""
+    ext = CONTAINERS[container].extension
+    if ext is None:
+        raise ConfigError(f"{container} outputs cannot be written")
+    return ext
+
+
+def output_container(source: InputFile, requested: str) -> str:
+    """The container ``source``'s output is written in: ``requested``, or for ``same`` the
+    input's own (or the one it is written as); JSONL from gzip input stays gzip."""
+    own = CONTAINERS[source.format]
+    if requested == "same":
+        return own.written_as or own.name
+    if requested == "jsonl" and source.format == "jsonl.gz":
+        return "jsonl.gz"
+    return requested
+
+
+def read_records(source: InputFile, skip_lines: int = 0) -> Iterator[Record]:
+    """Records of any supported input; ``skip_lines`` lines (JSONL) or rows (others) are
+    passed over (resume)."""
+    return CONTAINERS[source.format].read(source, skip_lines)
+
+
+def open_sink(container: str, final: Path, source: InputFile, resume: Any = None,
+              text_chars: Callable[[Any], int] = text_chars) -> Sink:
+    """An output of ``source``'s rows written in ``container`` to ``final`` (reopened from
+    a flush state ``resume``); ``text_chars`` measures a row's text."""
+    opener = CONTAINERS[container].open_sink
+    if opener is None:
+        raise ConfigError(f"{container} outputs cannot be written")
+    return opener(final, CONTAINERS[source.format].schema(source), resume, text_chars)
+
+
+def count_rows(inputs: list[InputFile]) -> int | None:
+    """The total row count of ``inputs`` when every one of them knows it cheaply, else None."""
+    total = 0
+    for source in inputs:
+        rows = CONTAINERS[source.format].rows(source)
+        if rows is None:
+            return None
+        total += rows
+    return total
+
+
+def discover_inputs(
+    spec: str,
+    *,
+    split: str | None = None,
+    data_files: str | list[str] | dict[str, Any] | None = None,
+) -> list[InputFile]:
+    """The inputs named by ``spec``: a file, a folder (its supported files), a glob, a
+    Hugging Face `save_to_disk` folder, or a dataset name for `datasets` streaming.
+
+    ``split`` and ``data_files`` are passed to `datasets` as it understands them; giving
+    either makes ``spec`` a dataset (unless it is a `save_to_disk` folder).
+    """
+    from . import hf
+
+    path = Path(spec)
+    if path.is_dir() and hf.is_saved_dataset(path):
+        if data_files is not None:
+            raise InputError(f"{spec} is a save_to_disk folder; --data-files does not apply")
+        return hf.saved_dataset_inputs(path, split)
+    if split is not None or data_files is not None:
+        if path.is_file():
+            raise InputError(f"--split and --data-files apply to Hugging Face datasets, not to "
+                             f"the file {spec}")
+        return hf.stream_inputs(spec, split, data_files)
+    if path.is_file():
+        fmt = file_format(path)
+        if fmt is None:
+            raise InputError(f"{spec}: unsupported file type (expected {_NAMED})")
+        return [InputFile(path, fmt, name=file_stem(path))]
+    if path.is_dir():
+        candidates = sorted(p for p in path.iterdir() if p.is_file())
+    elif any(ch in spec for ch in "*?["):
+        candidates = sorted(Path(p) for p in glob.glob(spec, recursive=True) if Path(p).is_file())
+    elif file_format(path) is None and hf.looks_like_dataset_name(spec):
+        return hf.stream_inputs(spec, None, None)
+    else:
+        raise InputError(f"input not found: {spec}")
+    files = [InputFile(p, fmt, name=file_stem(p)) for p in candidates
+             if (fmt := file_format(p)) is not None]
+    if not files:
+        raise InputError(f"{spec}: no {_NAMED} files found")
+    return files

@@ -1,0 +1,109 @@
+"""`SummaryCache`: finished summaries in an SQLite file, keyed by what produced them (§6).
+
+The key is a hash of the model, the exact messages and the generation parameters, so a
+rerun, or a duplicate region, costs no request, and a change of prompt, model or
+settings misses. Only finished summaries are stored (already trimmed, prefixed and
+redacted); never a prompt, a header or a key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..core.errors import ConfigError
+
+SCHEMA_VERSION = 1
+COMMIT_EVERY = 64
+COMMIT_SECONDS = 2.0
+
+
+def cache_key(
+    model: str,
+    messages: Sequence[dict[str, str]],
+    max_tokens: int,
+    temperature: float,
+    options: Mapping[str, Any] | None = None,
+) -> str:
+    """The cache key of one summarization request (independent of the endpoint's URL).
+
+    ``options`` (further request fields such as stop sequences) count when given; without
+    them the key is what it always was, so existing cache files stay valid.
+    """
+    parts: list[Any] = [SCHEMA_VERSION, model, list(messages), max_tokens, temperature]
+    if options:
+        parts.append(dict(sorted(options.items())))
+    payload = orjson.dumps(parts)
+    return hashlib.blake2b(payload, digest_size=20).hexdigest()
+
+
+class SummaryCache:
+    """A persistent ``key -> summary`` map; writes are batched into few transactions."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.hits = 0
+        self.misses = 0
+        self._pending = 0
+        self._last_commit = time.monotonic()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level="DEFERRED")
+            # WAL with synchronous=NORMAL makes a commit cheap; losing the last few
+            # entries in a power cut only costs a few repeated requests.
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS summaries (key TEXT PRIMARY KEY, model TEXT NOT "
+                "NULL, summary TEXT NOT NULL, created REAL NOT NULL) WITHOUT ROWID"
+            )
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._db.commit()
+        except (sqlite3.Error, OSError) as exc:
+            raise ConfigError(
+                f"cannot use the summary cache {self.path}: {exc}; choose another file with "
+                "--cache-path or turn the cache off with --no-cache"
+            ) from None
+
+    def get(self, key: str) -> str | None:
+        """The summary stored under ``key``, if any."""
+        row = self._db.execute("SELECT summary FROM summaries WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return str(row[0])
+
+    def put(self, key: str, model: str, summary: str) -> None:
+        """Store a finished summary (committed in batches, and on `close`)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO summaries (key, model, summary, created) VALUES (?, ?, ?, ?)",
+            (key, model, summary, time.time()),
+        )
+        self._pending += 1
+        now = time.monotonic()
+        if self._pending >= COMMIT_EVERY or now - self._last_commit >= COMMIT_SECONDS:
+            self.commit()
+
+    def commit(self) -> None:
+        """Make the stored summaries durable."""
+        if self._pending:
+            self._db.commit()
+            self._pending = 0
+        self._last_commit = time.monotonic()
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM summaries").fetchone()[0])
+
+    def close(self) -> None:
+        """Commit and close the file."""
+        try:
+            self.commit()
+        finally:
+            self._db.close()
