@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev,local
+echo "== chromium (the HTML report's browser tests; Debian's package)"
+command -v chromium || (echo "installing chromium: apt-get install chromium" &&
+                        apt-get update -qq && apt-get install -y -qq chromium)
 echo "== ruff"
 .venv/bin/ruff check .
 echo "== mypy"

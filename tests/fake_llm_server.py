@@ -30,6 +30,12 @@ status 200), ``not_json``, ``no_choices``, ``empty`` (empty content), ``length``
 seed, the prompt and how often that prompt was seen, so runs are reproducible whatever
 the concurrency. ``script`` forces the outcomes of the first requests in arrival order
 (besides the faults and ``ok`` it may say ``unauthorized``: a 401).
+
+Misconfigured servers: ``models`` (a set of names) answers 404 "model not found" to any
+other model; ``redirect_to`` (a URL) answers every chat request with a 307 there;
+``echo_authorization`` puts the ``Authorization`` header it received into every summary
+and error message (a server that leaks the key back). A ``reply`` may ignore
+``max_tokens`` (the server never enforces it).
 """
 
 from __future__ import annotations
@@ -85,6 +91,9 @@ class FakeLLMServer:
         reply: Callable[[dict[str, Any]], str] | None = None,
         die_after: int | None = None,
         max_requests: int = 1_000_000,
+        models: set[str] | None = None,
+        redirect_to: str | None = None,
+        echo_authorization: bool = False,
     ) -> None:
         faults = dict(faults or {})
         unknown = set(faults) - set(FAULTS)
@@ -103,6 +112,9 @@ class FakeLLMServer:
         self.reply = reply or default_reply
         self.die_after = die_after
         self.max_requests = max_requests
+        self.served_models = models
+        self.redirect_to = redirect_to
+        self.echo_authorization = echo_authorization
         # Counters (read them from any thread).
         self.requests = 0
         self.outcomes: Counter[str] = Counter()
@@ -226,8 +238,12 @@ class FakeLLMServer:
                 self.dead = True
                 asyncio.get_running_loop().create_task(self.kill())
             return self._drop(request, "dead")
+        said = f" (the request carried {auth})" if self.echo_authorization else ""
+        if self.redirect_to is not None:
+            return self._count("redirect", web.Response(
+                status=307, headers={"Location": self.redirect_to}))
         if self.api_key is not None and auth != f"Bearer {self.api_key}":
-            return self._count("unauthorized", _error(401, "invalid API key"))
+            return self._count("unauthorized", _error(401, "invalid API key" + said))
         body = await request.read()
         try:
             data = orjson.loads(body)
@@ -235,6 +251,11 @@ class FakeLLMServer:
             return self._count("bad_request", _error(400, "request body is not JSON"))
         self.last_request = data
         self.models[str(data.get("model"))] += 1
+        if self.served_models is not None and data.get("model") not in self.served_models:
+            message = f"The model '{data.get('model')}' does not exist{said}"
+            return self._count("not_found", _error(404, message, "model_not_found"))
+        if self.echo_authorization:
+            data = {**data, "_authorization": auth}
         prompt_chars = sum(len(str(m.get("content", ""))) for m in data.get("messages", []))
         prompt_tokens = prompt_chars // 4 + 1
         outcome = self._choose(body)
@@ -282,6 +303,8 @@ class FakeLLMServer:
     def _completion(self, data: dict[str, Any], prompt_tokens: int, finish: str,
                     content: str | None = None) -> dict[str, Any]:
         text = self.reply(data) if content is None else content
+        if content is None and self.echo_authorization:
+            text += f" The request carried {data.get('_authorization')}."
         return {
             "id": f"chatcmpl-fake-{self.requests}",
             "object": "chat.completion",

@@ -40,7 +40,8 @@ def test_compress_the_sample_file(tmp_path, sample_jsonl, counter):
         assert n_summaries == (1 if m["was_compressed"] else 0)
     assert metrics["tokens"]["total_after"] < metrics["tokens"]["total_before"]
     assert list(metrics) == ["summary", "tokens", "turns", "averages", "summarization",
-                             "processing", "usage", "distributions", "settings"]
+                             "processing", "usage", "distributions", "settings", "tokenizer",
+                             "run"]
     assert metrics["settings"]["compression"] == {"target_max_tokens": 15250,
                                                   "summary_target_tokens": 750}
     # Unchanged rows are written byte for byte.
@@ -52,10 +53,10 @@ def test_compress_the_sample_file(tmp_path, sample_jsonl, counter):
 
 def test_rerun_replaces_the_output(tmp_path, sample_jsonl):
     out = tmp_path / "o.jsonl"
-    out.write_text("stale\n")
-    for _ in range(2):
+    out.write_text("stale\n")  # not written by a run: replaced only with --overwrite
+    for flags in (("--overwrite",), ()):  # then a rerun replaces its own output silently
         proc = run_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer",
-                       "extractive", "--quiet")
+                       "extractive", "--quiet", *flags)
         assert proc.returncode == 0, proc.stderr
     assert len(read_jsonl(out)) == len(read_jsonl(sample_jsonl))
     assert not list(tmp_path.glob(".*partial"))

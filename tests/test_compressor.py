@@ -84,7 +84,9 @@ def test_compressed_row_invariants(counter, row, target):
         return
     region = result.plan.region
     assert len(summaries) == 1
-    assert new[region.start] == {"from": "human", "value": summaries[0]["value"]}
+    # A summary is context, never a training target: weight 0 where turns carry weights.
+    weighted = {"weight": 0} if any("weight" in t for t in turns) else {}
+    assert new[region.start] == {"from": "human", "value": summaries[0]["value"], **weighted}
     assert summaries[0]["value"].count(SUMMARY_PREFIX) == 1
     assert new[region.start + 1:] == turns[region.end:], "tail must be unchanged"
     for i in range(region.start):

@@ -275,7 +275,9 @@ def test_parquet_columns_of_every_kind_survive_both_output_formats(tmp_path):
     for name in ("blob", "price", "at", "small"):
         assert out.schema.field(name).type == table.schema.field(name).type
         assert out[name].to_pylist() == table[name].to_pylist()
-    proc = run_cli("compress", str(src), *SMALL, "--quiet", "--output-format", "jsonl")
+    # Its sidecars are the Parquet run's (same stem, other settings): replaced on request.
+    proc = run_cli("compress", str(src), *SMALL, "--quiet", "--output-format", "jsonl",
+                   "--overwrite")
     assert proc.returncode == 0, proc.stderr
     back = read_jsonl(tmp_path / "typed_compressed.jsonl")
     assert [r["price"] for r in back] == [f"{i}.25" for i in range(6)]

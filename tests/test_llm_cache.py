@@ -7,7 +7,14 @@ import sqlite3
 import pytest
 
 from trajectory_compressor.core.errors import ConfigError
-from trajectory_compressor.summarizers.cache import COMMIT_EVERY, SummaryCache, cache_key
+from trajectory_compressor.core.summary import SummaryUsage
+from trajectory_compressor.summarizers.cache import (
+    COMMIT_EVERY,
+    CacheEntry,
+    SummaryCache,
+    cache_key,
+    origin_digest,
+)
 
 MESSAGES = [{"role": "system", "content": "rules"}, {"role": "user", "content": "turns"}]
 
@@ -24,7 +31,31 @@ def test_summaries_survive_a_reopen(tmp_path):
     assert len(again) == COMMIT_EVERY + 3
     again.close()
     columns = [r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(summaries)")]
-    assert columns == ["key", "model", "summary", "created"]
+    assert columns == ["key", "model", "summary", "created", "info"]
+
+
+def test_an_entry_keeps_how_it_was_obtained_and_an_old_file_is_upgraded(tmp_path):
+    path = tmp_path / "c.sqlite"
+    old = sqlite3.connect(path)  # the layout before `info`, with one entry
+    old.execute("CREATE TABLE summaries (key TEXT PRIMARY KEY, model TEXT NOT NULL, summary "
+                "TEXT NOT NULL, created REAL NOT NULL) WITHOUT ROWID")
+    old.execute("INSERT INTO summaries VALUES ('old', 'm', 'an old summary', 0)")
+    old.commit()
+    old.close()
+    cache = SummaryCache(path)
+    entry = cache.get_entry("old")
+    assert entry == CacheEntry("an old summary", origin=None, usage=None, truncated=False)
+    usage = SummaryUsage(api_calls=2, errors=1, retries=1, prompt_tokens=300,
+                         completion_tokens=40, errors_by_kind={"http": 1})
+    cache.put("new", "m", "a new summary", origin=origin_digest("run row 7"), usage=usage,
+              truncated=True)
+    cache.close()
+    again = SummaryCache(path)
+    new = again.get_entry("new")
+    assert new == CacheEntry("a new summary", origin_digest("run row 7"), usage, True)
+    assert "run row 7" not in path.read_bytes().decode("latin-1")  # only its digest
+    assert again.get("old") == "an old summary"
+    again.close()
 
 
 def test_keys_depend_on_model_prompt_and_parameters_only():

@@ -16,14 +16,45 @@ def test_base_url_flags_become_endpoints_sharing_model_and_key_variable():
     assert cfg.summarization_model == "m"
 
 
-def test_base_url_without_key_flag_uses_the_configured_variable_only_when_set():
-    base = CompressionConfig(api_key_env="OPENROUTER_API_KEY")
-    unset = base.with_endpoint_flags(["http://localhost:8000/v1"], None, None, environ={})
+def test_a_key_variable_goes_only_to_the_urls_configured_for_it():
+    env = {"OPENROUTER_API_KEY": "k", "VLLM_KEY": "v", "B_KEY": "b"}
+    default = CompressionConfig()
+    # The default provider's variable, set, never goes to another --base-url.
+    [other] = default.with_endpoint_flags(["http://localhost:8000/v1"], None, None,
+                                          environ=env).summarization_endpoints()
+    assert other.api_key_env is None and other.model == default.summarization_model
+    [same] = default.with_endpoint_flags(["https://openrouter.ai/api/v1/"], None, None,
+                                         environ=env).summarization_endpoints()
+    assert same.api_key_env == "OPENROUTER_API_KEY"
+    # ...nor to a summarization.base_url of another provider left with the default name.
+    moved = CompressionConfig.from_dict({"summarization": {"base_url": "https://x.example/v1"}})
+    assert moved.summarization_endpoints()[0].api_key_env is None
+    # A variable configured for a URL follows that URL (when it is set), and only it.
+    vllm = CompressionConfig.from_dict({"summarization": {
+        "base_url": "http://localhost:8000/v1", "api_key_env": "VLLM_KEY"}})
+    assert vllm.summarization_endpoints()[0].api_key_env == "VLLM_KEY"
+    flags = vllm.with_endpoint_flags(["http://localhost:8000/v1", "http://localhost:9/v1"],
+                                     None, None, environ=env)
+    assert [e.api_key_env for e in flags.summarization_endpoints()] == ["VLLM_KEY", None]
+    unset = vllm.with_endpoint_flags(["http://localhost:8000/v1"], None, None, environ={})
     assert unset.summarization_endpoints()[0].api_key_env is None
-    assert unset.summarization_endpoints()[0].model == base.summarization_model
-    is_set = base.with_endpoint_flags(["http://localhost:8000/v1"], None, None,
-                                      environ={"OPENROUTER_API_KEY": "k"})
-    assert is_set.summarization_endpoints()[0].api_key_env == "OPENROUTER_API_KEY"
+    pool = CompressionConfig.from_dict({"summarization": {"endpoints": [
+        {"base_url": "http://a/v1", "model": "x"},
+        {"base_url": "http://b/v1", "model": "y", "api_key_env": "B_KEY"}]}})
+    flags = pool.with_endpoint_flags(["http://b/v1", "http://a/v1"], "m", None, environ=env)
+    assert [e.api_key_env for e in flags.summarization_endpoints()] == ["B_KEY", None]
+    # --api-key-env names the key for every --base-url.
+    named = default.with_endpoint_flags(["http://localhost:1/v1"], None, "VLLM_KEY",
+                                        environ=env)
+    assert named.summarization_endpoints()[0].api_key_env == "VLLM_KEY"
+
+
+def test_stored_settings_carry_no_url_credentials():
+    cfg = CompressionConfig().with_endpoint_flags(
+        ["https://user:pa55word@host.example/v1?api_key=abc123&x=1"], "m", None, environ={})
+    text = repr(cfg.fingerprint_dict())
+    assert "pa55word" not in text and "abc123" not in text and "user:" not in text
+    assert "https://host.example/v1?api_key=REDACTED&x=1" in text
 
 
 def test_model_and_key_flags_override_configured_endpoints():

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import types
 
 import pytest
 
 from tests.fake_llm_server import FAULTS, REPLY_MARK, FakeLLMServer
+from trajectory_compressor.core.deadline import Deadline
+from trajectory_compressor.engine import compressor as compressor_module
+from trajectory_compressor.summarizers import pool as pool_module
 from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
 from trajectory_compressor.core.errors import FatalSummaryError
@@ -17,6 +21,72 @@ from trajectory_compressor.summarizers.openai import OpenAISummarizer
 from trajectory_compressor.summarizers.pool import PoolFailure
 
 KEY = "sk-test-0123456789abcdefSECRET"
+
+
+# Timing under control: these tests assert what happens when time passes, so time is a
+# `FakeClock` the test moves, and waits are for conditions or events, never a sleep
+# whose length decides the outcome (the suite must pass on a loaded machine).
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def until(condition, what: str, limit: float = 30.0) -> None:
+    """Wait for ``condition()``: polled, bounded only as a guard against a hang."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + limit
+    while not condition():
+        if loop.time() > give_up:
+            raise AssertionError(f"gave up waiting for {what}")
+        await asyncio.sleep(0.002)
+
+
+class GatedServer(FakeLLMServer):
+    """Holds every request until ``gate`` is set (``on_arrival`` runs as each arrives)."""
+
+    def __init__(self, on_arrival=None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.gate = asyncio.Event()
+        self.on_arrival = on_arrival
+
+    async def _answer(self, request):
+        if self.on_arrival is not None:
+            await self.on_arrival(self)
+        await self.gate.wait()
+        return await super()._answer(request)
+
+
+class RecordedDeadline(Deadline):
+    """A `Deadline` on a fake clock that says when its row is done with it, and how much
+    of the budget the row had spent by then."""
+
+    def __init__(self, seconds: float, clock: FakeClock) -> None:
+        super().__init__(seconds, clock)
+        self.done = False
+        self.spent: float | None = None
+
+    async def run(self, awaitable):
+        try:
+            return await super().run(awaitable)
+        finally:
+            self.done = True
+            self.spent = self.seconds - self.remaining()
+
+
+def fake_deadlines(monkeypatch, clock: FakeClock) -> list[RecordedDeadline]:
+    """Every row's deadline runs on ``clock``; returns them as they are made."""
+    made: list[RecordedDeadline] = []
+
+    def make(seconds: float) -> RecordedDeadline:
+        made.append(RecordedDeadline(seconds, clock))
+        return made[-1]
+
+    monkeypatch.setattr(compressor_module, "Deadline", make)
+    return made
 
 
 def config(**overrides) -> CompressionConfig:
@@ -46,9 +116,13 @@ async def summarize_all(s: OpenAISummarizer, n: int, concurrent: bool = True):
 
 @pytest.mark.parametrize("fault", FAULTS)
 def test_each_fault_is_a_failed_attempt_then_retried(fault):
+    # Only the stall needs the request timeout; it is long enough for a normal reply on a
+    # loaded machine, and the stall far longer than it.
+    timeout = 2.0 if fault == "stall" else 30.0
+
     async def main():
-        async with FakeLLMServer(script=[fault], retry_after=0.05, stall_seconds=10) as server:
-            s = summarizer([server.url], config(request_timeout=0.3))
+        async with FakeLLMServer(script=[fault], retry_after=0.05, stall_seconds=600) as server:
+            s = summarizer([server.url], config(request_timeout=timeout))
             [summary] = await summarize_all(s, 1)
             return summary, server
 
@@ -162,7 +236,8 @@ def test_an_endpoint_dying_mid_run_fails_over_and_its_circuit_opens():
     async def main():
         async with FakeLLMServer(die_after=4, latency=0.005) as a, \
                 FakeLLMServer(latency=0.005) as b:
-            s = summarizer([a.url, b.url], config(max_concurrent_requests=4))
+            s = summarizer([a.url, b.url], config(max_concurrent_requests=4),
+                           breaker_cooldown=3600)
             summaries = await summarize_all(s, 60)
             return summaries, s, a, b
 
@@ -170,12 +245,17 @@ def test_an_endpoint_dying_mid_run_fails_over_and_its_circuit_opens():
     assert all(x.source == "llm" for x in summaries)
     dead = s.pool.endpoints[0]
     assert a.dead and dead.breaker.opened >= 1
-    # Once open, the dead endpoint gets no more traffic (cooldown 5 s > the test).
+    # Once open, the dead endpoint gets no more traffic (the cooldown outlasts the test).
     assert dead.failures <= dead.breaker.threshold + 4
     assert b.requests >= 60 - 4
 
 
-def test_circuit_breaker_stops_traffic_to_a_failing_endpoint_and_probes_it_later():
+def test_circuit_breaker_stops_traffic_to_a_failing_endpoint_and_probes_it_later(monkeypatch):
+    # The pool reads the breaker's time from `time.monotonic`: a fake clock here, which
+    # stands still while the first ten requests run, however slowly.
+    clock = FakeClock()
+    monkeypatch.setattr(pool_module, "time", types.SimpleNamespace(monotonic=clock))
+
     async def main():
         async with FakeLLMServer(faults={"http500": 1.0}) as a, FakeLLMServer() as b:
             s = summarizer([a.url, b.url], breaker_threshold=3, breaker_cooldown=0.3)
@@ -184,7 +264,7 @@ def test_circuit_breaker_stops_traffic_to_a_failing_endpoint_and_probes_it_later
                 ep_a = s.pool.endpoints[0]
                 state_after = (ep_a.breaker.state, a.requests, b.requests)
                 a.faults = {}  # endpoint a recovers
-                await asyncio.sleep(0.35)  # past the cooldown: the next request probes a
+                clock.now += 0.31  # past the cooldown: the next request probes a
                 second = [await s.summarize(request(100 + i)) for i in range(4)]
                 return first + second, state_after, ep_a.breaker.state, a.requests
 
@@ -212,16 +292,24 @@ def test_the_last_closed_endpoint_never_opens():
 
 def test_concurrency_is_bounded_globally_and_per_endpoint():
     async def main():
-        async with FakeLLMServer(latency=0.03) as a, FakeLLMServer(latency=0.03) as b:
+        async with GatedServer() as a, GatedServer() as b:
             endpoints = [EndpointConfig(a.url, "m", max_concurrency=2), EndpointConfig(b.url, "m")]
             s = OpenAISummarizer(config(max_concurrent_requests=7), endpoints, environ={})
-            summaries = await summarize_all(s, 80)
-            return summaries, a, b, s
+            work = asyncio.ensure_future(summarize_all(s, 80))
+            # Replies are held: the pool fills every slot it may, then waits.
+            await until(lambda: a.in_flight + b.in_flight == 7, "7 requests in flight")
+            for _ in range(20):
+                await asyncio.sleep(0)  # room for an 8th request, if the bound were broken
+            held = (a.in_flight, b.in_flight)
+            a.gate.set()
+            b.gate.set()
+            summaries = await work
+            return summaries, a, b, s, held
 
-    summaries, a, b, s = asyncio.run(main())
+    summaries, a, b, s, held = asyncio.run(main())
     assert all(x.source == "llm" for x in summaries)
-    assert a.peak_in_flight == 2
-    assert a.peak_in_flight + b.peak_in_flight >= 7 and b.peak_in_flight <= 7 - 2 + 2
+    assert held == (2, 5)
+    assert a.peak_in_flight == 2 and a.peak_in_flight + b.peak_in_flight <= 7 + 2
     assert s.pool.in_flight == 0 and s.pool.calls == 80 == a.requests + b.requests
     assert s.live_counters() == {"api_calls": 80, "requests": 0}
 
@@ -239,14 +327,24 @@ def test_weights_shift_load_to_the_heavier_endpoint():
     assert a_requests > 2 * b_requests > 0
 
 
-def test_the_deadline_leaves_the_row_unchanged_and_frees_the_pool(counter):
+def test_the_deadline_leaves_the_row_unchanged_and_frees_the_pool(counter, monkeypatch):
     turns = [{"from": "system", "value": "sys"}, {"from": "human", "value": "task"}]
     turns += [{"from": "gpt" if i % 2 else "tool", "value": f"{i} " + "word " * 200}
               for i in range(12)]
     row = {"id": 7, "conversations": turns}
+    # The rows' deadlines run on a fake clock: the stalled request spends a whole second
+    # of it (past the 0.3 s deadline) the moment it arrives; the second row's request
+    # spends none, so it is on time however slow the machine.
+    clock = FakeClock()
+    fake_deadlines(monkeypatch, clock)
+
+    async def on_arrival(server):
+        if server.requests == 1:
+            clock.now += 1.0
 
     async def main():
-        async with FakeLLMServer(script=["stall"], stall_seconds=30) as server:
+        async with GatedServer(on_arrival, script=["stall"], stall_seconds=600) as server:
+            server.gate.set()
             cfg = config(request_timeout=20, per_trajectory_timeout=0.3, target_max_tokens=1500,
                          summary_target_tokens=100)
             s = summarizer([server.url], cfg)
@@ -327,10 +425,14 @@ def test_the_request_follows_the_protocol():
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
 
 
-def test_waiting_for_a_slot_does_not_count_against_the_deadline(counter):
+def test_waiting_for_a_slot_does_not_count_against_the_deadline(counter, monkeypatch):
     """One slot, 0.3 s per request, five rows, a 0.8 s deadline: the last row waits
-    about 1.2 s in the queue, yet every row gets its LLM summary; so does a sixth row
-    whose region is the fifth's, waiting for that one's request."""
+    1.2 s in the queue, yet every row gets its LLM summary; so does a sixth row whose
+    region is the fifth's, waiting for that one's request.
+
+    Time is a fake clock: each request spends 0.3 s of it when it arrives, once every
+    other row still working is paused (queued for the slot, or waiting for its twin's
+    request). So each row's deadline must show exactly its own request's 0.3 s."""
     rows = []
     for k in range(5):
         turns = [{"from": "system", "value": "sys"}, {"from": "human", "value": f"task {k}"}]
@@ -339,20 +441,35 @@ def test_waiting_for_a_slot_does_not_count_against_the_deadline(counter):
         rows.append({"id": k, "conversations": turns})
     rows.append({"id": "twin", "conversations": rows[-1]["conversations"]})
 
+    clock = FakeClock()
+    deadlines = fake_deadlines(monkeypatch, clock)
+    served_alone = []
+
+    async def on_arrival(server):
+        # Wait until every row but the one being served is paused or done.
+        def others_still() -> bool:
+            return sum(d.running and not d.done for d in deadlines) == 1
+        await until(others_still, "the other rows to queue")
+        served_alone.append(len(deadlines))
+        clock.now += 0.3
+
     async def main():
-        async with FakeLLMServer(latency=0.3) as server:
-            cfg = config(request_timeout=5, per_trajectory_timeout=0.8, target_max_tokens=1500,
-                         summary_target_tokens=100, max_concurrent_requests=1)
+        async with GatedServer(on_arrival) as server:
+            server.gate.set()
+            cfg = config(request_timeout=30, per_trajectory_timeout=0.8,
+                         target_max_tokens=1500, summary_target_tokens=100,
+                         max_concurrent_requests=1)
             s = summarizer([server.url], cfg)
             async with TrajectoryCompressor(cfg, summarizer=s, counter=counter) as comp:
-                started = asyncio.get_running_loop().time()
-                results = await asyncio.gather(*(comp.compress_row(r) for r in rows))
-                return results, asyncio.get_running_loop().time() - started
+                return await asyncio.gather(*(comp.compress_row(r) for r in rows))
 
-    results, elapsed = asyncio.run(main())
-    assert elapsed > 1.4  # the requests really were served one after another
+    results = asyncio.run(main())
     assert [r.metrics.summary_source for r in results] == ["llm"] * 5 + ["cache"]
     assert not any(r.metrics.failed for r in results)
+    # 5 requests of 0.3 s each went by (1.5 s in all, past the 0.8 s deadline), and each
+    # row spent only its own: the queue and the twin's wait stood still.
+    assert len(served_alone) == 5 and clock.now == pytest.approx(1000 + 1.5)
+    assert [round(d.spent, 6) for d in deadlines] == [0.3] * 5 + [0.0]
 
 
 def test_a_reply_the_request_rejects_is_a_failed_attempt():

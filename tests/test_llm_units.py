@@ -145,7 +145,8 @@ def test_missing_key_variable_is_one_clear_sentence():
     configs = [EndpointConfig("http://a:1/v1", "m", "MY_KEY_VAR")]
     with pytest.raises(ConfigError, match=r"MY_KEY_VAR .*http://a:1/v1.* is not set"):
         resolve_endpoints(configs, 0, environ={})
-    [e] = resolve_endpoints(configs, 0, environ={"MY_KEY_VAR": "k-123"})
+    [e] = resolve_endpoints(configs, 0, environ={"MY_KEY_VAR": "k-123"},
+                            allow_insecure_http=True)
     assert e.headers["Authorization"] == "Bearer k-123"
     [local] = resolve_endpoints([EndpointConfig("http://127.0.0.1:1/v1", "m")], 0, environ={})
     assert "Authorization" not in local.headers

@@ -260,6 +260,7 @@ def test_aggregate_to_dict_by_hand() -> None:
     assert d["summarization"] == {
         "total_api_calls": 6, "total_errors": 4, "success_rate": 0.3333, "retries": 3,
         "summaries_by_source": {"llm": 1, "cache": 1, "extractive": 0, "fallback": 1},
+        "summaries_truncated": 0, "errors_by_kind": {},
     }
     assert d["processing"] == {"start_time": "2025-01-01T00:00:00",
                                "end_time": "2025-01-01T00:00:12", "duration_seconds": 12.35}

@@ -43,7 +43,26 @@ def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
                                              for i, m in marks.items()})
     for start in range(0, len(a.targets), _COLUMNS):
         lines += ["", *_target_block(a.targets[start:start + _COLUMNS], prices)]
+    if a.gap is not None and a.gap.rows:
+        lines += ["", *_gap_block(a)]
     return "\n".join(lines)
+
+
+def _gap_block(a: Analysis) -> list[str]:
+    """Per-turn sum vs chat-template length: what the reference's count misses."""
+    assert a.gap is not None
+    gap = a.gap
+    d = gap.difference.summary()
+    lines = ["Counting: chat-template length minus the per-turn sum, per row"]
+    lines += table([Column(k, right=True) for k in ("min", "p50", "p90", "p99", "max")],
+                   [[num(v) for v in d.values()]])
+    for target in gap.targets:
+        lines += [f"  target {num(target)}: "
+                  f"{num(gap.turns_under_template_over[target])} rows under it by the per-turn "
+                  "sum are over it",
+                  f"  by the template; {num(gap.turns_over_template_under[target])} the "
+                  "other way round"]
+    return [clip(line, 80) for line in lines]
 
 
 def _target_block(targets: list[TargetAnalysis], prices: Prices | None) -> list[str]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
+import click
 import typer
 
 from ..core.config import CompressionConfig
@@ -24,6 +25,12 @@ app = typer.Typer(
 )
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
+EXIT_CODES = """Exit codes:
+  0    done
+  1    done, but some rows were rejected or failed (or --strict stopped the run)
+  2    usage or configuration error (flags, config, output paths)
+  4    the run stopped on an I/O or internal error (--debug shows the traceback)
+  130  interrupted (Ctrl-C); --resume continues"""
 
 ConfigOpt = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs Optional on 3.10
@@ -58,8 +65,26 @@ SampleOpt = Annotated[
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for --sample-percent.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
 InputArg = Annotated[str, typer.Argument(
-    help="A .jsonl/.jsonl.gz/.parquet file, a folder of them, a glob, a Hugging Face "
+    help="A .jsonl/.jsonl.gz/.json/.parquet file, a folder of them, a glob, a Hugging Face "
     "save_to_disk folder, or a dataset name for datasets streaming.", show_default=False)]
+FormatOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--format", help="How rows spell conversations: auto (detected per file "
+                 "from its first rows), sharegpt (Hermes), sharegpt-variant (LLaMA-Factory: "
+                 "user/assistant, function_call/observation, system and tools columns) or "
+                 "openai (messages). A YAML 'dataset' section names custom columns and tags."),
+]
+CountingOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--token-counting", help="turns: the sum of per-turn counts (the "
+                 "reference's); chat_template: the length of the tokenizer's chat-template "
+                 "rendering with the row's tools, as the trainer sees it."),
+]
+ChatTemplateOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--chat-template", help="A .jinja chat template for --token-counting "
+                 "chat_template (default: the tokenizer's own)."),
+]
 SplitOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option("--split", help="Hugging Face dataset split (default: every split)."),
@@ -73,6 +98,13 @@ DataFilesOpt = Annotated[
 
 
 def _load_config(path: Path | None) -> CompressionConfig:
+    config = _read_config(path)
+    for message in config.ignored_settings():
+        typer.echo(f"warning: {message}", err=True)
+    return config
+
+
+def _read_config(path: Path | None) -> CompressionConfig:
     if path is not None:
         if not path.exists():
             raise ConfigError(f"config file not found: {path}")
@@ -82,13 +114,31 @@ def _load_config(path: Path | None) -> CompressionConfig:
     return CompressionConfig()
 
 
-def _fail(exc: BaseException, debug: bool) -> None:
+def _fail(exc: BaseException, debug: bool) -> NoReturn:
+    """One sentence on stderr (a traceback too with --debug) and the exit code of SPEC §7:
+    2 usage or configuration, 1 a --strict stop, 4 an I/O or internal error."""
+    if isinstance(exc, (typer.Exit, click.exceptions.Exit, click.ClickException,
+                        click.exceptions.Abort)):
+        raise exc
+    from ..engine.writer import StrictStop
+
     if debug:
         traceback.print_exc()
-    message = str(exc) or type(exc).__name__
-    typer.echo(f"error: {message}", err=True)
     # A fatal summarizer error (a rejected API key) is a configuration problem too.
-    code = 2 if isinstance(exc, (ConfigError, InputError, FatalSummaryError)) else 1
+    if isinstance(exc, (ConfigError, InputError, FatalSummaryError)):
+        code, message = 2, str(exc)
+    elif isinstance(exc, StrictStop):
+        code, message = 1, str(exc)
+    elif isinstance(exc, CompressorError):
+        code, message = 4, str(exc)
+    elif isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        code, message = 4, f"I/O error: {where}{exc.strerror or exc}; the run stopped"
+    else:
+        text = " ".join(str(exc).split())[:300]
+        code, message = 4, (f"internal error ({type(exc).__name__}: {text}); the run stopped"
+                            + ("" if debug else "; --debug shows the traceback"))
+    typer.echo(f"error: {message or type(exc).__name__}", err=True)
     raise typer.Exit(code)
 
 
@@ -142,6 +192,19 @@ def compress(
         typer.Option("--cache-path", help="SQLite summary cache. Default: "
                      "<output stem>_summary_cache.sqlite beside the output."),
     ] = None,
+    summary_tolerance: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option("--summary-tolerance", help="A summary longer than "
+                     "--summary-target-tokens times this is cut at a sentence end to the "
+                     "target, or refused and retried (default 2)."),
+    ] = None,
+    allow_fallback: Annotated[bool, typer.Option(
+        "--allow-fallback", help="Keep going with extractive summaries when an endpoint "
+        "fails its first requests (wrong model or URL, rejected key, unreachable) instead "
+        "of stopping with exit code 2.")] = False,
+    allow_insecure_http: Annotated[bool, typer.Option(
+        "--allow-insecure-http", help="Allow sending an API key over plain http to an "
+        "address other than this machine.")] = False,
     sample_percent: SampleOpt = None,
     seed: SeedOpt = 42,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Analyze only: no LLM call, "
@@ -154,8 +217,15 @@ def compress(
         typer.Option("--output-format", help="same (as the input; Parquet for Hugging Face "
                      "datasets), jsonl or parquet."),
     ] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing outputs "
+                                            "that another input or other settings wrote "
+                                            "(a rerun of the same command replaces its own "
+                                            "without it).")] = False,
     split: SplitOpt = None,
     data_files: DataFilesOpt = None,
+    dataset_format: FormatOpt = None,
+    token_counting: CountingOpt = None,
+    chat_template: ChatTemplateOpt = None,
     checkpoint_every: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option("--checkpoint-every", help="Rows between resume checkpoints (they are "
@@ -179,7 +249,13 @@ def compress(
             cache_path=cache_path,
             cache_enabled=False if no_cache else None,
             output_format=output_format,
+            dataset_format=dataset_format,
+            token_counting=token_counting,
+            chat_template=chat_template,
             checkpoint_rows=checkpoint_every,
+            summary_tolerance=summary_tolerance,
+            allow_fallback=True if allow_fallback else None,
+            allow_insecure_http=True if allow_insecure_http else None,
         ).with_endpoint_flags(base_url, model, api_key_env)
         _check_sample(sample_percent)
         from .commands import analyze_input, compress_input
@@ -189,9 +265,9 @@ def compress(
                           data_files=_data_files(data_files))
             return
         code = compress_input(input, output, cfg, sample_percent=sample_percent, seed=seed,
-                              strict=strict, quiet=quiet, resume=resume, split=split,
-                              data_files=_data_files(data_files))
-    except (CompressorError, OSError) as exc:
+                              strict=strict, quiet=quiet, resume=resume, overwrite=overwrite,
+                              split=split, data_files=_data_files(data_files))
+    except Exception as exc:
         _fail(exc, debug)
     except KeyboardInterrupt:
         typer.echo("interrupted; nothing was committed under the final names; run the same "
@@ -231,6 +307,9 @@ def analyze(
     ] = None,
     split: SplitOpt = None,
     data_files: DataFilesOpt = None,
+    dataset_format: FormatOpt = None,
+    token_counting: CountingOpt = None,
+    chat_template: ChatTemplateOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Dry run: token distribution and what compress would do; no LLM call, writes nothing."""
@@ -240,6 +319,9 @@ def analyze(
             summary_target_tokens=summary_target_tokens,
             tokenizer_name=tokenizer,
             summarizer=summarizer,
+            dataset_format=dataset_format,
+            token_counting=token_counting,
+            chat_template=chat_template,
         )
         _check_sample(sample_percent)
         target_list = _parse_targets(targets) if targets is not None else None
@@ -251,7 +333,7 @@ def analyze(
         analyze_input(input, cfg, sample_percent=sample_percent, seed=seed,
                       targets=target_list, prices=prices, json_path=json_path, split=split,
                       data_files=_data_files(data_files))
-    except (CompressorError, OSError) as exc:
+    except Exception as exc:
         _fail(exc, debug)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
@@ -272,6 +354,13 @@ def report(
     = False,
     limit: Annotated[int, typer.Option("--limit", help="Rows listed in the table (0: all).",
                                        min=0)] = 50,
+    html: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--html", help="Write the run as one self-contained HTML page to this "
+                     "file: charts, the over-limit table, each listed row's timeline."),
+    ] = None,
+    max_rows: Annotated[int, typer.Option("--max-rows", help="Over-limit and failed rows "
+                                          "the --html page lists (the worst).", min=1)] = 200,
     config: ConfigOpt = None,
     target_max_tokens: TargetOpt = None,
     summary_target_tokens: SummaryTargetOpt = None,
@@ -291,12 +380,49 @@ def report(
         from .commands import report_output
 
         report_output(output, base, overrides, show=show, as_json=as_json, limit=limit,
-                      fallback=lambda: _load_config(None))
+                      fallback=lambda: _load_config(None), html=html, max_rows=max_rows)
+    except Exception as exc:
+        _fail(exc, debug)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def validate(
+    output: Annotated[str, typer.Argument(help="A compressed output (file or folder) to "
+                                          "check.", show_default=False)],
+    config: ConfigOpt = None,
+    target_max_tokens: TargetOpt = None,
+    tokenizer: TokenizerOpt = None,
+    dataset_format: FormatOpt = None,
+    token_counting: CountingOpt = None,
+    chat_template: ChatTemplateOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the problems.")] = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Check every row against its dialect's rules and the target; exit 1 on a problem.
+
+    Rules: roles known; every tool result right after the assistant call it answers;
+    tool arguments valid JSON; LLaMA-Factory turns alternating; at most one summary; a
+    compressed row no longer than the original; and the row's count (per turn, or with
+    --token-counting chat_template as the trainer sees it) within the target unless its
+    metrics flag it as still over the limit. One line per problem: location and rule.
+    """
+    try:
+        cfg = _load_config(config).replace(
+            target_max_tokens=target_max_tokens, tokenizer_name=tokenizer,
+            dataset_format=dataset_format, token_counting=token_counting,
+            chat_template=chat_template)
+        from .commands import validate_output_text
+
+        code = validate_output_text(output, cfg, quiet=quiet)
     except (CompressorError, OSError) as exc:
         _fail(exc, debug)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise typer.Exit(130) from None
+    raise typer.Exit(code)
 
 
 def _check_sample(sample_percent: float | None) -> None:
@@ -347,7 +473,7 @@ def _data_files(values: list[str] | None) -> str | list[str] | dict[str, list[st
     return plain[0] if len(plain) == 1 else plain
 
 
-@app.callback()
+@app.callback(epilog=EXIT_CODES)
 def _root() -> None:
     """Compress long agent trajectories to fit a training context window."""
 

@@ -14,11 +14,13 @@ from ..counting.tokens import TokenCounter
 from ..dialects.sharegpt import SHAREGPT
 from ..engine.job import compress_dataset
 from ..engine.local import RunResult
+from ..engine.paths import check_written_file
 from ..formats import jsonio
 from ..formats.base import write_atomic
 
 if TYPE_CHECKING:
     from ..engine.analyze import Prices
+    from .report import RunReport
 
 
 def compress_input(
@@ -31,17 +33,19 @@ def compress_input(
     strict: bool = False,
     quiet: bool = False,
     resume: bool = False,
+    overwrite: bool = False,
     split: str | None = None,
     data_files: str | list[str] | dict[str, Any] | None = None,
 ) -> int:
     """Compress ``input_spec`` into its outputs; print the summary; return the exit code.
 
     ``split`` and ``data_files`` make ``input_spec`` a Hugging Face dataset (as
-    `datasets.load_dataset` understands them); ``resume`` continues an interrupted run.
+    `datasets.load_dataset` understands them); ``resume`` continues an interrupted run;
+    ``overwrite`` replaces outputs another run wrote.
     """
     result = compress_dataset(input_spec, output, config, sample_percent=sample_percent,
                               seed=seed, strict=strict, quiet=quiet, resume=resume,
-                              split=split, data_files=data_files)
+                              overwrite=overwrite, split=split, data_files=data_files)
     if not quiet:
         print(format_summary(result))
     return result.exit_code
@@ -112,8 +116,11 @@ def analyze_input(
     from ..engine.analyze import analyze
     from .analysis import format_analysis
 
-    if json_path not in (None, "-") and not Path(json_path).parent.is_dir():
-        raise ConfigError(f"--json {json_path}: folder {Path(json_path).parent} does not exist")
+    if json_path not in (None, "-"):
+        if not Path(json_path).parent.is_dir():
+            raise ConfigError(f"--json {json_path}: folder {Path(json_path).parent} does not "
+                              "exist")
+        check_written_file(Path(json_path), input_spec, "--json file")
     analysis = analyze(input_spec, config, targets=targets, sample_percent=sample_percent,
                        seed=seed, split=split, data_files=data_files)
     if json_path == "-":
@@ -133,11 +140,14 @@ def report_output(
     as_json: bool = False,
     limit: int | None = 50,
     fallback: Callable[[], CompressionConfig] = CompressionConfig,
+    html: str | None = None,
+    max_rows: int = 200,
 ) -> None:
     """Print a finished run's figures and flagged rows, or one row's timeline (``show``).
 
     Without ``config`` the run's recorded settings are used (``fallback()`` for runs that
-    recorded none); ``overrides`` (None values ignored) apply on top.
+    recorded none); ``overrides`` (None values ignored) apply on top. ``html`` also writes
+    the run as one page there, with the ``max_rows`` worst flagged rows.
     """
     from .report import find_row, format_found, format_report, found_to_dict, load_report
 
@@ -147,6 +157,13 @@ def report_output(
         config = (CompressionConfig.from_dict(recorded, source=str(report.layout.metrics))
                   if isinstance(recorded, dict) else fallback())
     config = config.replace(**(overrides or {}))
+    if html is not None:
+        if show is not None:
+            raise ConfigError("give --html or --show, not both (the page holds the timeline "
+                              "of every row it lists)")
+        _write_html(report, config, Path(html), max_rows, quiet=as_json)
+        if not as_json:
+            return
     if show is None:
         text = (jsonio.dumps_pretty(report.to_dict()).decode("utf-8") if as_json
                 else format_report(report, limit) + "\n")
@@ -163,3 +180,40 @@ def report_output(
                               found.metrics, config)
     sys.stdout.write(jsonio.dumps_pretty(found_to_dict(found, timeline)).decode("utf-8")
                      if as_json else format_found(found, timeline) + "\n")
+
+
+def _write_html(report: RunReport, config: CompressionConfig, path: Path, max_rows: int,
+                quiet: bool = False) -> None:
+    """``report --html``: check the path, gather the page's data, write it atomically."""
+    from .html_report import render_html
+    from .report_data import collect_report_data
+
+    if not path.parent.is_dir():
+        raise ConfigError(f"--html {path}: folder {path.parent} does not exist")
+    layout = report.layout
+    for sidecar in (layout.metrics, layout.over_limit, layout.rejects):
+        if path.resolve() == sidecar.resolve():
+            raise ConfigError(f"--html {path} would overwrite the run's {sidecar.name}; "
+                              "choose another file name")
+    check_written_file(path, str(report.output), "--html file")
+    counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
+    data = collect_report_data(report, config, counter, max_rows)
+    write_atomic(path, render_html(data).encode("utf-8"))
+    if not quiet:
+        print(f"wrote {_shown(path)}: {data.rows:,} rows, {len(data.shown):,} of "
+              f"{data.flagged_total:,} over-limit or failed rows listed with their timelines")
+
+
+def validate_output_text(output: str, config: CompressionConfig, *, quiet: bool = False) -> int:
+    """Print one line per problem of ``output`` and a closing count; 0 when there is none,
+    1 when a row breaks a rule."""
+    from ..engine.validate import Validation, validate_output
+
+    found = Validation()
+    for problem in validate_output(output, config, found):
+        sys.stdout.write(f"{problem.location}: {problem.message}\n")
+    if not quiet:
+        sys.stdout.write(f"{found.rows:,} rows checked, {found.problems:,} problems "
+                         f"(target {config.target_max_tokens:,}, counting "
+                         f"{config.token_counting})\n")
+    return 1 if found.problems else 0

@@ -9,15 +9,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from .errors import ConfigError
+from .redact import strip_url_credentials
 
 BUNDLED_TOKENIZER = "deepseek-v4"
 DEFAULT_SUMMARY_NOTICE = (
     "\n\nSome of your previous tool responses may be summarized to preserve context."
 )
 SUMMARIZER_BACKENDS = ("openai", "extractive", "local")
-OUTPUT_FORMATS = ("same", "jsonl", "parquet")
+# The reference's provider and its key variable: that variable's key is sent to that
+# provider only (§12: a key goes only to the endpoints configured for it).
+DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
+DEFAULT_KEY_ENV = "OPENROUTER_API_KEY"
+OUTPUT_FORMATS = ("same", "jsonl", "json", "parquet")
+DATASET_FORMATS = ("auto", "sharegpt", "sharegpt-variant", "openai")
+TOKEN_COUNTING = ("turns", "chat_template")
 
 
 @dataclass
@@ -51,8 +59,8 @@ class CompressionConfig:
     protect_last_n_turns: int = 4
     # summarization (reference keys)
     summarization_model: str = "google/gemini-3-flash-preview"
-    base_url: str = "https://openrouter.ai/api/v1"
-    api_key_env: str | None = "OPENROUTER_API_KEY"  # None or "": send no key
+    base_url: str = DEFAULT_BASE_URL
+    api_key_env: str | None = DEFAULT_KEY_ENV  # None or "": send no key
     temperature: float = 0.3
     max_retries: int = 3
     retry_delay: float = 2.0
@@ -64,6 +72,10 @@ class CompressionConfig:
     cache_enabled: bool = True
     cache_path: str | None = None
     local_model: str | None = None
+    # a summary over target x tolerance tokens is cut at a sentence end, or refused
+    summary_tolerance: float = 2.0
+    allow_fallback: bool = False  # an endpoint that fails every early request: fall back
+    allow_insecure_http: bool = False  # send a key over plain http to a non-loopback host
     # output
     add_summary_notice: bool = True
     summary_notice_text: str = DEFAULT_SUMMARY_NOTICE
@@ -84,6 +96,22 @@ class CompressionConfig:
     metrics_enabled: bool = True
     metrics_per_trajectory: bool = True
     metrics_output_file: str = "compression_metrics.json"
+    # dataset (extension, §14): how rows spell conversations; LLaMA-Factory's names
+    dataset_format: str = "auto"
+    dataset_messages: str | None = None  # the conversation column; None: the dialect's
+    dataset_role_tag: str | None = None
+    dataset_content_tag: str | None = None
+    dataset_user_tag: str | None = None
+    dataset_assistant_tag: str | None = None
+    dataset_observation_tag: str | None = None
+    dataset_function_tag: str | None = None
+    dataset_system_tag: str | None = None
+    dataset_system: str | None = None
+    dataset_tools: str | None = None
+    summary_role: str | None = None  # None: the dialect's user role
+    # token counting (extension, §14)
+    token_counting: str = "turns"
+    chat_template: str | None = None  # a .jinja file; None: the tokenizer's own template
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> CompressionConfig:
@@ -95,6 +123,10 @@ class CompressionConfig:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {path} is not a YAML text file (byte "
+                              f"0x{exc.object[exc.start]:02x} at offset {exc.start} is not "
+                              "UTF-8)") from None
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
@@ -160,10 +192,17 @@ class CompressionConfig:
             (0 <= self.temperature <= 2, "summarization.temperature must be between 0 and 2"),
             (self.request_timeout > 0, "summarization.request_timeout must be positive"),
             (self.max_input_tokens >= 512, "summarization.max_input_tokens must be >= 512"),
+            (self.summary_tolerance >= 1, "summarization.summary_tolerance must be >= 1"),
             (
                 self.summarizer in SUMMARIZER_BACKENDS,
                 f"summarization.backend must be one of {', '.join(SUMMARIZER_BACKENDS)}, "
                 f"got {self.summarizer!r}",
+            ),
+            (
+                "/" not in self.output_suffix and "\\" not in self.output_suffix
+                and "\0" not in self.output_suffix,
+                "output.output_suffix is added to a file or folder name, so it cannot "
+                f"contain '/', '\\' or NUL, got {self.output_suffix!r}",
             ),
             (
                 self.output_format in OUTPUT_FORMATS,
@@ -178,16 +217,44 @@ class CompressionConfig:
             (self.checkpoint_rows >= 1, "processing.checkpoint_rows must be >= 1"),
             (self.checkpoint_seconds > 0, "processing.checkpoint_seconds must be positive"),
             (self.num_workers >= 1, "processing.num_workers must be >= 1"),
+            (
+                self.dataset_format in DATASET_FORMATS,
+                f"dataset.format must be one of {', '.join(DATASET_FORMATS)}, "
+                f"got {self.dataset_format!r}",
+            ),
+            (
+                self.token_counting in TOKEN_COUNTING,
+                f"tokenizer.counting must be one of {', '.join(TOKEN_COUNTING)}, "
+                f"got {self.token_counting!r}",
+            ),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"{source}: {message}")
 
     def summarization_endpoints(self) -> list[EndpointConfig]:
-        """The pool's endpoints: the `endpoints` list, or the reference's single endpoint."""
+        """The pool's endpoints: the `endpoints` list, or the reference's single endpoint
+        (whose key variable, when it is the default provider's, goes to that provider only).
+        """
         if self.endpoints:
             return list(self.endpoints)
-        return [EndpointConfig(self.base_url, self.summarization_model, self.api_key_env or None)]
+        return [EndpointConfig(self.base_url, self.summarization_model,
+                               _key_env_for(self.base_url, self.api_key_env))]
+
+    def secret_values(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """The values of every key variable the config names, and the passwords in its
+        URLs: what is scrubbed from everything a run writes."""
+        env = os.environ if environ is None else environ
+        names = {self.api_key_env, *(e.api_key_env for e in self.endpoints)}
+        values = [env[name] for name in sorted(n for n in names if n) if env.get(name)]
+        for url in (self.base_url, *(e.base_url for e in self.endpoints)):
+            try:
+                password = urlsplit(url).password
+            except ValueError:
+                password = None
+            if password:
+                values += [password, unquote(password)]
+        return values
 
     def with_endpoint_flags(
         self,
@@ -199,17 +266,24 @@ class CompressionConfig:
         """Apply ``--base-url`` (repeatable), ``--model`` and ``--api-key-env``.
 
         Base URLs become the `endpoints` list, all with the same model. Their key comes
-        from ``api_key_env``; without it, from ``summarization.api_key_env`` when that
-        variable is set, and otherwise none is sent (a local server needs none). Without
-        base URLs, ``model`` and ``api_key_env`` override every configured endpoint's.
+        from ``api_key_env``; without it, a URL that is a configured endpoint's (or
+        ``summarization.base_url``) gets the variable configured for it when that
+        variable is set, and any other URL gets no key: a key goes only where it was
+        configured to go. Without base URLs, ``model`` and ``api_key_env`` override every
+        configured endpoint's.
         """
         if base_urls:
-            key_env = api_key_env
-            if key_env is None and self.api_key_env:
-                env = os.environ if environ is None else environ
-                key_env = self.api_key_env if env.get(self.api_key_env) else None
+            env = os.environ if environ is None else environ
+            configured = {_same_url(e.base_url): e.api_key_env
+                          for e in self.summarization_endpoints() if e.api_key_env}
             name = model or self.summarization_model
-            endpoints = [EndpointConfig(url, name, key_env) for url in base_urls]
+            endpoints = []
+            for url in base_urls:
+                key_env = api_key_env
+                if key_env is None:
+                    key_env = configured.get(_same_url(url))
+                    key_env = key_env if key_env and env.get(key_env) else None
+                endpoints.append(EndpointConfig(url, name, key_env))
             return self.replace(base_url=base_urls[0], summarization_model=name,
                                 endpoints=endpoints)
         if model is None and api_key_env is None:
@@ -232,20 +306,48 @@ class CompressionConfig:
                                  for key in (keys if keys is not None else names)}
         return settings
 
+    def ignored_settings(self) -> list[str]:
+        """A warning for each accepted-but-ignored key (`IGNORED_KEYS`) set to other than
+        its default: the run does not do what that value asks."""
+        defaults = CompressionConfig()
+        return [f"{_key_of(attr)} is {getattr(self, attr)!r} but has no effect: {why}"
+                for attr, why in IGNORED_KEYS.items()
+                if getattr(self, attr) != getattr(defaults, attr)]
+
     def fingerprint_dict(self) -> dict[str, Any]:
         """The settings that decide the output rows (used to refuse a mismatched resume)."""
         data = dataclasses.asdict(self)
         for volatile in ("num_workers", "max_concurrent_requests", "request_timeout",
                          "batch_rows", "window_rows", "window_mb", "checkpoint_rows",
                          "checkpoint_seconds", "cache_enabled", "cache_path",
-                         "metrics_enabled", "metrics_output_file", "max_retries", "retry_delay"):
+                         "metrics_enabled", "metrics_output_file", "max_retries", "retry_delay",
+                         "allow_fallback", "allow_insecure_http"):
             data.pop(volatile, None)
+        # Checkpoints and metrics store this: URLs without their credentials.
+        data["base_url"] = strip_url_credentials(data["base_url"])
+        for endpoint in data["endpoints"]:
+            endpoint["base_url"] = strip_url_credentials(endpoint["base_url"])
         return data
 
 
+# Keys of the reference's schema accepted so that its configs load unchanged, but with no
+# effect here (attribute -> why; README "Configuration"). A value other than the default
+# gets a warning (`ignored_settings`). The reference reads these too, and uses only
+# `metrics.output_file` (as its metrics file name in directory mode).
+IGNORED_KEYS: dict[str, str] = {
+    "num_workers": "rows are summarized concurrently in one process, up to "
+                   "processing.max_concurrent_requests requests, and tokens are counted in "
+                   "batches; there are no worker processes to size",
+    "skip_under_target": "a trajectory at or under compression.target_max_tokens is always "
+                         "written unchanged (summarizing a row that fits only loses data)",
+    "metrics_output_file": "the aggregate metrics are always <output stem>_metrics.json "
+                           "beside the output, where `report` finds them",
+}
+
 # YAML section -> {yaml key: CompressionConfig attribute}; the reference's keys come first.
 SECTIONS: dict[str, dict[str, str]] = {
-    "tokenizer": {"name": "tokenizer_name", "trust_remote_code": "trust_remote_code"},
+    "tokenizer": {"name": "tokenizer_name", "trust_remote_code": "trust_remote_code",
+                  "counting": "token_counting", "chat_template": "chat_template"},
     "compression": {
         "target_max_tokens": "target_max_tokens",
         "summary_target_tokens": "summary_target_tokens",
@@ -271,6 +373,9 @@ SECTIONS: dict[str, dict[str, str]] = {
         "cache": "cache_enabled",
         "cache_path": "cache_path",
         "local_model": "local_model",
+        "summary_tolerance": "summary_tolerance",
+        "allow_fallback": "allow_fallback",
+        "allow_insecure_http": "allow_insecure_http",
     },
     "output": {
         "add_summary_notice": "add_summary_notice",
@@ -290,6 +395,20 @@ SECTIONS: dict[str, dict[str, str]] = {
         "checkpoint_rows": "checkpoint_rows",
         "checkpoint_seconds": "checkpoint_seconds",
     },
+    "dataset": {
+        "format": "dataset_format",
+        "messages": "dataset_messages",
+        "role_tag": "dataset_role_tag",
+        "content_tag": "dataset_content_tag",
+        "user_tag": "dataset_user_tag",
+        "assistant_tag": "dataset_assistant_tag",
+        "observation_tag": "dataset_observation_tag",
+        "function_tag": "dataset_function_tag",
+        "system_tag": "dataset_system_tag",
+        "system": "dataset_system",
+        "tools": "dataset_tools",
+        "summary_role": "summary_role",
+    },
     "metrics": {
         "enabled": "metrics_enabled",
         "per_trajectory": "metrics_per_trajectory",
@@ -306,7 +425,8 @@ _FIELD_TYPES: dict[str, str] = {
     "temperature": "number", "max_retries": "int", "retry_delay": "number",
     "summarizer": "str", "endpoints": "list", "request_timeout": "number",
     "max_input_tokens": "int", "cache_enabled": "bool", "cache_path": "str?",
-    "local_model": "str?",
+    "local_model": "str?", "summary_tolerance": "number", "allow_fallback": "bool",
+    "allow_insecure_http": "bool",
     "add_summary_notice": "bool", "summary_notice_text": "str", "output_suffix": "str",
     "output_format": "str",
     "num_workers": "int", "max_concurrent_requests": "int", "skip_under_target": "bool",
@@ -314,11 +434,41 @@ _FIELD_TYPES: dict[str, str] = {
     "window_rows": "int", "window_mb": "number", "checkpoint_rows": "int",
     "checkpoint_seconds": "number",
     "metrics_enabled": "bool", "metrics_per_trajectory": "bool", "metrics_output_file": "str",
+    "dataset_format": "str", "dataset_messages": "str?", "dataset_role_tag": "str?",
+    "dataset_content_tag": "str?", "dataset_user_tag": "str?", "dataset_assistant_tag": "str?",
+    "dataset_observation_tag": "str?", "dataset_function_tag": "str?",
+    "dataset_system_tag": "str?", "dataset_system": "str?", "dataset_tools": "str?",
+    "summary_role": "str?", "token_counting": "str", "chat_template": "str?",
 }
 
 _ENDPOINT_KEYS = [f.name for f in dataclasses.fields(EndpointConfig)]
 _ENDPOINT_TYPES = {"api_key_env": "str?", "weight": "number", "max_concurrency": "int?",
                    "rpm": "int?", "tpm": "int?"}
+
+
+def _same_url(url: str) -> str:
+    """``url`` as compared to decide whether two base URLs are one endpoint."""
+    return url.strip().rstrip("/").lower()
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port or default
+
+
+def _key_env_for(base_url: str, api_key_env: str | None) -> str | None:
+    """``summarization.api_key_env`` for ``summarization.base_url``: the default provider's
+    variable is not sent anywhere but to the default provider."""
+    if not api_key_env:
+        return None
+    if api_key_env == DEFAULT_KEY_ENV and _origin(base_url) != _origin(DEFAULT_BASE_URL):
+        return None
+    return api_key_env
 
 
 def _type_ok(value: Any, expected: str) -> bool:

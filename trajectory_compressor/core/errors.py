@@ -37,3 +37,14 @@ class FatalSummaryError(CompressorError):
 
 class ResumeError(ConfigError):
     """`--resume` cannot continue: the checkpoint is for another input or other settings."""
+
+
+class OutputError(CompressorError):
+    """An output cannot be written (an unwritable folder, a full disk): exit code 4."""
+
+
+def one_line_error(exc: BaseException, limit: int = 300) -> str:
+    """``Type: message`` of an unexpected exception, on one line, for a located report."""
+    text = " ".join(str(exc).split()) or "(no message)"
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return f"{type(exc).__name__}: {text}"

@@ -37,10 +37,12 @@ class TrajectoryMetrics:
     summarization_errors: int = 0
     summary_source: str | None = None
     error: str | None = None
+    summary_truncated: bool = False  # the summary was cut to fit its budget
     # Not part of the row's `compression_metrics`: aggregate-only bookkeeping.
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retries: int = 0
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -70,6 +72,8 @@ class TrajectoryMetrics:
         }
         if self.error is not None:
             d["error"] = self.error
+        if self.summary_truncated:
+            d["summary_truncated"] = True
         return d
 
     @classmethod
@@ -94,6 +98,7 @@ class TrajectoryMetrics:
             summarization_errors=d.get("summarization_errors", 0),
             summary_source=d.get("summary_source"),
             error=d.get("error"),
+            summary_truncated=d.get("summary_truncated", False),
         )
 
 
@@ -233,6 +238,8 @@ class AggregateMetrics:
     summaries_by_source: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(SUMMARY_SOURCES, 0)
     )
+    summaries_truncated: int = 0
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     ratio_sum: float = 0.0
@@ -260,6 +267,9 @@ class AggregateMetrics:
         self.completion_tokens += m.completion_tokens
         if m.summary_source in self.summaries_by_source:
             self.summaries_by_source[m.summary_source] += 1
+        self.summaries_truncated += m.summary_truncated
+        for kind, n in m.errors_by_kind.items():
+            self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + n
         if m.was_compressed:
             self.trajectories_compressed += 1
             self.ratio_sum += m.compression_ratio
@@ -328,6 +338,8 @@ class AggregateMetrics:
                 "success_rate": round(1 - self.total_summarization_errors / max(calls, 1), 4),
                 "retries": self.total_retries,
                 "summaries_by_source": dict(self.summaries_by_source),
+                "summaries_truncated": self.summaries_truncated,
+                "errors_by_kind": dict(sorted(self.errors_by_kind.items())),
             },
             "processing": {
                 "start_time": self.processing_start_time,

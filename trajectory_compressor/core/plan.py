@@ -81,16 +81,39 @@ def compressible_middle(roles: Sequence[str], config: CompressionConfig) -> Regi
     return Region(max(head) + 1 if head else 0, min(tail) if tail else n)
 
 
-def snap_boundary(roles: Sequence[str], idx: int, low: int, high: int) -> int:
-    """Move ``idx`` off a ``tool`` turn: forward up to ``high``, else backward down to ``low``.
+@dataclass(frozen=True)
+class Boundaries:
+    """Which turns a summarized region may start at and stop before (a dialect's rules).
 
-    A boundary on a ``tool`` turn would split it from the ``gpt`` turn it answers; the end
-    of the trajectory or any other turn is clean.
+    ``None`` means any turn but a ``tool`` turn: a boundary on a ``tool`` turn would split
+    it from the ``gpt`` turn it answers (the reference's rule, and the default). A dialect
+    whose turns must alternate (user side: human, tool; assistant side: gpt) narrows both
+    to ``gpt`` turns: the region is then whole assistant/user pairs (agent rows seldom
+    have a human turn after the first), and the dialect joins the summary to the
+    user-side turn before it. The end of the trajectory is always a clean place to stop.
+    """
+
+    start_roles: frozenset[str] | None = None
+    end_roles: frozenset[str] | None = None
+
+
+ANY_BUT_TOOL = Boundaries()
+ALTERNATING = Boundaries(frozenset({"gpt"}), frozenset({"gpt"}))
+
+
+def snap_boundary(roles: Sequence[str], idx: int, low: int, high: int,
+                  allowed: frozenset[str] | None = None) -> int:
+    """Move ``idx`` to a clean boundary: forward up to ``high``, else backward down to ``low``.
+
+    A clean boundary is the end of the trajectory or a turn whose role is in ``allowed``
+    (``None``: any role but ``tool``).
     """
     n = len(roles)
 
     def clean(i: int) -> bool:
-        return i >= n or roles[i] != "tool"
+        if i >= n:
+            return True
+        return roles[i] != "tool" if allowed is None else roles[i] in allowed
 
     forward = idx
     while forward < high and not clean(forward):
@@ -104,15 +127,19 @@ def snap_boundary(roles: Sequence[str], idx: int, low: int, high: int) -> int:
 
 
 def plan_trajectory(
-    roles: Sequence[str], turn_tokens: Sequence[int], config: CompressionConfig
+    roles: Sequence[str], turn_tokens: Sequence[int], config: CompressionConfig,
+    boundaries: Boundaries = ANY_BUT_TOOL,
 ) -> Plan:
     """Decide whether and where to compress one trajectory, from its roles and token counts."""
     total = sum(turn_tokens)
     middle = compressible_middle(roles, config)
     if total <= config.target_max_tokens:
         return Plan("skip", total, middle)
-    start = snap_boundary(roles, middle.start, middle.start, middle.end)
+    start = snap_boundary(roles, middle.start, middle.start, middle.end, boundaries.start_roles)
     end = middle.end
+    if (boundaries.start_roles is not None and start < end
+            and roles[start] not in boundaries.start_roles):
+        return Plan("over_limit", total, middle, reason=NO_CLEAN_CUT)
     if start >= end:
         return Plan("over_limit", total, middle, reason=NO_MIDDLE)
     needed = total - config.target_max_tokens + config.summary_target_tokens
@@ -123,7 +150,7 @@ def plan_trajectory(
         until = i + 1
         if accumulated >= needed:
             break
-    until = snap_boundary(roles, until, start, end)
+    until = snap_boundary(roles, until, start, end, boundaries.end_roles)
     region_tokens = sum(turn_tokens[start:until])
     if until <= start or region_tokens <= config.summary_target_tokens:
         reason = NO_CLEAN_CUT if until <= start else SMALL_REGION

@@ -49,6 +49,12 @@ DEADLINE = Reason(
     "deadline_exceeded",
     "summarization exceeded the per-trajectory deadline",
     "failed: deadline exceeded")
+# The summary (within its tolerance) plus the notice outweighed the turns it replaces: the
+# row would have grown, so it is written as it was.
+SUMMARY_GREW = Reason(
+    "summary_not_shorter",
+    "the summary and notice would make the row longer than the original",
+    "failed: summary longer than middle")
 
 # In the order reports list them; failures (free text) come after.
 OVER_LIMIT = (NO_MIDDLE, NO_CLEAN_CUT, SMALL_REGION, PROTECTED_TOO_BIG, MIDDLE_EXHAUSTED,
@@ -61,10 +67,17 @@ def deadline_error(seconds: float) -> str:
     return f"{DEADLINE.text} of {seconds:g}s; row left unchanged"
 
 
+def grew_error(compressed_tokens: int, original_tokens: int) -> str:
+    """The error a row records when its summary would have made it longer."""
+    return (f"{SUMMARY_GREW.text} ({compressed_tokens:,} > {original_tokens:,} tokens); "
+            "row left unchanged")
+
+
 def reason_of(text: str) -> Reason | None:
-    """The reason whose sentence ``text`` is (or starts with, for the deadline), if any."""
+    """The reason whose sentence ``text`` is (or starts with, for failures), if any."""
     if text in _BY_TEXT:
         return _BY_TEXT[text]
-    if text.startswith(DEADLINE.text):
-        return DEADLINE
+    for failure in (DEADLINE, SUMMARY_GREW):
+        if text.startswith(failure.text):
+            return failure
     return None

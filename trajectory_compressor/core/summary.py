@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .conversation import SUMMARY_PREFIX, Turn
-from .redact import redact
+from .redact import Scrubber, redact
 
 if TYPE_CHECKING:
     from .deadline import Deadline
@@ -16,6 +18,57 @@ if TYPE_CHECKING:
 LONG_TURN_CHARS = 3000
 KEEP_HEAD_CHARS = 1500
 KEEP_TAIL_CHARS = 500
+# A token of the tokenizers this package counts with rarely spans more characters than
+# this; used only to look at a bounded prefix of a runaway reply instead of all of it.
+MAX_CHARS_PER_TOKEN = 16
+DEFAULT_SUMMARY_TOLERANCE = 2.0
+
+
+@dataclass
+class SummaryUsage:
+    """What obtaining one summary cost, filled in as the attempts go (so that a row cut
+    by its deadline still reports the requests it made)."""
+
+    api_calls: int = 0
+    errors: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+
+    def failed(self, kind: str) -> None:
+        """Count one failed attempt of ``kind``."""
+        self.errors += 1
+        self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + 1
+
+    def add(self, other: SummaryUsage) -> None:
+        """Add ``other``'s counts to these."""
+        self.api_calls += other.api_calls
+        self.errors += other.errors
+        self.retries += other.retries
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        for kind, n in other.errors_by_kind.items():
+            self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + n
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"api_calls": self.api_calls, "errors": self.errors, "retries": self.retries,
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "errors_by_kind": dict(self.errors_by_kind)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SummaryUsage:
+        """Inverse of `to_dict`; missing or malformed counts read as 0."""
+        def count(value: Any) -> int:
+            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+        kinds = data.get("errors_by_kind")
+        return cls(count(data.get("api_calls")), count(data.get("errors")),
+                   count(data.get("retries")), count(data.get("prompt_tokens")),
+                   count(data.get("completion_tokens")),
+                   {str(k): count(v) for k, v in kinds.items()} if isinstance(kinds, dict)
+                   else {})
 
 
 @dataclass(frozen=True)
@@ -24,7 +77,10 @@ class SummaryRequest:
 
     ``region_tokens`` (the turns' token count, when the caller knows it) lets an LLM
     backend bound its input in tokens without tokenizing the region again. A backend
-    that queues requests pauses ``deadline`` while this one waits for its turn.
+    that queues requests pauses ``deadline`` while this one waits for its turn, and adds
+    what each attempt costs to ``usage`` as it goes. ``origin`` names the row within its
+    run (a resumed run keeps it): a cached summary that this very row obtained before an
+    interruption is reported as it was obtained, not as a cache hit.
     """
 
     turns: Sequence[Turn]
@@ -32,26 +88,19 @@ class SummaryRequest:
     target_tokens: int
     region_tokens: int = 0
     deadline: Deadline | None = field(default=None, compare=False)
-
-
-@dataclass
-class SummaryUsage:
-    """What obtaining one summary cost."""
-
-    api_calls: int = 0
-    errors: int = 0
-    retries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    usage: SummaryUsage = field(default_factory=SummaryUsage, compare=False)
+    origin: str | None = field(default=None, compare=False)
 
 
 @dataclass
 class Summary:
-    """A finished summary turn text (prefixed, redacted) and where it came from."""
+    """A finished summary turn text (prefixed, redacted) and where it came from;
+    ``truncated``: it was cut at a sentence boundary to fit its budget."""
 
     text: str
     source: str  # llm, cache, extractive, fallback
     usage: SummaryUsage = field(default_factory=SummaryUsage)
+    truncated: bool = False
 
 
 class SummaryFailed(Exception):
@@ -67,6 +116,9 @@ class Summarizer:
     """A summarizer backend. Use as ``async with``; `summarize` is the one operation."""
 
     name = "summarizer"
+    # Where a backend says what a person should see at once (an endpoint's first failure
+    # of each kind); None: the backend's own default (stderr).
+    notify: Callable[[str], None] | None = None
 
     async def summarize(self, request: SummaryRequest) -> Summary:
         """A summary of ``request``'s turns; raises `SummaryFailed` when none could be had."""
@@ -128,10 +180,60 @@ def render_turns(
     return text
 
 
-def finish_summary_text(text: str) -> str:
-    """Trim, redact and prefix model or extractive text: ``[CONTEXT SUMMARY]:`` exactly once."""
+def finish_summary_text(text: str, scrubber: Scrubber | None = None) -> str:
+    """Trim, redact and prefix model or extractive text: ``[CONTEXT SUMMARY]:`` exactly once.
+
+    With ``scrubber``, the run's configured secret values go first (literally), then the
+    key-like patterns.
+    """
     body = text.strip()
     while body.upper().startswith(SUMMARY_PREFIX.upper()):
         body = body[len(SUMMARY_PREFIX):].lstrip()
-    body = redact(body)
+    body = scrubber(body) if scrubber is not None else redact(body)
     return f"{SUMMARY_PREFIX} {body}" if body else SUMMARY_PREFIX
+
+
+# Where a sentence ends: . ! ? … (or their CJK forms), closing quotes or brackets
+# allowed, then whitespace or the end; or a line break (lists, paragraphs).
+_SENTENCE_END = re.compile(r"[.!?\u2026\u3002\uff01\uff1f][\"'\u201d\u2019)\]]*(?=\s|$)|\n")
+# A cut must keep at least this share of the budget to count as a summary.
+MIN_CUT_SHARE = 0.5
+
+
+def summary_limit(target_tokens: int, tolerance: float) -> int:
+    """The most tokens a summary for ``target_tokens`` may have before it is cut."""
+    return max(target_tokens, math.floor(target_tokens * tolerance))
+
+
+def bound_summary(
+    text: str, target_tokens: int, tolerance: float, count_tokens: Callable[[str], int]
+) -> tuple[str, bool] | None:
+    """``(text, False)`` when ``text`` is within ``target_tokens`` x ``tolerance``; else
+    ``(cut, True)``, cut at the last sentence boundary that fits ``target_tokens`` (the
+    budget the planner counted on), or None when no such cut keeps at least half of the
+    budget (one endless sentence, a blob): the caller rejects it.
+
+    Only a bounded prefix of a runaway text is ever tokenized.
+    """
+    limit = summary_limit(target_tokens, tolerance)
+    window = limit * MAX_CHARS_PER_TOKEN
+    if len(text) <= window:
+        if count_tokens(text) <= limit:
+            return text, False
+    elif count_tokens(text[:window]) <= limit and count_tokens(text) <= limit:
+        return text, False
+    head = text[:target_tokens * MAX_CHARS_PER_TOKEN]
+    cuts = sorted({m.end() if m.group() != "\n" else m.start()
+                   for m in _SENTENCE_END.finditer(head)})
+    best: str | None = None
+    lo, hi = 0, len(cuts) - 1
+    while lo <= hi:  # the longest cut that fits: token counts grow with the prefix
+        mid = (lo + hi) // 2
+        candidate = head[:cuts[mid]].rstrip()
+        if count_tokens(candidate) <= target_tokens:
+            best, lo = candidate, mid + 1
+        else:
+            hi = mid - 1
+    if best is None or count_tokens(best) < target_tokens * MIN_CUT_SHARE:
+        return None
+    return best, True

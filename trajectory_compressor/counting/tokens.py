@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 # enough that the encodings held until counted stay a few tens of megabytes.
 ENCODE_CHARS = 1 << 20
 BPE_CACHE_WORDS = 2048
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def bundled_tokenizer_dir() -> Path:
@@ -190,6 +192,20 @@ class TokenCounter:
         return counts
 
     def _encode_slice(self, texts: list[str]) -> list[int]:
+        try:
+            return self._encode_texts(texts)
+        except Exception:  # one bad text must not cost the whole batch
+            return [self._encode_one(text) for text in texts]
+
+    def _encode_one(self, text: str) -> int:
+        """One text's count; a lone surrogate (valid JSON, but no Unicode character) is
+        counted as U+FFFD, which is what a tokenizer given it would have to see."""
+        try:
+            return self._encode_texts([text])[0]
+        except Exception:
+            return self._encode_texts([_SURROGATE.sub("\ufffd", text)])[0]
+
+    def _encode_texts(self, texts: list[str]) -> list[int]:
         if self._backend is not None:
             encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
             # len(encoding) reads the length without building the list of ids.

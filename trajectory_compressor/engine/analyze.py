@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..core.config import CompressionConfig
@@ -22,10 +23,11 @@ from ..core.extractive import ExtractiveSummarizer
 from ..core.metrics import AggregateMetrics, Distribution, nice_edges
 from ..core.summary import SummaryRequest, render_turns
 from ..counting.tokens import TokenCounter
+from ..dialects import detect
 from ..dialects.base import Dialect
-from ..dialects.sharegpt import SHAREGPT
 from ..formats.registry import discover_inputs
 from .compressor import RowResult, TrajectoryCompressor
+from .count import RowCounter, gap_counter
 from .stream import RowStream
 
 HISTOGRAM_BINS = 10
@@ -122,6 +124,7 @@ class Analysis:
     rows: int = 0
     rejected: int = 0
     tokens: Distribution = field(default_factory=Distribution)
+    gap: CountingGap | None = None  # per-turn sum vs chat-template count, when it can be had
 
     @property
     def summarizer(self) -> str:
@@ -148,7 +151,37 @@ class Analysis:
             "prices_usd_per_million": None if prices is None
             else {"input": prices.input, "output": prices.output},
             "targets": [t.to_dict(prices) for t in self.targets],
+            "counting_gap": None if self.gap is None else self.gap.to_dict(),
         }
+
+
+@dataclass
+class CountingGap:
+    """How far the reference's per-turn sum is from the chat-template length, per row, and
+    how many rows it puts on the wrong side of each target."""
+
+    targets: list[int]
+    rows: int = 0
+    difference: Distribution = field(default_factory=Distribution)  # template - turns
+    turns_under_template_over: Counter[int] = field(default_factory=Counter)
+    turns_over_template_under: Counter[int] = field(default_factory=Counter)
+
+    def add(self, turns_total: int, template_total: int) -> None:
+        self.rows += 1
+        self.difference.add(template_total - turns_total)
+        for target in self.targets:
+            if turns_total <= target < template_total:
+                self.turns_under_template_over[target] += 1
+            elif template_total <= target < turns_total:
+                self.turns_over_template_under[target] += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "template_minus_turns": self.difference.summary(),
+                "targets": [{"target": t,
+                             "under_by_turns_over_by_template":
+                                 self.turns_under_template_over[t],
+                             "over_by_turns_under_by_template":
+                                 self.turns_over_template_under[t]} for t in self.targets]}
 
 
 def analyze(
@@ -161,7 +194,7 @@ def analyze(
     counter: TokenCounter | None = None,
     split: str | None = None,
     data_files: str | list[str] | dict[str, Any] | None = None,
-    dialect: Dialect = SHAREGPT,
+    dialect: Dialect | None = None,
 ) -> Analysis:
     """Stream ``input_spec`` once and project `compress` at each target (default: the config's).
 
@@ -171,8 +204,10 @@ def analyze(
     inputs = discover_inputs(input_spec, split=split, data_files=data_files)
     counter = counter or TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     analysis = Analysis(input_spec, [TargetAnalysis(c) for c in configs])
-    stream = RowStream(dialect, sample_percent=sample_percent, seed=seed,
-                       batch_rows=config.batch_rows)
+    if gap_counter(config, counter) is not None:
+        analysis.gap = CountingGap([c.target_max_tokens for c in configs])
+    stream = RowStream(dialect or partial(detect, config=config),
+                       sample_percent=sample_percent, seed=seed, batch_rows=config.batch_rows)
     asyncio.run(_run(analysis, inputs, stream, counter))
     for target in analysis.targets:
         target.extractive.rows_rejected = target.llm.rows_rejected = analysis.rejected
@@ -182,33 +217,57 @@ def analyze(
 async def _run(analysis: Analysis, inputs: list[Any], stream: RowStream,
                counter: TokenCounter) -> None:
     extractive = ExtractiveSummarizer(counter.count)
-    compressors = [TrajectoryCompressor(t.config, summarizer=extractive, counter=counter,
-                                        dialect=stream.dialect)
+    compressors = [TrajectoryCompressor(t.config, summarizer=extractive, counter=counter)
                    for t in analysis.targets]
     async with AsyncExitStack() as stack:
         for compressor in compressors:
             await stack.enter_async_context(compressor)
         for source in inputs:
+            dialect = stream.detect(source)
             for batch in stream.batches(source):
                 valid = [(e.record.row, e.turns) for e in batch if e.turns is not None]
                 analysis.rejected += len(batch) - len(valid)
-                counts = counter.count_trajectories([turns for _, turns in valid])
-                for (row, turns), turn_tokens in zip(valid, counts, strict=True):
+                counted = compressors[0].rows.count([(dialect, r, t) for r, t in valid])
+                kept = [(v, c) for v, c in zip(valid, counted, strict=True)
+                        if not isinstance(c, str)]
+                analysis.rejected += len(valid) - len(kept)
+                if analysis.gap is not None:
+                    _add_gap(analysis.gap, compressors[0].rows, counter, dialect,
+                             [v for v, _ in kept], [c for _, c in kept])
+                for (row, turns), turn_tokens in kept:
                     analysis.rows += 1
                     analysis.tokens.add(sum(turn_tokens))
                     for target, compressor in zip(analysis.targets, compressors, strict=True):
-                        target.add(*await _outcomes(compressor, row, turns, turn_tokens))
+                        target.add(*await _outcomes(compressor, row, turns, turn_tokens,
+                                                    dialect))
+
+
+def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect: Dialect,
+             valid: list[tuple[Row, Trajectory]], counted: list[Any]) -> None:
+    """Both counts of each row: the one the run uses and the other one."""
+    if rows.template is not None:  # counting with the template: the sums are the other
+        template_totals = [sum(c) for c in counted]
+        turns_totals = [sum(c) for c in counter.count_trajectories([t for _, t in valid])]
+    else:
+        turns_totals = [sum(c) for c in counted]
+        try:
+            template_totals = rows.template_totals(
+                [dialect.template_messages(r, t) for r, t in valid])
+        except Exception:  # a row the template refuses: no gap for this batch
+            return
+    for turns_total, template_total in zip(turns_totals, template_totals, strict=True):
+        gap.add(turns_total, template_total)
 
 
 async def _outcomes(compressor: TrajectoryCompressor, row: Row, turns: Trajectory,
-                    turn_tokens: list[int]) -> tuple[RowResult, RowResult]:
+                    turn_tokens: list[int], dialect: Dialect) -> tuple[RowResult, RowResult]:
     """The row's result with the extractive summarizer (exact) and with an LLM (projected)."""
-    plan = compressor.plan(turns, turn_tokens)
+    plan = compressor.plan(turns, turn_tokens, dialect)
     if plan.action != "compress":
-        unchanged = compressor.unchanged(row, turns, plan)
+        unchanged = compressor.unchanged(row, turns, plan, dialect)
         return unchanged, unchanged
     assert plan.region is not None
-    exact = await compressor.compress_planned(row, turns, plan)
+    exact = await compressor.compress_planned(row, turns, plan, dialect)
     config = compressor.config
     metrics = compressor.projected_metrics(turns, plan, config.summary_target_tokens)
     metrics.summarization_api_calls = 1

@@ -11,13 +11,23 @@ from ..core.assemble import assemble, base_metrics, compressed_metrics, notice_i
 from ..core.config import CompressionConfig
 from ..core.conversation import Row, Trajectory
 from ..core.deadline import Deadline
+from ..core.errors import RowError
 from ..core.extractive import ExtractiveSummarizer
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
 from ..core.plan import Plan, plan_trajectory
-from ..core.summary import Summarizer, Summary, SummaryFailed, SummaryRequest, SummaryUsage
+from ..core.redact import Scrubber
+from ..core.summary import (
+    Summarizer,
+    Summary,
+    SummaryFailed,
+    SummaryRequest,
+    SummaryUsage,
+    bound_summary,
+)
 from ..counting.tokens import TokenCounter
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
+from .count import RowCounter
 
 SUMMARY_OVERRAN = reasons.SUMMARY_OVERRAN.text
 
@@ -67,6 +77,10 @@ class TrajectoryCompressor:
             summarizer = make_summarizer(self.config, self.counter)
         self.summarizer = summarizer
         self._fallback = ExtractiveSummarizer(self.counter.count, source="fallback")
+        # Counts in the configured mode (per turn, or through the chat template).
+        self.rows = RowCounter(self.config, self.counter)
+        # The configured key values: no summary, from whatever backend, carries them.
+        self.scrubber = Scrubber(self.config.secret_values())
 
     async def __aenter__(self) -> TrajectoryCompressor:
         await self.summarizer.start()
@@ -80,22 +94,25 @@ class TrajectoryCompressor:
     ) -> None:
         await self.summarizer.aclose()
 
-    def plan(self, turns: Trajectory, turn_tokens: list[int] | None = None) -> Plan:
+    def plan(self, turns: Trajectory, turn_tokens: list[int] | None = None,
+             dialect: Dialect | None = None) -> Plan:
         """The planner's decision for ``turns`` (counting tokens if not given)."""
         if turn_tokens is None:
             turn_tokens = self.counter.count_many([t["value"] for t in turns])
-        return plan_trajectory([t["from"] for t in turns], turn_tokens, self.config)
+        boundaries = (dialect or self.dialect).boundaries(turns)
+        return plan_trajectory([t["from"] for t in turns], turn_tokens, self.config, boundaries)
 
     async def compress_trajectory_async(
         self, turns: Trajectory, turn_tokens: list[int] | None = None
     ) -> tuple[Trajectory, TrajectoryMetrics]:
-        """``(compressed turns, metrics)``; the input list is never modified."""
-        plan = self.plan(turns, turn_tokens)
+        """``(compressed turns, metrics)`` of Hermes ShareGPT ``turns`` (whatever the
+        compressor's dialect); the input list is never modified."""
+        plan = self.plan(turns, turn_tokens, SHAREGPT)
         if plan.action != "compress":
-            result = self.unchanged({}, turns, plan)
+            result = self.unchanged({}, turns, plan, SHAREGPT)
         else:
-            result = await self.compress_planned({}, turns, plan)
-        return result.turns, result.metrics
+            result = await self.compress_planned({}, turns, plan, SHAREGPT)
+        return SHAREGPT.turns(result.row) if result.changed else turns, result.metrics
 
     def compress_trajectory(self, turns: Trajectory) -> tuple[Trajectory, TrajectoryMetrics]:
         """Sync wrapper of `compress_trajectory_async` for code without an event loop."""
@@ -106,44 +123,72 @@ class TrajectoryCompressor:
 
         return asyncio.run(once())
 
-    async def compress_row(self, row: Row, turn_tokens: list[int] | None = None) -> RowResult:
+    async def compress_row(self, row: Row, turn_tokens: list[int] | None = None,
+                           dialect: Dialect | None = None) -> RowResult:
         """Compress one row's conversation, keeping every other field.
 
         Raises `RowError` for a malformed row. A failed summary falls back to the
         extractive one; a row past its deadline is returned unchanged with an error.
         """
-        turns = self.dialect.turns(row)
-        plan = self.plan(turns, turn_tokens)
+        dialect = dialect or self.dialect
+        turns = dialect.turns(row)
+        if turn_tokens is None:
+            counted = self.rows.count([(dialect, row, turns)])[0]
+            if isinstance(counted, str):
+                raise RowError(counted)
+            turn_tokens = counted
+        plan = self.plan(turns, turn_tokens, dialect)
         if plan.action != "compress":
-            return self.unchanged(row, turns, plan)
-        return await self.compress_planned(row, turns, plan)
+            return self.unchanged(row, turns, plan, dialect)
+        return await self.compress_planned(row, turns, plan, dialect)
 
-    def unchanged(self, row: Row, turns: Trajectory, plan: Plan) -> RowResult:
+    def unchanged(self, row: Row, turns: Trajectory, plan: Plan,
+                  dialect: Dialect | None = None) -> RowResult:
         """The result for a row that gets no summary (under the target, or nothing to cut)."""
         metrics = base_metrics(plan, len(turns))
         if plan.action == "skip":
             return RowResult(row, metrics, plan, changed=False, turns=turns)
-        return self._with_metrics(row, turns, metrics, plan)
+        return self._with_metrics(row, turns, metrics, plan, dialect)
 
-    async def compress_planned(self, row: Row, turns: Trajectory, plan: Plan) -> RowResult:
-        """Summarize ``plan.region`` of ``turns`` and assemble the new row."""
+    def failed(self, row: Row, turns: Trajectory, plan: Plan, error: str,
+               dialect: Dialect | None = None) -> RowResult:
+        """The result for a row whose compression failed: written unchanged, with ``error``."""
+        metrics = base_metrics(plan, len(turns))
+        metrics.error = error
+        return self._with_metrics(row, turns, metrics, plan, dialect)
+
+    async def compress_planned(self, row: Row, turns: Trajectory, plan: Plan,
+                               dialect: Dialect | None = None,
+                               origin: str | None = None) -> RowResult:
+        """Summarize ``plan.region`` of ``turns`` and assemble the new row.
+
+        A row whose summary and notice would outweigh the turns they replace is returned
+        unchanged with an error, as is a row past its deadline (with the requests it
+        made). ``origin`` names the row within its run (see `SummaryRequest`).
+        """
         assert plan.region is not None
         region = plan.region
         # Time spent queued for a request slot does not count against the deadline.
         deadline = Deadline(self.config.per_trajectory_timeout)
         request = SummaryRequest(
             turns[region.start:region.end], region.start, self._summary_budget(turns, plan),
-            plan.region_tokens, deadline,
+            plan.region_tokens, deadline, origin=origin,
         )
         try:
             summary = await deadline.run(self._summarize(request))
         except asyncio.TimeoutError:
             metrics = base_metrics(plan, len(turns))
+            _add_usage(metrics, request.usage)  # the attempts made before the cut
             metrics.error = reasons.deadline_error(self.config.per_trajectory_timeout)
-            return self._with_metrics(row, turns, metrics, plan)
-        new_turns = assemble(turns, region, summary.text, self.config)
+            return self._with_metrics(row, turns, metrics, plan, dialect)
         metrics = self._metrics_after(turns, plan, summary)
-        return self._with_metrics(row, new_turns, metrics, plan)
+        if metrics.compressed_tokens > metrics.original_tokens:
+            grown = base_metrics(plan, len(turns))
+            _add_usage(grown, summary.usage)
+            grown.error = reasons.grew_error(metrics.compressed_tokens, metrics.original_tokens)
+            return self._with_metrics(row, turns, grown, plan, dialect)
+        new_turns = assemble(turns, region, summary.text, self.config)
+        return self._with_metrics(row, new_turns, metrics, plan, dialect, region.start)
 
     def _summary_budget(self, turns: Trajectory, plan: Plan) -> int:
         """`summary_target_tokens`, or less when the region is barely larger than that: the
@@ -159,13 +204,31 @@ class TrajectoryCompressor:
         return max(1, min(self.config.summary_target_tokens, plan.region_tokens - delta - 1))
 
     async def _summarize(self, request: SummaryRequest) -> Summary:
+        """The backend's summary, scrubbed and bounded whatever the backend; the
+        extractive fallback when it fails or its summary cannot be cut to size."""
         try:
-            return await self.summarizer.summarize(request)
+            summary = await self.summarizer.summarize(request)
         except SummaryFailed as failure:
-            fallback = await self._fallback.summarize(request)
-            fallback.usage = failure.usage
-            fallback.usage.errors = max(fallback.usage.errors, 1)
-            return fallback
+            return await self._fall_back(request, failure.usage)
+        bounded = bound_summary(self.scrubber.literal(summary.text), request.target_tokens,
+                                self.config.summary_tolerance, self.counter.count)
+        if bounded is None:
+            summary.usage.failed("too_long")
+            return await self._fall_back(request, summary.usage)
+        summary.text = bounded[0]
+        summary.truncated = summary.truncated or bounded[1]
+        return summary
+
+    async def _fall_back(self, request: SummaryRequest, usage: SummaryUsage) -> Summary:
+        fallback = await self._fallback.summarize(request)
+        fallback.text = self.scrubber.literal(fallback.text)
+        fallback.usage = usage
+        if usage.errors == 0:
+            usage.failed("other")  # a backend that failed without saying how
+        unnamed = usage.errors - sum(usage.errors_by_kind.values())
+        if unnamed > 0:
+            usage.errors_by_kind["other"] = usage.errors_by_kind.get("other", 0) + unnamed
+        return fallback
 
     def projected_metrics(
         self, turns: Trajectory, plan: Plan, summary_tokens: int
@@ -185,6 +248,7 @@ class TrajectoryCompressor:
         metrics = self._metrics_for(turns, plan, summary.text, 0)
         _add_usage(metrics, summary.usage)
         metrics.summary_source = summary.source
+        metrics.summary_truncated = summary.truncated
         return metrics
 
     def _metrics_for(
@@ -204,9 +268,14 @@ class TrajectoryCompressor:
         return compressed_metrics(plan, len(turns), summary_tokens, delta, self.config)
 
     def _with_metrics(
-        self, row: Row, turns: Trajectory, metrics: TrajectoryMetrics, plan: Plan
+        self, row: Row, turns: Trajectory, metrics: TrajectoryMetrics, plan: Plan,
+        dialect: Dialect | None = None, summary_at: int | None = None,
     ) -> RowResult:
-        new_row = self.dialect.with_turns(row, turns)
+        dialect = dialect or self.dialect
+        new_row = dialect.with_turns(row, turns, summary_at)
+        if summary_at is not None and self.rows.template is not None:
+            # Counted as the trainer sees it: the compressed row rendered whole.
+            _recount(metrics, self.rows.total(dialect, new_row), self.config)
         if self.config.metrics_per_trajectory:
             new_row[METRICS_KEY] = metrics.to_dict()
         return RowResult(new_row, metrics, plan, changed=True, turns=turns)
@@ -218,3 +287,12 @@ def _add_usage(metrics: TrajectoryMetrics, usage: SummaryUsage) -> None:
     metrics.retries = usage.retries
     metrics.prompt_tokens = usage.prompt_tokens
     metrics.completion_tokens = usage.completion_tokens
+    metrics.errors_by_kind = dict(usage.errors_by_kind)
+
+
+def _recount(metrics: TrajectoryMetrics, compressed: int, config: CompressionConfig) -> None:
+    """Metrics of a compressed row whose exact count is ``compressed``."""
+    metrics.compressed_tokens = compressed
+    metrics.tokens_saved = metrics.original_tokens - compressed
+    metrics.compression_ratio = compressed / max(metrics.original_tokens, 1)
+    metrics.still_over_limit = compressed > config.target_max_tokens

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..core.config import CompressionConfig
 from ..core.summary import Summarizer
 from ..counting.tokens import TokenCounter
+from ..dialects import detect
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
 from ..formats.registry import discover_inputs
@@ -15,6 +17,7 @@ from ..summarizers import make_summarizer
 from .compressor import TrajectoryCompressor
 from .layout import plan_layout
 from .local import RunOptions, RunResult, run_pipeline
+from .paths import check_existing, check_writes, planned_writes, run_record
 
 
 def compress_dataset(
@@ -27,10 +30,11 @@ def compress_dataset(
     strict: bool = False,
     quiet: bool = True,
     resume: bool = False,
+    overwrite: bool = False,
     split: str | None = None,
     data_files: str | list[str] | dict[str, Any] | None = None,
     summarizer: Summarizer | None = None,
-    dialect: Dialect = SHAREGPT,
+    dialect: Dialect | None = None,
 ) -> RunResult:
     """Compress ``input_spec`` (a file, folder, glob or Hugging Face dataset) into its
     outputs and return what the run did; nothing is printed unless ``quiet`` is False
@@ -39,7 +43,14 @@ def compress_dataset(
     ``output`` defaults to ``<stem>_compressed.<ext>`` beside a file input, or
     ``<name>_compressed/`` for a folder. ``split`` and ``data_files`` make ``input_spec``
     a Hugging Face dataset (as `datasets.load_dataset` understands them); ``resume``
-    continues an interrupted run; ``summarizer`` overrides the one the config names.
+    continues an interrupted run; ``summarizer`` overrides the one the config names;
+    ``dialect`` overrides the one picked per file (`dialects.detect`, or the config's
+    ``dataset.format``).
+
+    Before anything is written, every path the run writes is checked against the inputs
+    and each other (`ConfigError` on a clash, a device or FIFO, an unwritable folder), and
+    existing outputs are replaced only by a rerun of the run that wrote them (same inputs,
+    same settings, as their metrics file records) unless ``overwrite`` is True.
     """
     config = config or CompressionConfig()
     inputs = discover_inputs(input_spec, split=split, data_files=data_files)
@@ -47,10 +58,15 @@ def compress_dataset(
     layout = plan_layout(input_spec, inputs, output, config, single_file=single)
     if config.cache_enabled and config.cache_path is None:
         config = config.replace(cache_path=str(layout.summary_cache))
+    check_writes(inputs, planned_writes(layout, config))
+    check_existing(inputs, layout, config,
+                   run_record(inputs, layout, config, sample_percent, seed),
+                   overwrite=overwrite, resume=resume)
     counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     if summarizer is None:
         summarizer = make_summarizer(config, counter)
-    compressor = TrajectoryCompressor(config, summarizer, counter, dialect)
+    compressor = TrajectoryCompressor(config, summarizer, counter, dialect or SHAREGPT)
     options = RunOptions(sample_percent=sample_percent, seed=seed, strict=strict, quiet=quiet,
                          resume=resume)
-    return run_pipeline(compressor, inputs, layout, options)
+    chosen = dialect or partial(detect, config=config)
+    return run_pipeline(compressor, inputs, layout, options, chosen)

@@ -8,7 +8,17 @@ from pathlib import Path
 from ..core.config import CompressionConfig
 from ..core.errors import ConfigError
 from ..formats.base import InputFile
-from ..formats.registry import extension, file_format, file_stem, output_container
+from ..formats.registry import (
+    file_format,
+    file_stem,
+    file_suffix,
+    output_container,
+    output_extension,
+)
+
+# Output suffixes the sidecar names keep: a `.json` output sits beside the `.jsonl` output
+# of an input of the same stem, and must not share its sidecars.
+_SIDECARS_KEEP_SUFFIX = (".json",)
 
 
 @dataclass(frozen=True)
@@ -46,8 +56,14 @@ class OutputLayout:
 
 
 def sidecar_stem(output: Path, folder: bool) -> Path:
-    """``<stem_path>`` of an output: the folder itself, or the file without its extension."""
-    if folder:
+    """``<stem_path>`` of an output: the folder itself, or the file without its extension.
+
+    A ``.json`` file keeps its suffix (``a_compressed.json`` -> ``a_compressed.json_
+    metrics.json``): the sidecars of ``a_compressed.jsonl`` beside it are
+    ``a_compressed_metrics.json``, ..., and neither run's files replace the other's.
+    """
+    suffix = file_suffix(output)
+    if folder or (suffix is not None and suffix.lower() in _SIDECARS_KEEP_SUFFIX):
         return output
     return output.with_name(file_stem(output))
 
@@ -66,11 +82,14 @@ def plan_layout(
 ) -> OutputLayout:
     """Output paths for ``inputs``: a file for a file input, a folder for a folder or glob."""
     suffix = config.output_suffix
+    if output is None and not suffix:
+        raise ConfigError("output.output_suffix is empty, so the default output would be the "
+                          "input itself; give -o OUTPUT or a suffix")
     if single_file:
         source = inputs[0]
         fmt = output_container(source, config.output_format)
         if output is None:
-            out = source.path.with_name(source.stem + suffix + extension(fmt))
+            out = source.path.with_name(source.stem + suffix + output_extension(source, fmt))
         else:
             out = Path(output)
             if out.is_dir():
@@ -81,8 +100,6 @@ def plan_layout(
             elif named is not None and named.split(".")[0] != fmt.split(".")[0]:
                 raise ConfigError(f"output {output} is named .{named} but the output format "
                                   f"is {fmt}; rename it or change --output-format")
-        if out.resolve() == source.path.resolve():
-            raise ConfigError(f"output {out} would overwrite the input")
         return OutputLayout({source.path: out}, {source.path: fmt},
                             sidecar_stem(out, folder=False))
     spec_path = Path(input_spec)
@@ -101,7 +118,7 @@ def plan_layout(
     formats: dict[Path, str] = {}
     for source in inputs:
         fmt = output_container(source, config.output_format)
-        outputs[source.path] = folder / (source.stem + extension(fmt))
+        outputs[source.path] = folder / (source.stem + output_extension(source, fmt))
         formats[source.path] = fmt
     if len(set(outputs.values())) != len(outputs):
         raise ConfigError(f"two inputs in {input_spec} would write the same output file")

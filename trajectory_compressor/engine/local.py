@@ -17,15 +17,18 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ..core.conversation import Trajectory
-from ..core.errors import ResumeError
+from ..core.errors import ConfigError, FatalSummaryError, OutputError, ResumeError, one_line_error
 from ..core.metrics import AggregateMetrics
 from ..core.plan import Plan
+from ..dialects.base import Dialect
 from ..formats import jsonio
 from ..formats.base import InputFile, Record, write_atomic
 from ..formats.registry import count_rows
 from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
 from .compressor import RowResult, TrajectoryCompressor
+from .count import Item, tokenizer_identity
 from .layout import OutputLayout
+from .paths import run_record
 from .progress import Progress
 from .stream import Entry, RowStream
 from .writer import RunWriter, StrictStop
@@ -68,6 +71,7 @@ class _Slot:
 
     record: Record
     draws: int
+    dialect: Dialect
     size: int = 0
     turns: Trajectory | None = None
     result: RowResult | None = None
@@ -84,10 +88,12 @@ class Pipeline:
         inputs: list[InputFile],
         layout: OutputLayout,
         options: RunOptions | None = None,
+        dialect: Dialect | Callable[[list[Any]], Dialect] | None = None,
     ) -> None:
         self.compressor = compressor
         self.config = compressor.config
-        self.dialect = compressor.dialect
+        # One dialect for every file, or a function that picks each file's (detection).
+        self.dialect = dialect or compressor.dialect
         self.inputs = inputs
         self.layout = layout
         self.options = options or RunOptions()
@@ -109,13 +115,18 @@ class Pipeline:
         Interrupted (Ctrl-C, a fatal error), the temporary outputs and a checkpoint are
         kept for `--resume`; a `--strict` stop deletes them.
         """
-        fingerprints = (input_fingerprint(self.inputs), settings_fingerprint(
-            self.config, self.layout.outputs, self.options.sample_percent, self.options.seed))
+        settings = settings_fingerprint(self.config, self.layout.outputs,
+                                        self.options.sample_percent, self.options.seed)
+        # A resume must count with the same tokenizer files, mode and template.
+        settings["tokenizer"] = tokenizer_identity(self.config)
+        fingerprints = (input_fingerprint(self.inputs), settings)
         resume = self._resume_point(*fingerprints)
         total = None if self.options.sample_percent is not None else count_rows(self.inputs)
         self.progress = Progress(quiet=self.options.quiet, total=total)
+        self.compressor.summarizer.notify = lambda text: self.progress.write(f"warning: {text}")
         writer = _reopen(RunWriter, self.layout, self.config, self.progress, fingerprints,
-                         self.options.strict, resume, self.dialect.text_chars)
+                         self.options.strict, resume,
+                         resuming=resume is not None)
         self.writer = writer
         self.metrics = writer.metrics
         if resume is None:
@@ -144,7 +155,10 @@ class Pipeline:
         self.metrics.processing_end_time = datetime.now().isoformat()
         self.metrics.processing_duration_seconds = writer.elapsed()
         if self.config.metrics_enabled:
-            report = {**self.metrics.to_dict(), "settings": self.config.run_settings()}
+            report = {**self.metrics.to_dict(), "settings": self.config.run_settings(),
+                      "tokenizer": tokenizer_identity(self.config),
+                      "run": run_record(self.inputs, self.layout, self.config,
+                                        self.options.sample_percent, self.options.seed)}
             write_atomic(self.layout.metrics, jsonio.dumps_pretty(report))
         return RunResult(self.metrics, self.layout, writer.warnings, resumed=resume is not None)
 
@@ -156,7 +170,9 @@ class Pipeline:
                     _reopen(writer.adopt_finished, self.layout.outputs[source.path])
                     continue
                 skip, sink_state = resume.skip, resume.output
-            _reopen(writer.open_file, index, source, sink_state)
+            dialect = self.stream.detect(source)
+            _reopen(writer.open_file, index, source, sink_state, dialect.text_chars,
+                    resuming=sink_state is not None)
             await self._run_file(source, skip)
             writer.finish_file(self.stream.draws)
 
@@ -187,12 +203,13 @@ class Pipeline:
         window_chars = self.config.window_mb * 2**20
         # Batch k+1 is tokenized on the counting thread (the tokenizer releases the GIL)
         # while batch k is planned and written and batch k+2 is read: one batch ahead.
-        ahead: tuple[list[_Slot], asyncio.Future[list[list[int]]]] | None = None
+        ahead: tuple[list[_Slot], asyncio.Future[list[list[int] | str]]] | None = None
         try:
             for batch in self.stream.batches(source, skip):
                 self._check_stop()
                 slots = [self._slot(entry) for entry in batch]
-                counting = self._count([s.turns for s in slots if s.turns is not None])
+                counting = self._count([(s.dialect, s.record.row, s.turns) for s in slots
+                                        if s.turns is not None])
                 if ahead is not None:
                     await self._place(window, *ahead, window_chars)
                 ahead = (slots, counting)
@@ -211,12 +228,16 @@ class Pipeline:
             self.writer.empty_file(source)
 
     async def _place(self, window: deque[_Slot], slots: list[_Slot],
-                     counting: asyncio.Future[list[list[int]]], window_chars: float) -> None:
+                     counting: asyncio.Future[list[list[int] | str]], window_chars: float) -> None:
         """Plan a counted batch and move it into the window, writing what is ready."""
         counts = iter(await counting)
         for slot in slots:
             if slot.turns is not None:
-                self._start(slot, next(counts))
+                counted = next(counts)
+                if isinstance(counted, str):
+                    slot.reject, slot.turns = counted, None
+                else:
+                    self._start(slot, counted)
             window.append(slot)
             self._window_chars += slot.size
             self._flush_ready(window)
@@ -227,19 +248,25 @@ class Pipeline:
     def _slot(self, entry: Entry) -> _Slot:
         if entry.reject is not None and self.options.strict:
             raise StrictStop(f"{entry.record.location}: {entry.reject}")
-        return _Slot(entry.record, entry.draws, entry.size, entry.turns, reject=entry.reject)
+        return _Slot(entry.record, entry.draws, entry.dialect, entry.size, entry.turns,
+                     reject=entry.reject)
 
     def _start(self, slot: _Slot, turn_tokens: list[int]) -> None:
         assert slot.turns is not None
-        plan = self.compressor.plan(slot.turns, turn_tokens)
+        try:
+            plan = self.compressor.plan(slot.turns, turn_tokens, slot.dialect)
+        except Exception as exc:
+            slot.reject, slot.turns = f"cannot plan the row: {one_line_error(exc)}", None
+            return
         if plan.action == "compress":
             slot.record.raw = None  # a summarized row is written anew: its line is not needed
-            slot.task = self._spawn(self._compress(slot.record, slot.turns, plan))
+            slot.task = self._spawn(self._compress(slot.record, slot.turns, plan, slot.dialect))
         else:
-            slot.result = self.compressor.unchanged(slot.record.row, slot.turns, plan)
+            slot.result = self.compressor.unchanged(slot.record.row, slot.turns, plan,
+                                                    slot.dialect)
         slot.turns = None
 
-    def _count(self, trajectories: list[Trajectory]) -> asyncio.Future[list[list[int]]]:
+    def _count(self, items: list[Item]) -> asyncio.Future[list[list[int] | str]]:
         """Start counting a batch on the counting thread. Always the same single thread:
         each new thread would get its own malloc arena, and each arena keeps a batch's
         worth of memory after the batch is gone; one thread also keeps the memo's
@@ -247,14 +274,25 @@ class Pipeline:
         if self._counting is None:
             self._counting = ThreadPoolExecutor(1, thread_name_prefix="count")
         loop = asyncio.get_running_loop()
-        return loop.run_in_executor(self._counting, self.compressor.counter.count_trajectories,
-                                    trajectories)
+        return loop.run_in_executor(self._counting, self.compressor.rows.count, items)
 
-    async def _compress(self, record: Record, turns: Trajectory, plan: Plan) -> RowResult:
+    async def _compress(self, record: Record, turns: Trajectory, plan: Plan,
+                        dialect: Dialect) -> RowResult:
         self._in_flight += 1
         self.progress.in_flight(self._in_flight)
         try:
-            return await self.compressor.compress_planned(record.row, turns, plan)
+            # The row within this run, the same after a resume (see `SummaryRequest`).
+            origin = f"{self.metrics.processing_start_time} {record.location}"
+            return await self.compressor.compress_planned(record.row, turns, plan, dialect,
+                                                          origin=origin)
+        except (FatalSummaryError, ConfigError):
+            raise  # every row would hit it: the run stops
+        except Exception as exc:
+            # A bug or a value nobody foresaw costs this row's summary, not the run: the
+            # row is written unchanged with the error in its metrics.
+            message = f"compression failed: {one_line_error(exc)}"
+            self.writer.warn(f"{record.location}: {message}")
+            return self.compressor.failed(record.row, turns, plan, message, dialect)
         finally:
             self._in_flight -= 1
             self.progress.in_flight(self._in_flight)
@@ -310,14 +348,19 @@ class Pipeline:
                 self.writer.write(head.record, head.result, head.draws)
 
 
-def _reopen(open_output: Callable[..., T], *args: Any) -> T:
-    """Open outputs, saying in one sentence when a resume finds their files gone."""
+def _reopen(open_output: Callable[..., T], *args: Any, resuming: bool = True) -> T:
+    """Open outputs, saying in one sentence what failed: a resume that finds its files
+    gone, or an output that cannot be created."""
     try:
         return open_output(*args)
     except FileNotFoundError as exc:
         what = exc.filename or exc
+        if not resuming:
+            raise OutputError(f"cannot write {what}: {exc.strerror or exc}") from None
         raise ResumeError(f"cannot resume: the partial output {what} is missing or damaged; "
                           "run without --resume to start over") from None
+    except OSError as exc:
+        raise OutputError(f"cannot write {exc.filename or exc}: {exc.strerror or exc}") from None
 
 
 def run_pipeline(
@@ -325,6 +368,7 @@ def run_pipeline(
     inputs: list[InputFile],
     layout: OutputLayout,
     options: RunOptions | None = None,
+    dialect: Dialect | Callable[[list[Any]], Dialect] | None = None,
 ) -> RunResult:
-    """Run a `Pipeline` to completion from sync code."""
-    return asyncio.run(Pipeline(compressor, inputs, layout, options).run())
+    """Run a `Pipeline` to completion from sync code (``dialect``: see `Pipeline`)."""
+    return asyncio.run(Pipeline(compressor, inputs, layout, options, dialect).run())

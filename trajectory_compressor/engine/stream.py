@@ -7,12 +7,16 @@ same rows, sample them with the same draws and reject the same ones for the same
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import islice
+from typing import Any, cast
 
 from ..core.conversation import Trajectory
-from ..core.errors import RowError
+from ..core.errors import RowError, one_line_error
+from ..dialects import DETECT_ROWS
 from ..dialects.base import Dialect
+from ..dialects.sharegpt import SHAREGPT
 from ..formats.base import InputFile, Record
 from ..formats.registry import read_records
 
@@ -24,30 +28,41 @@ BATCH_CHARS = 4 << 20
 class Entry:
     """One record of the stream: its validated turns, or why it is rejected.
 
-    ``draws`` counts the sampler's draws up to and including it (0 without sampling).
+    ``draws`` counts the sampler's draws up to and including it (0 without sampling);
+    ``dialect`` is its file's.
     """
 
     record: Record
     draws: int
     size: int
+    dialect: Dialect
     turns: Trajectory | None = None
     reject: str | None = None
 
 
 class RowStream:
-    """Records of input files, validated by ``dialect``, sampled by ``sample_percent`` (one
-    seeded draw per record, in input order) and batched by rows and characters."""
+    """Records of input files, validated by their dialect, sampled by ``sample_percent``
+    (one seeded draw per record, in input order) and batched by rows and characters.
+
+    ``dialect`` is either one dialect for every file or a function that picks a file's
+    dialect from its first rows (`dialects.detect`); `detect` applies it to a file.
+    """
 
     def __init__(
         self,
-        dialect: Dialect,
+        dialect: Dialect | Callable[[list[Any]], Dialect],
         *,
         sample_percent: float | None = None,
         seed: int = 42,
         batch_rows: int = 256,
         batch_chars: int = BATCH_CHARS,
     ) -> None:
-        self.dialect = dialect
+        self._choose: Callable[[list[Any]], Dialect] | None = None
+        self.dialect: Dialect = SHAREGPT
+        if hasattr(dialect, "turns"):
+            self.dialect = cast(Dialect, dialect)
+        else:
+            self._choose = dialect
         self.keep = None if sample_percent is None else sample_percent / 100
         self.batch_rows = batch_rows
         self.batch_chars = batch_chars
@@ -60,6 +75,15 @@ class RowStream:
         for _ in range(draws):
             self._sampler.random()
         self.draws = draws
+
+    def detect(self, source: InputFile) -> Dialect:
+        """Pick ``source``'s dialect from its first rows (read from the file's start, so a
+        resumed run decides as the interrupted one did)."""
+        if self._choose is not None:
+            first = [r.row for r in islice(read_records(source, 0), DETECT_ROWS)
+                     if r.error is None]
+            self.dialect = self._choose(first)
+        return self.dialect
 
     def batches(self, source: InputFile, skip: int = 0) -> Iterator[list[Entry]]:
         """``source``'s entries after ``skip`` lines or rows, in batches of ``batch_rows``
@@ -81,13 +105,15 @@ class RowStream:
     def entry(self, record: Record, draws: int = 0) -> Entry:
         """``record`` validated: its turns, or the reason it is rejected."""
         size = len(record.raw) if record.raw is not None else self.dialect.text_chars(record.row)
-        entry = Entry(record, draws, size)
+        entry = Entry(record, draws, size, self.dialect)
         try:
             if record.error is not None:
                 raise RowError(record.error)
             entry.turns = self.dialect.turns(record.row)
         except RowError as exc:
             entry.reject = exc.reason
+        except Exception as exc:  # a row no check foresaw: rejected, never the run
+            entry.reject = f"cannot read the row: {one_line_error(exc)}"
         return entry
 
     def _sampled(self, records: Iterator[Record]) -> Iterator[tuple[Record, int]]:

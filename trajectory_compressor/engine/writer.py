@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import CompressionConfig
-from ..core.errors import CompressorError
+from ..core.errors import CompressorError, one_line_error
 from ..core.metrics import AggregateMetrics, aggregate_from_state, aggregate_state
 from ..dialects.base import row_id
 from ..formats.base import FinishedFile, InputFile, Record, Sink, text_chars
@@ -83,11 +83,13 @@ class RunWriter:
         """An output an interrupted run already completed."""
         self._done.append(FinishedFile(final))
 
-    def open_file(self, index: int, source: InputFile, resume: Any = None) -> Sink:
-        """The sink for ``source``'s output (reopened from a checkpoint state ``resume``)."""
+    def open_file(self, index: int, source: InputFile, resume: Any = None,
+                  text_chars: Callable[[Any], int] | None = None) -> Sink:
+        """The sink for ``source``'s output (reopened from a checkpoint state ``resume``);
+        ``text_chars`` measures its rows' text (the file's dialect knows where it is)."""
         out = self.layout.outputs[source.path]
         sink = open_sink(self.layout.formats[source.path], out, source, resume,
-                         self.text_chars)
+                         text_chars or self.text_chars)
         self.sink = sink
         self.file_index = index
         return sink
@@ -112,12 +114,10 @@ class RunWriter:
         metrics = result.metrics
         if metrics.failed and self.strict:
             raise StrictStop(f"{record.location}: {metrics.error}")
-        self._writing = True
-        self.metrics.add(metrics)
-        self.progress.row(metrics)
+        entry: dict[str, Any] | None = None
         keep = True
         if metrics.still_over_limit:
-            entry: dict[str, Any] = {
+            entry = {
                 "location": str(record.location),
                 **record.location.to_dict(),
                 "id": row_id(result.row),
@@ -127,13 +127,25 @@ class RunWriter:
             if not self.config.save_over_limit:
                 entry["trajectory"] = result.row
                 keep = False
-            self.over_limit.write_row(entry)
-        if keep:
-            assert self.sink is not None
-            if not result.changed and record.raw is not None and isinstance(self.sink, JsonlSink):
-                self.sink.write_raw(record.raw)
-            else:
-                self.sink.write_row(result.row)
+        self._writing = True
+        # The row first: a value that cannot be encoded makes it a reject before anything
+        # of it is written or counted.
+        try:
+            if keep:
+                assert self.sink is not None
+                if (not result.changed and record.raw is not None
+                        and isinstance(self.sink, JsonlSink)):
+                    self.sink.write_raw(record.raw)
+                else:
+                    self.sink.write_row(result.row)
+            if entry is not None:
+                self.over_limit.write_row(entry)
+        except (TypeError, ValueError, UnicodeError, OverflowError) as exc:
+            self._writing = False
+            self.reject(record, f"cannot write the row: {one_line_error(exc)}", draws)
+            return
+        self.metrics.add(metrics)
+        self.progress.row(metrics)
         self._handled(record, draws)
 
     def reject(self, record: Record, reason: str, draws: int) -> None:

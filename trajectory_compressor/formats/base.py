@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol, cast
+
+from ..core.errors import OutputError
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,19 @@ def temp_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.partial")
 
 
+def replace_file(temp: Path, final: Path) -> None:
+    """Rename ``temp`` to ``final``, never onto something that is not a regular file: a
+    rename onto ``/dev/null`` or a FIFO would put a regular file in its place."""
+    try:
+        mode: int | None = os.lstat(final).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise OutputError(f"{final} is not a regular file, so it was not replaced; the "
+                          f"finished output is {temp}")
+    os.replace(temp, final)
+
+
 class AtomicFile:
     """A binary file written under `temp_path` and renamed to its final name on `commit`."""
 
@@ -166,7 +182,7 @@ class AtomicFile:
         if self.committed:
             return
         self.close_keep()
-        os.replace(self.temp, self.final)
+        replace_file(self.temp, self.final)
         self.committed = True
 
     def discard(self) -> None:
@@ -202,7 +218,7 @@ class FinishedFile:
 
     def commit(self) -> None:
         if self.temp.exists():
-            os.replace(self.temp, self.final)
+            replace_file(self.temp, self.final)
 
     def discard(self) -> None:
         self.temp.unlink(missing_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -20,26 +21,47 @@ def _open_binary(source: InputFile) -> IO[bytes]:
 def read_jsonl(source: InputFile, skip_lines: int = 0) -> Iterator[Record]:
     """Records of a JSONL file, one per non-blank line; bad lines carry their error.
 
-    ``skip_lines`` physical lines are passed over unparsed (resume).
+    ``skip_lines`` physical lines are passed over unparsed (resume). A file that cannot be
+    read on (a truncated or corrupt gzip stream, a read error) ends with one error record
+    at the line where it broke: the lines before it are kept.
     """
     name = str(source.path)
-    with _open_binary(source) as f:
-        for number, line in enumerate(f, start=1):
-            if number <= skip_lines:
-                continue
-            raw = line.rstrip(b"\r\n")
-            if not raw.strip():
-                continue
-            location = Location(name, line=number)
-            try:
-                yield Record(location, jsonio.loads(raw), raw)
-            except UnicodeDecodeError as exc:
-                yield Record(location, raw=raw, error=(
-                    f"line is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
-                ))
-            except ValueError as exc:
-                yield Record(location, raw=raw, error=f"invalid JSON: {exc}")
+    number = 0
+    try:
+        with _open_binary(source) as f:
+            for number, line in enumerate(f, start=1):
+                if number <= skip_lines:
+                    continue
+                raw = line.rstrip(b"\r\n")
+                if raw.strip():
+                    yield _record(Location(name, line=number), raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        broken = number + 1
+        if broken > skip_lines:
+            what = _broken_file(source, exc)
+            location = Location(name) if number == 0 else Location(name, line=broken)
+            yield Record(location, error=what if number == 0 else
+                         f"{what}; the file breaks off after line {number}")
 
+
+def _record(location: Location, raw: bytes) -> Record:
+    try:
+        return Record(location, jsonio.loads(raw), raw)
+    except UnicodeDecodeError as exc:
+        return Record(location, raw=raw, error=(
+            f"line is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"))
+    except ValueError as exc:
+        return Record(location, raw=raw, error=f"invalid JSON: {exc}")
+
+
+def _broken_file(source: InputFile, exc: BaseException) -> str:
+    if source.format == "jsonl.gz":
+        if isinstance(exc, gzip.BadGzipFile):
+            return "not a gzip file (named .gz)"
+        if isinstance(exc, EOFError):
+            return "the gzip stream is truncated"
+        return f"the gzip stream is corrupt ({exc})"
+    return f"cannot read the file ({getattr(exc, 'strerror', None) or exc})"
 
 
 class JsonlSink:

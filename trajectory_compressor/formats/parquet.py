@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from ..core.errors import CompressorError
 from ..core.metrics import METRICS_KEY
-from .base import InputFile, Location, Record, temp_path, text_chars
+from .base import InputFile, Location, Record, replace_file, temp_path, text_chars
 
 READ_BATCH_ROWS = 256
 # Bytes (uncompressed) per record batch read: rows of 100 KB must not come 1,000 at once.
@@ -152,10 +152,28 @@ def records_from_batches(
         start = max(skip_rows - row, 0)
         # Converting a slice at a time keeps the Python copies of huge rows few.
         for offset in range(start, n, READ_BATCH_ROWS):
-            chunk = batch.slice(offset, READ_BATCH_ROWS).to_pylist()
+            piece = batch.slice(offset, READ_BATCH_ROWS)
+            try:
+                chunk = piece.to_pylist()
+            except (UnicodeDecodeError, pa.ArrowException):
+                # One undecodable value (invalid UTF-8 in a string column) rejects its
+                # row, not the slice: convert row by row to find it.
+                for i in range(piece.num_rows):
+                    yield _row_record(piece.slice(i, 1), Location(name, row=row + offset + i))
+                continue
             for i, values in enumerate(chunk):
                 yield Record(Location(name, row=row + offset + i), values)
         row += n
+
+
+def _row_record(one: pa.RecordBatch, location: Location) -> Record:
+    try:
+        return Record(location, one.to_pylist()[0])
+    except UnicodeDecodeError as exc:
+        return Record(location, error=f"a string value is not valid UTF-8 ({exc.reason} at "
+                                      f"byte {exc.start})")
+    except pa.ArrowException as exc:
+        return Record(location, error=f"cannot decode the row ({_reason(exc)})")
 
 
 def read_parquet(source: InputFile, skip_rows: int = 0) -> Iterator[Record]:
@@ -385,7 +403,7 @@ class ParquetSink:
         if self._done:
             return
         self.finish()
-        os.replace(self.temp, self.final)
+        replace_file(self.temp, self.final)
         self.cleanup()
         self._done = True
 

@@ -51,8 +51,11 @@ class Container:
 CONTAINERS: dict[str, Container] = {c.name: c for c in (
     Container("jsonl.gz", (".jsonl.gz",), ".jsonl.gz", _lazy("jsonl", "read_jsonl"),
               open_sink=_lazy("jsonl", "open_sink")),
-    Container("jsonl", (".jsonl", ".json"), ".jsonl", _lazy("jsonl", "read_jsonl"),
+    Container("jsonl", (".jsonl",), ".jsonl", _lazy("jsonl", "read_jsonl"),
               open_sink=_lazy("jsonl", "open_sink")),
+    # A JSON array of rows; a .json file holding JSON lines is read as jsonl (file_format).
+    Container("json", (".json",), ".json", _lazy("json_array", "read_json_array"),
+              open_sink=_lazy("json_array", "open_sink")),
     Container("parquet", (".parquet",), ".parquet", _lazy("parquet", "read_parquet"),
               rows=_lazy("parquet", "input_rows"), schema=_lazy("parquet", "input_schema"),
               open_sink=_lazy("parquet", "open_sink")),
@@ -69,11 +72,22 @@ SUFFIXES = tuple(s for s, _ in _BY_SUFFIX)
 _NAMED = ", ".join(s for c in CONTAINERS.values() for s in c.suffixes)
 
 
+# A run's own side files are never inputs of a folder or glob.
+SIDECARS = ("_metrics.json", "_over_limit.jsonl", "_rejects.jsonl")
+
+
 def file_format(path: Path) -> str | None:
-    """The container of a file by its name (``jsonl``, ``jsonl.gz``, ``parquet``), or None."""
+    """The container of a file by its name (``jsonl``, ``jsonl.gz``, ``json``,
+    ``parquet``), or None; an existing ``.json`` file that does not start with ``[``
+    holds JSON lines."""
     name = path.name.lower()
     for suffix, container in _BY_SUFFIX:
         if name.endswith(suffix):
+            if container == "json" and path.is_file():
+                from .json_array import first_char
+
+                if first_char(path) not in (b"[", b""):
+                    return "jsonl"
             return container
     return None
 
@@ -87,12 +101,32 @@ def file_stem(path: Path) -> str:
     return path.stem
 
 
+def file_suffix(path: Path) -> str | None:
+    """The container suffix ``path``'s name ends with, as written (``.json``, ``.JSONL``)."""
+    name = path.name
+    for suffix in SUFFIXES:
+        if name.lower().endswith(suffix):
+            return name[-len(suffix):]
+    return None
+
+
 def extension(container: str) -> str:
     """The file name ending of an output in ``container``."""
     ext = CONTAINERS[container].extension
     if ext is None:
         raise ConfigError(f"{container} outputs cannot be written")
     return ext
+
+
+def output_extension(source: InputFile, container: str) -> str:
+    """The name ending of ``source``'s output in ``container``: the input's own suffix when
+    the container is the input's (``data.json`` -> ``.json``, so it never meets the output
+    of a ``data.jsonl`` beside it), else the container's extension."""
+    if source.stream is None and container == source.format:
+        own = file_suffix(source.path)
+        if own is not None:
+            return own
+    return extension(container)
 
 
 def output_container(source: InputFile, requested: str) -> str:
@@ -171,7 +205,7 @@ def discover_inputs(
     else:
         raise InputError(f"input not found: {spec}")
     files = [InputFile(p, fmt, name=file_stem(p)) for p in candidates
-             if (fmt := file_format(p)) is not None]
+             if (fmt := file_format(p)) is not None and not p.name.endswith(SIDECARS)]
     if not files:
         raise InputError(f"{spec}: no {_NAMED} files found")
     return files

@@ -27,11 +27,11 @@ def make_summarizer(config: CompressionConfig, counter: TokenCounter) -> Summari
     if config.summarizer == "openai":
         from .openai import OpenAISummarizer
 
-        return OpenAISummarizer(config)
+        return OpenAISummarizer(config, count_tokens=counter.count)
     if config.summarizer == "local":
         from .local import LocalSummarizer
 
-        return LocalSummarizer(config)
+        return LocalSummarizer(config, count_tokens=counter.count)
     raise ConfigError(
         f"unknown summarizer '{config.summarizer}'; use openai, extractive or local"
     )

@@ -2,8 +2,11 @@
 
 The key is a hash of the model, the exact messages and the generation parameters, so a
 rerun, or a duplicate region, costs no request, and a change of prompt, model or
-settings misses. Only finished summaries are stored (already trimmed, prefixed and
-redacted); never a prompt, a header or a key.
+settings misses. Only finished summaries are stored (already trimmed, prefixed,
+scrubbed of the run's keys and redacted, cut to their budget); never a prompt, a header,
+a URL or a key. Beside each summary, ``info`` records how it was obtained (its usage,
+whether it was cut, and a digest naming the row and run that asked for it), so that a
+resumed run reports a summary its interrupted part obtained as an uninterrupted run would.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ import hashlib
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ..core.errors import ConfigError
+from ..core.summary import SummaryUsage
 
 SCHEMA_VERSION = 1
 COMMIT_EVERY = 64
@@ -43,6 +48,21 @@ def cache_key(
     return hashlib.blake2b(payload, digest_size=20).hexdigest()
 
 
+def origin_digest(origin: str) -> str:
+    """What the cache stores of a request's ``origin`` (no paths in the file)."""
+    return hashlib.blake2b(origin.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+@dataclass
+class CacheEntry:
+    """A stored summary and how it was obtained (empty for entries of older versions)."""
+
+    text: str
+    origin: str | None = None  # `origin_digest` of the request that paid for it
+    usage: SummaryUsage | None = None
+    truncated: bool = False
+
+
 class SummaryCache:
     """A persistent ``key -> summary`` map; writes are batched into few transactions."""
 
@@ -63,6 +83,9 @@ class SummaryCache:
                 "CREATE TABLE IF NOT EXISTS summaries (key TEXT PRIMARY KEY, model TEXT NOT "
                 "NULL, summary TEXT NOT NULL, created REAL NOT NULL) WITHOUT ROWID"
             )
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(summaries)")}
+            if "info" not in columns:  # a file from before `info` existed
+                self._db.execute("ALTER TABLE summaries ADD COLUMN info TEXT")
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._db.commit()
         except (sqlite3.Error, OSError) as exc:
@@ -80,11 +103,44 @@ class SummaryCache:
         self.hits += 1
         return str(row[0])
 
-    def put(self, key: str, model: str, summary: str) -> None:
-        """Store a finished summary (committed in batches, and on `close`)."""
+    def get_entry(self, key: str) -> CacheEntry | None:
+        """The entry stored under ``key``, with how it was obtained, if any."""
+        row = self._db.execute("SELECT summary, info FROM summaries WHERE key = ?",
+                               (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        entry = CacheEntry(str(row[0]))
+        try:
+            info = orjson.loads(row[1]) if row[1] else {}
+        except orjson.JSONDecodeError:
+            info = {}
+        if isinstance(info, dict):
+            entry.origin = info.get("origin") if isinstance(info.get("origin"), str) else None
+            usage = info.get("usage")
+            entry.usage = SummaryUsage.from_dict(usage) if isinstance(usage, dict) else None
+            entry.truncated = info.get("truncated") is True
+        return entry
+
+    def put(
+        self,
+        key: str,
+        model: str,
+        summary: str,
+        *,
+        origin: str | None = None,
+        usage: SummaryUsage | None = None,
+        truncated: bool = False,
+    ) -> None:
+        """Store a finished summary (committed in batches, and on `close`) with how it was
+        obtained: the `origin_digest` of the request, its usage, whether it was cut."""
+        info = orjson.dumps({"origin": origin, "truncated": truncated,
+                             "usage": usage.to_dict() if usage is not None else None})
         self._db.execute(
-            "INSERT OR REPLACE INTO summaries (key, model, summary, created) VALUES (?, ?, ?, ?)",
-            (key, model, summary, time.time()),
+            "INSERT OR REPLACE INTO summaries (key, model, summary, created, info) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (key, model, summary, time.time(), info.decode()),
         )
         self._pending += 1
         now = time.monotonic()

@@ -1,9 +1,11 @@
 """One chat-completions attempt: the request body, the HTTP call, and what the reply means.
 
 Every way an attempt can go wrong becomes a `Failure` with a kind the pool acts on; only
-task cancellation escapes as an exception. Failure reasons are built from the status and
-the endpoint's display name, never from headers or reply bodies (a server may echo the
-key back).
+task cancellation escapes as an exception. Failure reasons are built from the status, the
+endpoint's display name and the server's own error message, which goes through the run's
+scrubber first (a server may echo the key back); never from headers. Redirects are not
+followed: the request (the whole trajectory, and the key) goes to the configured address
+or nowhere.
 """
 
 from __future__ import annotations
@@ -19,18 +21,26 @@ from typing import Any, Literal
 import aiohttp
 import orjson
 
-from .endpoint import Endpoint
+from ..core.redact import redact
+from .endpoint import Endpoint, display_url
 
 FailureKind = Literal[
     "http",  # 5xx and unexpected statuses
     "rate_limited",  # 429
     "auth",  # 401/403: every request would fail
+    "not_found",  # 404: a wrong model name or URL path
+    "redirect",  # 3xx: not followed
     "context",  # 400 saying the input is too long for the model
     "timeout",
-    "connection",  # refused, reset, dropped mid-reply
+    "unreachable",  # cannot connect: refused, unknown host, no route
+    "connection",  # reset, dropped mid-reply
     "invalid",  # not JSON, no choices, empty content, rejected text
     "truncated",  # finish_reason == "length"
+    "too_long",  # a summary far over its budget with no sentence end to cut at
 ]
+# Kinds that say the endpoint is set up wrong rather than having a bad moment.
+CONFIG_KINDS = frozenset({"auth", "not_found", "redirect", "unreachable"})
+MESSAGE_CHARS = 160
 
 MAX_RETRY_AFTER = 120.0
 _CONTEXT_HINTS = re.compile(
@@ -49,7 +59,8 @@ class ChatRequest:
 
     ``options`` are further body fields (stop sequences, sampler settings) for servers
     that take them; ``reject`` says why a reply's text is unusable (e.g. an echo of the
-    prompt), or None.
+    prompt), or None; ``finish`` turns a usable text into the one to keep and says whether
+    it was cut, or returns None when the text is too long to cut (a failed attempt).
     """
 
     messages: list[dict[str, str]]
@@ -59,6 +70,7 @@ class ChatRequest:
     shrink: Callable[[float], ChatRequest | None] | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     reject: Callable[[str], str | None] | None = None
+    finish: Callable[[str], tuple[str, bool] | None] | None = None
 
     def body(self, model: str) -> bytes:
         return orjson.dumps({**self.options, "model": model, "messages": self.messages,
@@ -73,6 +85,7 @@ class Completion:
     model: str  # the model of the endpoint that answered
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    truncated: bool = False  # `finish` cut the text to fit its budget
 
 
 @dataclass
@@ -89,27 +102,48 @@ class Failure:
 
 
 async def send(
-    session: aiohttp.ClientSession, endpoint: Endpoint, request: ChatRequest, timeout: float
+    session: aiohttp.ClientSession,
+    endpoint: Endpoint,
+    request: ChatRequest,
+    timeout: float,
+    scrub: Callable[[str], str] = redact,
 ) -> Completion | Failure:
-    """POST ``request`` to ``endpoint`` once (the session's timeout bounds it)."""
+    """POST ``request`` to ``endpoint`` once (the session's timeout bounds it).
+
+    ``scrub`` cleans the server's error messages before they enter a reason.
+    """
     body = request.body(endpoint.model)
     try:
-        async with session.post(endpoint.url, data=body, headers=endpoint.headers) as response:
+        async with session.post(endpoint.url, data=body, headers=endpoint.headers,
+                                allow_redirects=False) as response:
             raw = await response.read()
             status = response.status
             retry_after = response.headers.get("Retry-After")
+            location = response.headers.get("Location")
             content_type = response.content_type
     except asyncio.TimeoutError:
         return Failure("timeout", f"{endpoint.name}: no reply within {timeout:g}s")
+    except aiohttp.ClientConnectorError as exc:
+        return Failure("unreachable", f"{endpoint.name}: {_describe(exc)}")
     except aiohttp.ClientError as exc:
         return Failure("connection", f"{endpoint.name}: {_describe(exc)}")
-    outcome = parse_reply(endpoint, status, raw, content_type, retry_after)
-    if isinstance(outcome, Completion) and request.reject is not None:
+    outcome = parse_reply(endpoint, status, raw, content_type, retry_after, location, scrub)
+    if not isinstance(outcome, Completion):
+        return outcome
+    if request.reject is not None:
         reason = request.reject(outcome.text)
         if reason:
             return Failure("invalid", f"{endpoint.name}: {reason}",
                            prompt_tokens=outcome.prompt_tokens,
                            completion_tokens=outcome.completion_tokens)
+    if request.finish is not None:
+        finished = request.finish(outcome.text)
+        if finished is None:
+            return Failure("too_long", f"{endpoint.name}: the summary is far longer than "
+                           f"asked ({len(outcome.text):,} characters) and has no sentence end "
+                           "to cut it at", prompt_tokens=outcome.prompt_tokens,
+                           completion_tokens=outcome.completion_tokens)
+        outcome.text, outcome.truncated = finished
     return outcome
 
 
@@ -119,20 +153,31 @@ def parse_reply(
     raw: bytes,
     content_type: str = "application/json",
     retry_after: str | None = None,
+    location: str | None = None,
+    scrub: Callable[[str], str] = redact,
 ) -> Completion | Failure:
     """Classify one HTTP reply (pure, so every branch is easy to test)."""
     where = endpoint.name
+    said = _server_message(raw, scrub) if not 200 <= status < 300 else ""
     if status in (401, 403):
-        return Failure("auth", f"{where}: HTTP {status}", status=status)
+        return Failure("auth", f"{where}: HTTP {status}{said}", status=status)
     if status == 429:
         return Failure("rate_limited", f"{where}: HTTP 429 (rate limited)",
-                       retry_after=parse_retry_after(retry_after))
+                       retry_after=parse_retry_after(retry_after), status=status)
     if status in (400, 413, 422) and _CONTEXT_HINTS.search(raw[:4096]):
         return Failure("context", f"{where}: HTTP {status} (input too long for the model)",
-                       shrink_factor=_shrink_factor(raw[:4096]))
+                       shrink_factor=_shrink_factor(raw[:4096]), status=status)
+    if status == 404:
+        return Failure("not_found", f"{where}: HTTP 404{said}", status=status)
+    if 300 <= status < 400:
+        target = display_url(location) if location and "//" in location else None
+        to = f" to {target}" if target else ""
+        return Failure("redirect", f"{where}: HTTP {status} redirect{to} (not followed)",
+                       status=status)
     if status >= 300 or status < 200:
         after = parse_retry_after(retry_after) if status == 503 else None
-        return Failure("http", f"{where}: HTTP {status}", retry_after=after)
+        return Failure("http", f"{where}: HTTP {status}{said}", retry_after=after,
+                       status=status)
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -191,6 +236,30 @@ def _shrink_factor(body: bytes) -> float:
         if 0 < lim < req:
             return max(0.1, min(0.9 * lim / req, 0.8))
     return 0.5
+
+
+def _server_message(raw: bytes, scrub: Callable[[str], str]) -> str:
+    """``": MESSAGE"`` from an error reply's JSON (``error.message``, ``error``, ``message``,
+    ``detail``), scrubbed, on one line and clipped; empty when there is none."""
+    try:
+        data = orjson.loads(raw[:65536])
+    except orjson.JSONDecodeError:
+        return ""
+    message: Any = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict):
+            message = error.get("message")
+        elif isinstance(error, str):
+            message = error
+        if message is None:
+            message = data.get("message", data.get("detail"))
+    if not isinstance(message, str) or not message.strip():
+        return ""
+    text = scrub(" ".join(message.split()))
+    if len(text) > MESSAGE_CHARS:
+        text = text[:MESSAGE_CHARS - 1] + "…"
+    return f": {text}"
 
 
 def _int(value: Any) -> int:

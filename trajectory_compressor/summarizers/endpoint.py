@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
@@ -54,6 +55,10 @@ class Endpoint:
         self.cool_until = 0.0  # a Retry-After received: prefer other endpoints until then
         self.requests = 0
         self.failures = 0
+        # Its first replies: how many, and how many said it is set up wrong (fail fast).
+        self.early_replies = 0
+        self.early_config_failures = 0
+        self.reported: set[str] = set()  # failure kinds already reported
 
     def __repr__(self) -> str:
         return f"Endpoint({self.name!r}, model={self.model!r}, in_flight={self.in_flight})"
@@ -91,17 +96,31 @@ class Endpoint:
             self.tpm.take(estimated_tokens, now)
 
 
+def is_loopback(base_url: str) -> bool:
+    """Whether ``base_url``'s host is this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def resolve_endpoints(
     configs: list[EndpointConfig],
     now: float,
     environ: Mapping[str, str] | None = None,
     breaker_threshold: int = 5,
     breaker_cooldown: float = 5.0,
+    allow_insecure_http: bool = False,
 ) -> list[Endpoint]:
     """Endpoints with their keys read from the environment variables the config names.
 
     An endpoint without ``api_key_env`` (a local server) sends no ``Authorization``
-    header; a named variable that is unset or empty is a `ConfigError`.
+    header; a named variable that is unset or empty is a `ConfigError`, and so is a key
+    bound for a plain-http address other than this machine unless
+    ``allow_insecure_http``: it would cross the network readable by anyone on the way.
     """
     env = os.environ if environ is None else environ
     if not configs:
@@ -120,6 +139,19 @@ def resolve_endpoints(
                     f"the environment variable {config.api_key_env} (API key for "
                     f"{display_url(config.base_url)}) is not set; export it, name another "
                     "with --api-key-env, or use --summarizer extractive"
+                )
+            if urlsplit(config.base_url).username is not None:
+                raise ConfigError(
+                    f"the endpoint {display_url(config.base_url)} has credentials in its URL "
+                    f"and an API key from ${config.api_key_env} as well; give one of them"
+                )
+            if (config.base_url.startswith("http://") and not is_loopback(config.base_url)
+                    and not allow_insecure_http):
+                raise ConfigError(
+                    f"the endpoint {display_url(config.base_url)} uses plain http, so the API "
+                    f"key from ${config.api_key_env} would cross the network unencrypted; "
+                    "use https, or pass --allow-insecure-http "
+                    "(summarization.allow_insecure_http) for a network you trust"
                 )
         breaker = CircuitBreaker(breaker_threshold, breaker_cooldown)
         endpoints.append(Endpoint(config, key, now, breaker))

@@ -124,7 +124,9 @@ class LocalSummarizer(Summarizer):
         *,
         cpus: int | None = None,
         startup_timeout: float = STARTUP_TIMEOUT,
+        count_tokens: Callable[[str], int] | None = None,
     ) -> None:
+        self.count_tokens = count_tokens
         self.model = find_model(config.local_model)
         self.model_name = self.model.stem
         self.layout = plan_servers(cpus if cpus is not None else cpu_count())
@@ -159,7 +161,9 @@ class LocalSummarizer(Summarizer):
                     raise result
             endpoints = [EndpointConfig(s.base_url, self.model_name, None, max_concurrency=1)
                          for s in self.servers]
-            inner = OpenAISummarizer(self.config, endpoints, environ={}, style=LOCAL_STYLE)
+            inner = OpenAISummarizer(self.config, endpoints, environ={}, style=LOCAL_STYLE,
+                                     count_tokens=self.count_tokens)
+            inner.notify = self.notify
             await inner.start()
             self.inner = inner
         except BaseException:

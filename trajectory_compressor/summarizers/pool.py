@@ -10,7 +10,11 @@
   (the retry goes elsewhere at once when another endpoint can take it). A
   context-length 400 shrinks the input and retries without using up an attempt.
 - 401/403 is fatal: the pool remembers it, wakes every waiter, and every call raises
-  `FatalSummaryError` from then on.
+  `FatalSummaryError` from then on. So is an endpoint whose first `FAIL_FAST_REPLIES`
+  replies all say it is set up wrong (404, a redirect, cannot connect): every row would
+  fall back. ``allow_fallback`` turns both into ordinary failed attempts.
+- Loud: the first failure of each kind from each endpoint goes to ``on_failure`` (the
+  summarizer prints it); the rest are counted by kind in the usage.
 - A row's `Deadline` is paused while its request waits for a slot: queueing behind
   other rows is not the row's fault.
 """
@@ -22,20 +26,23 @@ import contextlib
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
 
 from ..core.deadline import Deadline
 from ..core.errors import FatalSummaryError
+from ..core.redact import redact
 from ..core.summary import SummaryUsage
-from .chat import ChatRequest, Completion, Failure, send
+from .chat import CONFIG_KINDS, ChatRequest, Completion, Failure, send
 from .endpoint import Endpoint
 
 MAX_SHRINKS = 3
 MAX_BACKOFF = 60.0
+FAIL_FAST_REPLIES = 3
 # Failure kinds that say nothing about the endpoint's health.
-_NEUTRAL = frozenset({"rate_limited", "context", "auth"})
+_NEUTRAL = frozenset({"rate_limited", "context"})
 
 
 class PoolFailure(Exception):
@@ -67,9 +74,17 @@ class Pool:
         retry_delay: float = 2.0,
         request_timeout: float = 120.0,
         rng: random.Random | None = None,
+        allow_fallback: bool = False,
+        fail_fast: int = FAIL_FAST_REPLIES,
+        on_failure: Callable[[Endpoint, Failure], None] | None = None,
+        scrub: Callable[[str], str] = redact,
     ) -> None:
         if not endpoints:
             raise ValueError("a pool needs at least one endpoint")
+        self.allow_fallback = allow_fallback
+        self.fail_fast = fail_fast
+        self.on_failure = on_failure
+        self.scrub = scrub
         self.endpoints = endpoints
         self.max_in_flight = max_in_flight
         self.max_retries = max_retries
@@ -81,6 +96,8 @@ class Pool:
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._session: aiohttp.ClientSession | None = None
         self._fatal: str | None = None  # why every request would fail (a rejected key)
+        # Each endpoint's first failures of a kind not shown yet (see `_note_failure`).
+        self._held: dict[Endpoint, list[Failure]] = {e: [] for e in endpoints}
 
     async def start(self) -> None:
         """Open the run's HTTP session (keep-alive, sized to the concurrency)."""
@@ -97,39 +114,52 @@ class Pool:
         )
 
     async def aclose(self) -> None:
-        """Close the session and its connections."""
+        """Close the session and its connections; say what is still to be said."""
+        for endpoint in self.endpoints:
+            self._tell(endpoint)
         session, self._session = self._session, None
         if session is not None:
             await session.close()
 
     async def complete(
-        self, request: ChatRequest, deadline: Deadline | None = None
+        self,
+        request: ChatRequest,
+        deadline: Deadline | None = None,
+        usage: SummaryUsage | None = None,
     ) -> PoolResult:
         """A completion for ``request``; raises `PoolFailure` or `FatalSummaryError`.
 
         ``deadline`` (the row's) is paused while the request waits for a free slot.
+        ``usage`` is filled in as the attempts go: a caller that gives up (a deadline)
+        still knows what was sent.
         """
         if self._session is None:
             raise RuntimeError("the pool is not started; use `async with` on its summarizer")
-        usage = SummaryUsage()
+        usage = SummaryUsage() if usage is None else usage
         attempts = shrinks = 0
         avoid: Endpoint | None = None
         while True:
             endpoint = await self._acquire(avoid, request.estimated_tokens, deadline)
             outcome: Completion | Failure | None = None
+            usage.api_calls += 1  # sent, whether or not a reply comes back
+            usage.retries = usage.api_calls - 1
             try:
-                outcome = await send(self._session, endpoint, request, self.request_timeout)
+                outcome = await send(self._session, endpoint, request, self.request_timeout,
+                                     self.scrub)
             finally:
                 self._release(endpoint, outcome, request.estimated_tokens)
-            usage.api_calls += 1
             usage.prompt_tokens += outcome.prompt_tokens
             usage.completion_tokens += outcome.completion_tokens
             if isinstance(outcome, Completion):
-                usage.retries = usage.api_calls - 1
+                endpoint.early_replies += 1
+                self._tell(endpoint)
                 return PoolResult(outcome, usage)
-            usage.errors += 1
-            if outcome.kind == "auth":
+            usage.failed(outcome.kind)
+            self._note_failure(endpoint, outcome)
+            if outcome.kind == "auth" and not self.allow_fallback:
                 raise self._fail_fatally(endpoint, outcome)
+            if self._fatal is not None:
+                raise FatalSummaryError(self._fatal)
             if outcome.kind == "context" and shrinks < MAX_SHRINKS and request.shrink:
                 smaller = request.shrink(outcome.shrink_factor or 0.5)
                 if smaller is not None:
@@ -138,7 +168,6 @@ class Pool:
                     continue
             attempts += 1
             if attempts >= self.max_retries:
-                usage.retries = usage.api_calls - 1
                 noun = "attempt" if attempts == 1 else "attempts"
                 raise PoolFailure(f"{attempts} {noun} failed; last: {outcome.reason}", usage)
             await asyncio.sleep(self._delay(attempts, endpoint, outcome))
@@ -233,8 +262,9 @@ class Pool:
                 endpoint.tpm.take(actual - estimated_tokens, now)
             if breaker.record_success():
                 self._wake_all()  # an endpoint came back: more room for everyone
-        elif outcome is None or outcome.kind in _NEUTRAL:
-            breaker.record_neutral()  # cancelled, rate limited, too long, bad key
+        elif outcome is None or outcome.kind in _NEUTRAL or (
+                outcome.kind == "auth" and not self.allow_fallback):
+            breaker.record_neutral()  # cancelled, rate limited, too long, bad key (fatal)
             if outcome is not None and outcome.retry_after:
                 endpoint.cool_until = max(endpoint.cool_until, now + outcome.retry_after)
         else:
@@ -272,6 +302,41 @@ class Pool:
             if not elsewhere:
                 delay = max(delay, failure.retry_after)
         return delay
+
+    # -- failures a person should know about --------------------------------------------
+
+    def _note_failure(self, endpoint: Endpoint, failure: Failure) -> None:
+        """Report the endpoint's first failure of this kind; stop the run when its first
+        replies all say it is set up wrong (unless falling back is allowed).
+
+        While an endpoint's first replies are all of that sort, its notices wait for the
+        verdict: the run's error says it all when the endpoint stops the run.
+        """
+        if failure.kind not in _NEUTRAL and endpoint.early_replies < self.fail_fast:
+            endpoint.early_replies += 1
+            endpoint.early_config_failures += failure.kind in CONFIG_KINDS
+        if (endpoint.early_config_failures == self.fail_fast and not self.allow_fallback
+                and self._fatal is None):
+            noun = "request" if self.fail_fast == 1 else f"{self.fail_fast} requests"
+            self._fatal = (f"the endpoint {endpoint.name} failed its first {noun} (last: "
+                           f"{failure.reason.removeprefix(endpoint.name + ': ')}); check its "
+                           "URL and model, or pass --allow-fallback to use extractive "
+                           "summaries instead")
+            self._wake_all()
+        if failure.kind not in endpoint.reported:
+            endpoint.reported.add(failure.kind)
+            if failure.kind != "auth" or self.allow_fallback:  # else fatal: its error says it
+                self._held[endpoint].append(failure)
+        if not (not self.allow_fallback and endpoint.early_replies < self.fail_fast
+                and endpoint.early_config_failures == endpoint.early_replies):
+            self._tell(endpoint)
+
+    def _tell(self, endpoint: Endpoint) -> None:
+        """Pass on the endpoint's held notices (none once the run is stopping)."""
+        held, self._held[endpoint] = self._held[endpoint], []
+        if self._fatal is None and self.on_failure is not None:
+            for failure in held:
+                self.on_failure(endpoint, failure)
 
     def _fail_fatally(self, endpoint: Endpoint, failure: Failure) -> FatalSummaryError:
         if self._fatal is None:

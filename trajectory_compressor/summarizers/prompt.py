@@ -7,7 +7,7 @@ echoes long instructions back instead of following them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +127,9 @@ class Prompt:
     messages: tuple[dict[str, str], ...]
     transcript_chars: int
     style: PromptStyle = FULL
+    # Turns a reply into the summary to keep (see `ChatRequest.finish`).
+    finish: Callable[[str], tuple[str, bool] | None] | None = field(default=None,
+                                                                   compare=False)
 
     @property
     def max_tokens(self) -> int:
@@ -145,14 +148,15 @@ class Prompt:
         return ChatRequest(list(self.messages), self.max_tokens, self.temperature,
                            self.estimated_tokens, shrink=self._shrink,
                            options=self.style.options,
-                           reject=self.style.rejects if self.style.echo_markers else None)
+                           reject=self.style.rejects if self.style.echo_markers else None,
+                           finish=self.finish)
 
     def _shrink(self, factor: float) -> ChatRequest | None:
         max_chars = int(min(self.max_chars, self.transcript_chars) * factor)
         if max_chars < self.style.min_transcript_chars:
             return None
         smaller = _build(self.request, max_chars, self.tokens_per_char, self.temperature,
-                         self.style)
+                         self.style, self.finish)
         return smaller.chat_request()
 
 
@@ -161,6 +165,7 @@ def build_prompt(
     max_input_tokens: int,
     temperature: float,
     style: PromptStyle = FULL,
+    finish: Callable[[str], tuple[str, bool] | None] | None = None,
 ) -> Prompt:
     """The prompt for ``request``, its transcript bounded to ``max_input_tokens``.
 
@@ -173,11 +178,16 @@ def build_prompt(
         ratio = request.region_tokens / chars
     budget = max(max_input_tokens - style.overhead_tokens, 1)
     max_chars = max(int(budget / ratio), style.min_transcript_chars)
-    return _build(request, max_chars, ratio, temperature, style)
+    return _build(request, max_chars, ratio, temperature, style, finish)
 
 
 def _build(
-    request: SummaryRequest, max_chars: int, ratio: float, temperature: float, style: PromptStyle
+    request: SummaryRequest,
+    max_chars: int,
+    ratio: float,
+    temperature: float,
+    style: PromptStyle,
+    finish: Callable[[str], tuple[str, bool] | None] | None = None,
 ) -> Prompt:
     transcript = render_turns(request, max_chars, long_turn=style.long_turn,
                               keep_head=style.keep_head, keep_tail=style.keep_tail)
@@ -191,4 +201,5 @@ def _build(
     user = style.request.format(first=request.first_index, last=last, transcript=transcript,
                                 target_words=words)
     messages = ({"role": "system", "content": system}, {"role": "user", "content": user})
-    return Prompt(request, max_chars, ratio, temperature, messages, len(transcript), style)
+    return Prompt(request, max_chars, ratio, temperature, messages, len(transcript), style,
+                  finish)

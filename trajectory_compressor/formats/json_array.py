@@ -1,0 +1,163 @@
+"""JSON arrays of rows (``.json``, as LLaMA-Factory and many hub datasets ship them).
+
+Reading is streamed: the file is memory-mapped and scanned for the array's top-level
+elements (strings skipped whole by a regular expression), and each element is parsed on
+its own, so memory holds one row at a time whatever the file's size. A ``.json`` file
+that holds JSON lines instead (its first character is not ``[``) is read as JSON lines.
+
+Writing produces ``[`` + one compact row per line separated by commas + ``]``, through
+an atomic file; a flush state records the byte offset and the rows so far, so a resumed
+run continues the same array.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from . import jsonio
+from .base import AtomicFile, InputFile, Location, Record
+
+# Structural characters of JSON, and where strings start.
+_STRUCTURE = re.compile(rb'[\[\]{}",]')
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_SPACE = b" \t\r\n"
+
+
+def first_char(path: Path) -> bytes:
+    """The first non-space byte of a file (``b""`` when it has none)."""
+    with open(path, "rb") as f:
+        while chunk := f.read(4096):
+            stripped = chunk.lstrip(_SPACE)
+            if stripped:
+                return stripped[:1]
+    return b""
+
+
+def read_json_array(source: InputFile, skip_rows: int = 0) -> Iterator[Record]:
+    """Records of a JSON array file, one per element; ``skip_rows`` elements are passed
+    over without being parsed (resume)."""
+    name = str(source.path)
+    with open(source.path, "rb") as f:
+        try:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            return
+    with data:
+        yield from _elements(data, name, skip_rows)
+
+
+def _elements(data: Any, name: str, skip_rows: int) -> Iterator[Record]:
+    size = len(data)
+    pos = _skip_space(data, 0)
+    if pos >= size:
+        return
+    if data[pos:pos + 1] != b"[":
+        yield Record(Location(name), error="not a JSON array (it does not start with '[')")
+        return
+    pos = _skip_space(data, pos + 1)
+    index = 0
+    if data[pos:pos + 1] == b"]":
+        return
+    while True:
+        end, closing = _element_end(data, pos)
+        if end < 0:
+            if index >= skip_rows:
+                yield Record(Location(name, row=index), error=(
+                    "the JSON array is truncated or malformed from this row on (an "
+                    "unterminated string, object or array)"))
+            return
+        if index >= skip_rows:
+            raw = bytes(data[pos:end]).strip(_SPACE)
+            location = Location(name, row=index)
+            if not raw:
+                yield Record(location, raw=raw, error="empty element in the JSON array")
+            else:
+                try:
+                    yield Record(location, jsonio.loads(raw), raw)
+                except UnicodeDecodeError as exc:
+                    yield Record(location, raw=raw[:200], error=(
+                        f"element is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at "
+                        f"offset {exc.start})"))
+                except ValueError as exc:
+                    yield Record(location, raw=raw[:200], error=f"invalid JSON: {exc}")
+        index += 1
+        if closing:
+            return
+        pos = _skip_space(data, end + 1)
+
+
+def _skip_space(data: Any, pos: int) -> int:
+    size = len(data)
+    while pos < size and data[pos] in _SPACE:
+        pos += 1
+    return pos
+
+
+def _element_end(data: Any, pos: int) -> tuple[int, bool]:
+    """Where the element starting at ``pos`` ends (the index of the ``,`` or ``]`` after
+    it) and whether that ends the array; ``(-1, False)`` when the file ends first."""
+    depth = 0
+    while True:
+        match = _STRUCTURE.search(data, pos)
+        if match is None:
+            return -1, False
+        char = match.group()
+        at = match.start()
+        if char == b'"':
+            string = _STRING.match(data, at)
+            if string is None:
+                return -1, False
+            pos = string.end()
+            continue
+        if char in b"[{":
+            depth += 1
+        elif char in b"]}":
+            if depth == 0:
+                return (at, True) if char == b"]" else (-1, False)
+            depth -= 1
+        elif depth == 0:  # a comma between elements
+            return at, False
+        pos = at + 1
+
+
+class JsonArraySink:
+    """Rows as one JSON array, one compact row per line, into an `AtomicFile`."""
+
+    def __init__(self, final: Path, resume: dict[str, int] | None = None) -> None:
+        self.file = AtomicFile(final, resume_at=None if resume is None else resume["at"])
+        self._written = 0 if resume is None else resume["rows"]  # in the whole file
+        self.rows = 0  # written by this object
+
+    def write_row(self, row: Any) -> None:
+        self.file.write((b",\n" if self._written else b"[\n") + jsonio.dumps(row))
+        self._written += 1
+        self.rows += 1
+
+    def flush(self) -> dict[str, int]:
+        return {"at": self.file.flush(), "rows": self._written}
+
+    def finish(self) -> None:
+        self.file.write(b"\n]\n" if self._written else b"[]\n")
+        self.file.close_keep()
+
+    def cleanup(self) -> None:
+        """Nothing to drop: the array is one file."""
+
+    def commit(self) -> None:
+        self.file.commit()
+
+    def discard(self) -> None:
+        self.file.discard()
+
+    def close_keep(self) -> None:
+        self.file.close_keep()
+
+
+def open_sink(final: Path, schema: Any, resume: dict[str, int] | None,
+              text_chars: Callable[[Any], int]) -> JsonArraySink:
+    """A JSON array output; rows need no schema or size."""
+    return JsonArraySink(final, resume)
