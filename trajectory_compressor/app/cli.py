@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
@@ -231,6 +232,22 @@ def compress(
         typer.Option("--checkpoint-every", help="Rows between resume checkpoints (they are "
                      "also written every processing.checkpoint_seconds)."),
     ] = None,
+    engine: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--engine", help="local (one process, the default) or ray (shards on a "
+                     "Ray Data actor pool: a local Ray instance, or the cluster at "
+                     "--ray-address / RAY_ADDRESS; needs the 'ray' extra)."),
+    ] = None,
+    ray_address: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--ray-address", help="Ray cluster to join with --engine ray, e.g. "
+                     "auto or 10.0.0.1:6379 (sets RAY_ADDRESS)."),
+    ] = None,
+    ray_actors: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--ray-actors", help="Actors of the Ray pool (default: one per CPU of "
+                     "the cluster); the concurrency and rate limits are split over them."),
+    ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first bad or failed "
                                          "row (exit 1, no output committed).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")]
@@ -253,11 +270,15 @@ def compress(
             token_counting=token_counting,
             chat_template=chat_template,
             checkpoint_rows=checkpoint_every,
+            engine=engine,
+            ray_actors=ray_actors,
             summary_tolerance=summary_tolerance,
             allow_fallback=True if allow_fallback else None,
             allow_insecure_http=True if allow_insecure_http else None,
         ).with_endpoint_flags(base_url, model, api_key_env)
         _check_sample(sample_percent)
+        if ray_address is not None:
+            os.environ["RAY_ADDRESS"] = ray_address  # how Ray itself is told (ray.init)
         from .commands import analyze_input, compress_input
 
         if dry_run:

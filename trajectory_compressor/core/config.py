@@ -26,6 +26,7 @@ DEFAULT_KEY_ENV = "OPENROUTER_API_KEY"
 OUTPUT_FORMATS = ("same", "jsonl", "json", "parquet")
 DATASET_FORMATS = ("auto", "sharegpt", "sharegpt-variant", "openai")
 TOKEN_COUNTING = ("turns", "chat_template")
+ENGINES = ("local", "ray")
 
 
 @dataclass
@@ -92,6 +93,8 @@ class CompressionConfig:
     window_mb: float = 8.0
     checkpoint_rows: int = 20000
     checkpoint_seconds: float = 30.0
+    engine: str = "local"  # local (one process) or ray (§13)
+    ray_actors: int | None = None  # None: one per CPU of the Ray cluster
     # metrics
     metrics_enabled: bool = True
     metrics_per_trajectory: bool = True
@@ -218,6 +221,12 @@ class CompressionConfig:
             (self.checkpoint_seconds > 0, "processing.checkpoint_seconds must be positive"),
             (self.num_workers >= 1, "processing.num_workers must be >= 1"),
             (
+                self.engine in ENGINES,
+                f"processing.engine must be one of {', '.join(ENGINES)}, got {self.engine!r}",
+            ),
+            (self.ray_actors is None or self.ray_actors >= 1,
+             "processing.ray_actors must be >= 1"),
+            (
                 self.dataset_format in DATASET_FORMATS,
                 f"dataset.format must be one of {', '.join(DATASET_FORMATS)}, "
                 f"got {self.dataset_format!r}",
@@ -321,7 +330,7 @@ class CompressionConfig:
                          "batch_rows", "window_rows", "window_mb", "checkpoint_rows",
                          "checkpoint_seconds", "cache_enabled", "cache_path",
                          "metrics_enabled", "metrics_output_file", "max_retries", "retry_delay",
-                         "allow_fallback", "allow_insecure_http"):
+                         "allow_fallback", "allow_insecure_http", "engine", "ray_actors"):
             data.pop(volatile, None)
         # Checkpoints and metrics store this: URLs without their credentials.
         data["base_url"] = strip_url_credentials(data["base_url"])
@@ -394,6 +403,8 @@ SECTIONS: dict[str, dict[str, str]] = {
         "window_mb": "window_mb",
         "checkpoint_rows": "checkpoint_rows",
         "checkpoint_seconds": "checkpoint_seconds",
+        "engine": "engine",
+        "ray_actors": "ray_actors",
     },
     "dataset": {
         "format": "dataset_format",
@@ -432,7 +443,7 @@ _FIELD_TYPES: dict[str, str] = {
     "num_workers": "int", "max_concurrent_requests": "int", "skip_under_target": "bool",
     "save_over_limit": "bool", "per_trajectory_timeout": "number", "batch_rows": "int",
     "window_rows": "int", "window_mb": "number", "checkpoint_rows": "int",
-    "checkpoint_seconds": "number",
+    "checkpoint_seconds": "number", "engine": "str", "ray_actors": "int?",
     "metrics_enabled": "bool", "metrics_per_trajectory": "bool", "metrics_output_file": "str",
     "dataset_format": "str", "dataset_messages": "str?", "dataset_role_tag": "str?",
     "dataset_content_tag": "str?", "dataset_user_tag": "str?", "dataset_assistant_tag": "str?",

@@ -62,11 +62,16 @@ def compress_dataset(
     check_existing(inputs, layout, config,
                    run_record(inputs, layout, config, sample_percent, seed),
                    overwrite=overwrite, resume=resume)
+    options = RunOptions(sample_percent=sample_percent, seed=seed, strict=strict, quiet=quiet,
+                         resume=resume)
+    if config.engine == "ray":
+        from .ray import compress_on_ray  # imports ray: only when asked for
+
+        return compress_on_ray(inputs, layout, config, options, dialect, summarizer,
+                               actors=config.ray_actors)
     counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     if summarizer is None:
         summarizer = make_summarizer(config, counter)
     compressor = TrajectoryCompressor(config, summarizer, counter, dialect or SHAREGPT)
-    options = RunOptions(sample_percent=sample_percent, seed=seed, strict=strict, quiet=quiet,
-                         resume=resume)
     chosen = dialect or partial(detect, config=config)
     return run_pipeline(compressor, inputs, layout, options, chosen)

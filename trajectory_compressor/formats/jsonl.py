@@ -44,6 +44,22 @@ def read_jsonl(source: InputFile, skip_lines: int = 0) -> Iterator[Record]:
                          f"{what}; the file breaks off after line {number}")
 
 
+def input_rows(source: InputFile) -> int | None:
+    """The lines of a plain JSON Lines file, counted fast (about a second per GB), for a
+    progress bar with a total; None for gzip (it would mean decompressing it twice)."""
+    if source.format != "jsonl":
+        return None
+    lines, last = 0, b"\n"
+    try:
+        with open(source.path, "rb") as f:
+            while chunk := f.read(1 << 22):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+    except OSError:
+        return None
+    return lines + (last != b"\n")
+
+
 def _record(location: Location, raw: bytes) -> Record:
     try:
         return Record(location, jsonio.loads(raw), raw)

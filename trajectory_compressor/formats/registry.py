@@ -52,7 +52,7 @@ CONTAINERS: dict[str, Container] = {c.name: c for c in (
     Container("jsonl.gz", (".jsonl.gz",), ".jsonl.gz", _lazy("jsonl", "read_jsonl"),
               open_sink=_lazy("jsonl", "open_sink")),
     Container("jsonl", (".jsonl",), ".jsonl", _lazy("jsonl", "read_jsonl"),
-              open_sink=_lazy("jsonl", "open_sink")),
+              rows=_lazy("jsonl", "input_rows"), open_sink=_lazy("jsonl", "open_sink")),
     # A JSON array of rows; a .json file holding JSON lines is read as jsonl (file_format).
     Container("json", (".json",), ".json", _lazy("json_array", "read_json_array"),
               open_sink=_lazy("json_array", "open_sink")),
