@@ -76,3 +76,22 @@ def test_an_unusable_file_is_one_clear_error(tmp_path, kind):
         path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(ConfigError, match=r"cannot use the summary cache .*--no-cache"):
         SummaryCache(path)
+
+
+def test_a_cache_filled_with_another_tokenizer_or_counting_mode_is_refused(tmp_path):
+    from trajectory_compressor.core.errors import ConfigError
+
+    path = tmp_path / "c.sqlite"
+    turns = {"name": "deepseek-v4", "files_sha256": "aaaa", "counting": "turns"}
+    template = {**turns, "counting": "chat_template", "template_sha256": "bbbb"}
+    cache = SummaryCache(path, turns)
+    cache.put("k", "m", "[CONTEXT SUMMARY]: s")
+    cache.close()
+    again = SummaryCache(path, turns)  # the same identity: reopened, entries kept
+    assert again.get("k") == "[CONTEXT SUMMARY]: s"
+    again.close()
+    with pytest.raises(ConfigError) as info:
+        SummaryCache(path, template)
+    message = str(info.value)
+    assert "counting turns" in message and "counting chat_template" in message
+    assert "--cache-path" in message

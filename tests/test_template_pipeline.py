@@ -125,3 +125,21 @@ def test_analyze_shows_how_many_rows_the_per_turn_sum_puts_on_the_wrong_side(tmp
     assert gap["targets"] == [{"target": target, "under_by_turns_over_by_template": expected,
                                "over_by_turns_under_by_template": 0}]
     assert expected >= 1
+
+
+
+def test_resume_refuses_another_tokenizer(tmp_path):
+    import signal
+
+    from tests.datagen import write_jsonl
+    from tests.test_resume import ARGS, _interrupt_after_checkpoint, _start
+
+    src = write_jsonl(tmp_path / "in.jsonl", 3000)
+    out = tmp_path / "out.jsonl"
+    proc = _start("compress", str(src), "-o", str(out), *ARGS, "--checkpoint-every", "50")
+    _interrupt_after_checkpoint(proc, tmp_path / ".out.checkpoint.json", signal.SIGKILL)
+    folder = make_tokenizer_dir(tmp_path / "tok")  # the same vocabulary, other files
+    again = run_cli("compress", str(src), "-o", str(out), *ARGS, "--resume",
+                    "--tokenizer", str(folder))
+    assert again.returncode == 2
+    assert "cannot resume" in again.stderr and "tokenizer" in again.stderr

@@ -111,6 +111,9 @@ def check_resumable(checkpoint: Checkpoint, inputs: list[dict[str, Any]],
     if checkpoint.settings["outputs"] != settings["outputs"]:
         raise ResumeError(f"cannot resume: the output paths differ from the interrupted "
                           f"run's; {_RESTART}")
+    if checkpoint.settings.get("tokenizer") != settings.get("tokenizer"):
+        raise ResumeError(f"cannot resume: the tokenizer's files, the counting mode or the "
+                          f"chat template differ from the interrupted run's; {_RESTART}")
 
 
 def _normal(value: Any) -> Any:

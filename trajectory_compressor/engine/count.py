@@ -11,17 +11,18 @@ message per turn, so the planner's per-turn counts line up with the turns it pla
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
 from typing import Any
 
 from ..core.config import BUNDLED_TOKENIZER, CompressionConfig
 from ..core.conversation import Row, Trajectory
 from ..core.errors import ConfigError, one_line_error
-from ..counting.tokens import TokenCounter, bundled_tokenizer_dir, load_tokenizer
+from ..counting.identity import tokenizer_identity
+from ..counting.tokens import TokenCounter, load_tokenizer
 from ..dialects.base import Dialect
 
 Item = tuple[Dialect, Row, Trajectory]
+
+__all__ = ["Item", "RowCounter", "gap_counter", "tokenizer_identity"]
 
 
 class RowCounter:
@@ -79,31 +80,6 @@ class RowCounter:
         if self.template is None:
             return sum(self.counter.count_many([t["value"] for t in turns]))
         return int(self.template.count_total(*dialect.template_messages(row, turns)))
-
-
-def tokenizer_identity(config: CompressionConfig) -> dict[str, Any]:
-    """The tokenizer a run counts with (its name and a hash of its files), the counting
-    mode and the template: what `--resume` and the summary cache must not mix."""
-    folder = bundled_tokenizer_dir() if config.tokenizer_name == BUNDLED_TOKENIZER \
-        else Path(config.tokenizer_name)
-    digest = hashlib.sha256()
-    if folder.is_dir():
-        for name in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"):
-            path = folder / name
-            if path.is_file():
-                digest.update(name.encode() + b"\0" + path.read_bytes())
-    else:
-        digest.update(config.tokenizer_name.encode())  # a hub name from the local cache
-    identity: dict[str, Any] = {"name": config.tokenizer_name,
-                                "files_sha256": digest.hexdigest()[:16],
-                                "counting": config.token_counting}
-    if config.token_counting == "chat_template":
-        if config.chat_template:
-            text = Path(config.chat_template).read_bytes()
-            identity["template_sha256"] = hashlib.sha256(text).hexdigest()[:16]
-        else:
-            identity["template_sha256"] = "tokenizer"
-    return identity
 
 
 def gap_counter(config: CompressionConfig, counter: TokenCounter) -> Any:

@@ -20,13 +20,14 @@ from ..core.conversation import Trajectory
 from ..core.errors import ConfigError, FatalSummaryError, OutputError, ResumeError, one_line_error
 from ..core.metrics import AggregateMetrics
 from ..core.plan import Plan
+from ..counting.identity import tokenizer_identity
 from ..dialects.base import Dialect
 from ..formats import jsonio
 from ..formats.base import InputFile, Record, write_atomic
 from ..formats.registry import count_rows
 from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
 from .compressor import RowResult, TrajectoryCompressor
-from .count import Item, tokenizer_identity
+from .count import Item
 from .layout import OutputLayout
 from .paths import run_record
 from .progress import Progress

@@ -12,6 +12,7 @@ resumed run reports a summary its interrupted part obtained as an uninterrupted 
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ import orjson
 
 from ..core.errors import ConfigError
 from ..core.summary import SummaryUsage
+from .temperature import request_temperature
 
 SCHEMA_VERSION = 1
 COMMIT_EVERY = 64
@@ -33,15 +35,17 @@ def cache_key(
     model: str,
     messages: Sequence[dict[str, str]],
     max_tokens: int,
-    temperature: float,
+    temperature: float | None,
     options: Mapping[str, Any] | None = None,
 ) -> str:
     """The cache key of one summarization request (independent of the endpoint's URL).
 
     ``options`` (further request fields such as stop sequences) count when given; without
-    them the key is what it always was, so existing cache files stay valid.
+    them the key is what it always was, so existing cache files stay valid. The
+    temperature counts as sent: none for a model that takes none.
     """
-    parts: list[Any] = [SCHEMA_VERSION, model, list(messages), max_tokens, temperature]
+    parts: list[Any] = [SCHEMA_VERSION, model, list(messages), max_tokens,
+                        request_temperature(model, temperature)]
     if options:
         parts.append(dict(sorted(options.items())))
     payload = orjson.dumps(parts)
@@ -66,7 +70,10 @@ class CacheEntry:
 class SummaryCache:
     """A persistent ``key -> summary`` map; writes are batched into few transactions."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, identity: dict[str, Any] | None = None) -> None:
+        """Open (or create) the cache at ``path``. ``identity`` is the tokenizer a run
+        counts with (`counting.identity`): a cache filled under another one is refused,
+        since its summaries were cut to budgets counted differently."""
         self.path = Path(path)
         self.hits = 0
         self.misses = 0
@@ -87,12 +94,29 @@ class SummaryCache:
             if "info" not in columns:  # a file from before `info` existed
                 self._db.execute("ALTER TABLE summaries ADD COLUMN info TEXT")
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, "
+                             "value TEXT NOT NULL) WITHOUT ROWID")
+            if identity is not None:
+                self._check_identity(identity)
             self._db.commit()
         except (sqlite3.Error, OSError) as exc:
             raise ConfigError(
                 f"cannot use the summary cache {self.path}: {exc}; choose another file with "
                 "--cache-path or turn the cache off with --no-cache"
             ) from None
+
+    def _check_identity(self, identity: dict[str, Any]) -> None:
+        mine = json.dumps(identity, sort_keys=True)
+        row = self._db.execute("SELECT value FROM meta WHERE name = 'tokenizer'").fetchone()
+        if row is None:
+            self._db.execute("INSERT INTO meta VALUES ('tokenizer', ?)", (mine,))
+            return
+        if row[0] != mine:
+            theirs = json.loads(row[0])
+            raise ConfigError(
+                f"the summary cache {self.path} was filled by a run counting with "
+                f"{_describe(theirs)}; this run counts with {_describe(identity)}. Give "
+                "this run its own --cache-path, or --no-cache")
 
     def get(self, key: str) -> str | None:
         """The summary stored under ``key``, if any."""
@@ -163,3 +187,11 @@ class SummaryCache:
             self.commit()
         finally:
             self._db.close()
+
+
+def _describe(identity: dict[str, Any]) -> str:
+    text = f"tokenizer {identity.get('name')!r} (files {identity.get('files_sha256')}), " \
+           f"counting {identity.get('counting')}"
+    if identity.get("template_sha256"):
+        text += f", template {identity['template_sha256']}"
+    return text

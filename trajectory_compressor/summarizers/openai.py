@@ -21,6 +21,7 @@ from ..core.summary import (
     finish_summary_text,
     summary_limit,
 )
+from ..counting.identity import tokenizer_identity
 from .cache import SummaryCache, cache_key, origin_digest
 from .chat import ChatRequest, Failure
 from .endpoint import Endpoint, resolve_endpoints
@@ -58,8 +59,8 @@ class OpenAISummarizer(Summarizer):
         endpoints: list[EndpointConfig] | None = None,
         *,
         environ: Mapping[str, str] | None = None,
-        breaker_threshold: int = 5,
-        breaker_cooldown: float = 5.0,
+        breaker_threshold: int | None = None,
+        breaker_cooldown: float | None = None,
         style: PromptStyle = FULL,
         count_tokens: Callable[[str], int] | None = None,
     ) -> None:
@@ -71,8 +72,11 @@ class OpenAISummarizer(Summarizer):
         secrets = [*config.secret_values(env), *config.secret_values(),
                    *(env.get(e.api_key_env, "") for e in configs if e.api_key_env)]
         self.scrubber = Scrubber(secrets)
-        resolved = resolve_endpoints(configs, time.monotonic(), environ, breaker_threshold,
-                                     breaker_cooldown, config.allow_insecure_http)
+        # The circuit breaker: the config's keys unless given here.
+        threshold = config.breaker_failures if breaker_threshold is None else breaker_threshold
+        cooldown = config.breaker_cooldown if breaker_cooldown is None else breaker_cooldown
+        resolved = resolve_endpoints(configs, time.monotonic(), environ, threshold, cooldown,
+                                     config.allow_insecure_http)
         self.pool = Pool(
             resolved,
             max_in_flight=config.max_concurrent_requests,
@@ -96,7 +100,7 @@ class OpenAISummarizer(Summarizer):
     async def start(self) -> None:
         """Open the cache (if any) and the pool's HTTP session."""
         if self.cache_path is not None and self.cache is None:
-            self.cache = SummaryCache(self.cache_path)
+            self.cache = SummaryCache(self.cache_path, tokenizer_identity(self.config))
         await self.pool.start()
 
     async def aclose(self) -> None:
@@ -113,6 +117,9 @@ class OpenAISummarizer(Summarizer):
         finish = self._finisher(request.target_tokens)
         prompt = build_prompt(request, self.config.max_input_tokens, self.config.temperature,
                               self.style, finish)
+        if request.repair is not None:
+            # A repair is asked once for one row: neither cached nor shared with twins.
+            return await self._repair(prompt.chat_request(), request)
         keys = {m: cache_key(m, prompt.messages, prompt.max_tokens, prompt.temperature,
                              self.style.options)
                 for m in self.models}
@@ -164,18 +171,34 @@ class OpenAISummarizer(Summarizer):
             result = await self.pool.complete(chat, request.deadline, request.usage)
             completion = result.completion
             outcome = (completion.text, completion.truncated)
-            if self.cache is not None:
-                origin = origin_digest(request.origin) if request.origin is not None else None
-                self.cache.put(keys[completion.model], completion.model, completion.text,
-                               origin=origin, usage=result.usage,
-                               truncated=completion.truncated)
-            return Summary(completion.text, "llm", result.usage, completion.truncated)
+            origin = origin_digest(request.origin) if request.origin is not None else None
+            key = keys[completion.model]
+
+            def commit(kept: Summary) -> None:
+                if self.cache is not None:
+                    self.cache.put(key, completion.model, kept.text, origin=origin,
+                                   usage=kept.usage, truncated=kept.truncated)
+
+            summary = Summary(completion.text, "llm", result.usage, completion.truncated)
+            if self.config.min_fidelity is None:
+                commit(summary)
+            else:  # under a fidelity bar only the summary a row accepts is cached (§15)
+                summary.commit = commit
+            return summary
         except PoolFailure as failure:
             raise SummaryFailed(failure.reason, failure.usage) from None
         finally:
             if owner:
                 del self._pending[lead_key]
                 done.set_result(outcome)
+
+    async def _repair(self, chat: ChatRequest, request: SummaryRequest) -> Summary:
+        try:
+            result = await self.pool.complete(chat, request.deadline, request.usage)
+        except PoolFailure as failure:
+            raise SummaryFailed(failure.reason, failure.usage) from None
+        completion = result.completion
+        return Summary(completion.text, "llm", result.usage, completion.truncated)
 
     def _finisher(self, target_tokens: int) -> Finish:
         """What turns a reply into the summary kept: the key values scrubbed from all of
