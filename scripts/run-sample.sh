@@ -21,6 +21,15 @@ bash scripts/setup.sh "$extras"
   ${defaults[@]+"${defaults[@]}"} "$@"
 output=data_samples/trajectories_compressed.jsonl
 case " $* " in *" -o "* | *" --output"*) exit 0 ;; esac
+# The same run on the samples of the other dialects (LLaMA-Factory ShareGPT as a .json
+# array, OpenAI messages, LLaMA-Factory messages), each written in its own spelling.
+for sample in llamafactory_sharegpt.json openai_messages.jsonl llamafactory_messages.jsonl; do
+  echo
+  echo "== data_samples/$sample"
+  .venv/bin/trajectory-compressor compress "data_samples/$sample" --overwrite --quiet \
+    ${defaults[@]+"${defaults[@]}"} "$@"
+  .venv/bin/trajectory-compressor validate "data_samples/${sample%.*}_compressed.${sample##*.}"
+done
 # Show one summary turn of the output, so the result can be seen without opening it.
 .venv/bin/python - "$output" <<'PY'
 import json, sys, textwrap
