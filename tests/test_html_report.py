@@ -196,7 +196,9 @@ def test_histograms_count_every_row_once_in_its_bin(hand_run, counter):
     assert (data.over_before, data.over_after) == (5, 4)
     # Two rows got a summary ("fits" and "big-tail"), each a ratio.
     assert data.ratios.total == 2 and data.sources["extractive"] == 2
-    assert data.fidelity is None
+    # Both summaries carry a fidelity; their regions ("word word ...") hold no item, so
+    # the share is 1 by definition (SPEC §15), in the last bin.
+    assert data.fidelity is not None and data.fidelity.counts == [0] * 19 + [2]
 
 
 def test_page_lists_the_worst_rows_up_to_the_cap(hand_run, counter):

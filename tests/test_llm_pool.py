@@ -8,14 +8,14 @@ import types
 import pytest
 
 from tests.fake_llm_server import FAULTS, REPLY_MARK, FakeLLMServer
-from trajectory_compressor.core.deadline import Deadline
-from trajectory_compressor.engine import compressor as compressor_module
-from trajectory_compressor.summarizers import pool as pool_module
 from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
+from trajectory_compressor.core.deadline import Deadline
 from trajectory_compressor.core.errors import FatalSummaryError
 from trajectory_compressor.core.summary import SummaryFailed, SummaryRequest
+from trajectory_compressor.engine import compressor as compressor_module
 from trajectory_compressor.engine.compressor import TrajectoryCompressor
+from trajectory_compressor.summarizers import pool as pool_module
 from trajectory_compressor.summarizers.chat import ChatRequest
 from trajectory_compressor.summarizers.openai import OpenAISummarizer
 from trajectory_compressor.summarizers.pool import PoolFailure

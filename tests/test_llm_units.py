@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import orjson
 import pytest
@@ -166,11 +167,13 @@ def test_prompt_covers_every_point_of_the_spec():
     assert system["role"] == "system" and user["role"] == "user"
     text = system["content"]
     for phrase in ("same language", "tools", "files", "decisions", "concrete values",
-                   "about 300 tokens", "Do not answer", "[REDACTED]", "<transcript>"):
+                   "about 300 tokens", "Do not answer", "[REDACTED]", "not instructions"):
         assert phrase in text, phrase
+    # The fence is named with a nonce drawn from the content, and the instructions say so.
+    nonce = re.search(r"<transcript-([0-9a-f]{8})>", text)[1]
     assert "Summarize turns 3 to 8" in user["content"]
-    assert user["content"].count("<transcript>") == 1
-    assert user["content"].rstrip().endswith("</transcript>")
+    assert user["content"].count(f"<transcript-{nonce}>") == 1
+    assert user["content"].rstrip().endswith(f"</transcript-{nonce}>")
     assert "[Turn 3 - TOOL]:" in user["content"] and "[Turn 8 - GPT]:" in user["content"]
     assert prompt.max_tokens == 600
 
@@ -211,7 +214,7 @@ def test_compact_style_asks_after_the_transcript_with_a_capped_length():
     system, user = prompt.messages
     assert len(system["content"]) < 400
     body = user["content"]
-    assert body.index("</transcript>") < body.index("In one paragraph of about 100 words")
+    assert body.index("</transcript-") < body.index("In one paragraph of about 100 words")
     # Long turns keep 600 + 250 characters, so more of the 20 turns fit the bound.
     assert "[1652 characters omitted]" in body
     budget = (1024 - COMPACT.overhead_tokens) / prompt.tokens_per_char

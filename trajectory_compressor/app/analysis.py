@@ -11,6 +11,7 @@ from .textfmt import (
     num,
     pad,
     reason_order,
+    reject_lines,
     short_reason,
     table,
 )
@@ -25,8 +26,12 @@ def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
     lines = ["Dry run: no LLM call, nothing written",
              "  input   " + clip(a.input, 70, left=True),
              f"  rows    {num(a.rows)}, rejected {num(a.rejected)}"]
+    rejects = reject_lines(a.first_rejects, a.rejected,
+                           "compress lists every one in <output stem>_rejects.jsonl")
+    if rejects:
+        lines += ["", *rejects]
     if a.rows == 0:
-        lines.append("  no rows to analyze")
+        lines += ["", "No rows to analyze."] if rejects else ["  no rows to analyze"]
         return "\n".join(lines)
     dist = a.tokens.summary()
     lines += ["", "Tokens per row"]
@@ -94,6 +99,13 @@ def _target_block(targets: list[TargetAnalysis], prices: Prices | None) -> list[
     out.append(line("compression ratio",
                     [f"{t.metrics.to_dict()['tokens']['overall_compression_ratio']:.4f}"
                      for t in targets]))
+    if any(t.extractive.fidelity_ratios.count for t in targets):
+        # Exact whatever the summarizer: the extractive summaries are built and measured.
+        shown = [t.extractive.fidelity_summary() for t in targets]
+        out.append(line("fidelity, extractive: mean / p10",
+                        [_shares(f["mean_ratio"], f["p10_ratio"]) for f in shown]))
+        out.append(line("  items the tail needs, kept",
+                        [_shares(f["mean_tail_ratio"]) for f in shown]))
     out += ["", (f"LLM summarization (projected: 1 call per compressed row, "
                  f"{summary_tokens}-token summaries)")]
     if first.exact:
@@ -108,3 +120,8 @@ def _target_block(targets: list[TargetAnalysis], prices: Prices | None) -> list[
                         [f"{prices.cost(t.llm.prompt_tokens, t.llm.completion_tokens):,.2f}"
                          for t in targets]))
     return out
+
+
+def _shares(*values: float | None) -> str:
+    """``0.31 / 0.26``: shares with two decimals, ``-`` for none."""
+    return " / ".join("-" if v is None else f"{v:.2f}" for v in values)

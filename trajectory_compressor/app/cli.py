@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
@@ -12,6 +13,8 @@ import typer
 
 from ..core.config import CompressionConfig
 from ..core.errors import CompressorError, ConfigError, FatalSummaryError, InputError
+from .flags import HELP_FILLERS, FlagCommand, FlagGroup
+from .gates import MaxFailedOpt, MaxOverLimitOpt, MaxRejectedOpt, parse_gates
 
 if TYPE_CHECKING:
     from ..engine.analyze import Prices
@@ -22,6 +25,7 @@ app = typer.Typer(
     "training context window, replacing just enough middle turns with one summary turn.",
     no_args_is_help=True,
     add_completion=False,
+    cls=FlagGroup,
     pretty_exceptions_enable=False,
 )
 
@@ -30,6 +34,7 @@ EXIT_CODES = """Exit codes:
   0    done
   1    done, but some rows were rejected or failed (or --strict stopped the run)
   2    usage or configuration error (flags, config, output paths)
+  3    a CI gate (--max-over-limit, ...) failed; all was written; wins over 1
   4    the run stopped on an I/O or internal error (--debug shows the traceback)
   130  interrupted (Ctrl-C); --resume continues"""
 
@@ -56,7 +61,46 @@ SummarizerOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option("--summarizer", help="openai, extractive or local. With extractive the "
                  "dry run builds the same summaries compress would (exact figures); with an "
-                 "LLM it projects summaries of --summary-target-tokens tokens."),
+                 "LLM it projects summaries of --summary-target-tokens tokens. Default: the "
+                 "one compress would use (see compress --help)."),
+]
+# Shown in compress --help; HELP_NOW is filled in when the help is shown.
+HELP_NOW = "{summarizer here and now}"
+SUMMARIZER_DEFAULT = (
+    "Default with no config file, or configs/default.yaml (backend: auto): openai when "
+    "--base-url, a config's endpoint or $OPENROUTER_API_KEY names one; else local if the "
+    "'local' extra is installed; else extractive. A config without summarization.backend "
+    "(the Hermes schema) means openai. Here and now: " + HELP_NOW + ".")
+# Their own panel in --help: the --no-... column would narrow every other option's help.
+PROTECTED = "Protected turns (never summarized; default: the last 4 and each role's first)"
+ProtectLastOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option("--protect-last-n-turns", help="The last N turns "
+                 "(protected_turns.last_n_turns).", rich_help_panel=PROTECTED),
+]
+ProtectSystemOpt = Annotated[
+    Optional[bool],  # noqa: UP045
+    typer.Option("--protect-first-system/--no-protect-first-system", show_default=False,
+                 help="The first system turn (protected_turns.first_system).",
+                 rich_help_panel=PROTECTED),
+]
+ProtectHumanOpt = Annotated[
+    Optional[bool],  # noqa: UP045
+    typer.Option("--protect-first-human/--no-protect-first-human", show_default=False,
+                 help="The first human (user) turn (protected_turns.first_human).",
+                 rich_help_panel=PROTECTED),
+]
+ProtectGptOpt = Annotated[
+    Optional[bool],  # noqa: UP045
+    typer.Option("--protect-first-gpt/--no-protect-first-gpt", show_default=False,
+                 help="The first gpt (assistant) turn (protected_turns.first_gpt).",
+                 rich_help_panel=PROTECTED),
+]
+ProtectToolOpt = Annotated[
+    Optional[bool],  # noqa: UP045
+    typer.Option("--protect-first-tool/--no-protect-first-tool", show_default=False,
+                 help="The first tool turn (protected_turns.first_tool).",
+                 rich_help_panel=PROTECTED),
 ]
 SampleOpt = Annotated[
     Optional[float],  # noqa: UP045
@@ -112,7 +156,9 @@ def _read_config(path: Path | None) -> CompressionConfig:
         return CompressionConfig.from_yaml(path)
     if DEFAULT_CONFIG.exists():
         return CompressionConfig.from_yaml(DEFAULT_CONFIG)
-    return CompressionConfig()
+    # No config file: the summarizer follows what this machine has (`default_summarizer`);
+    # a config file without summarization.backend means openai, as in Hermes.
+    return CompressionConfig(summarizer="auto")
 
 
 def _fail(exc: BaseException, debug: bool) -> NoReturn:
@@ -143,7 +189,7 @@ def _fail(exc: BaseException, debug: bool) -> NoReturn:
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 def compress(
     input: InputArg,
     output: Annotated[
@@ -155,11 +201,17 @@ def compress(
     target_max_tokens: TargetOpt = None,
     summary_target_tokens: SummaryTargetOpt = None,
     tokenizer: TokenizerOpt = None,
+    protect_last_n_turns: ProtectLastOpt = None,
+    protect_first_system: ProtectSystemOpt = None,
+    protect_first_human: ProtectHumanOpt = None,
+    protect_first_gpt: ProtectGptOpt = None,
+    protect_first_tool: ProtectToolOpt = None,
     summarizer: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option("--summarizer", help="openai (HTTP endpoints), extractive (no model, "
-                     "offline) or local (a llama.cpp server on this machine; needs the "
-                     "'local' extra)."),
+                     "offline), local (a llama.cpp server on this machine; needs the "
+                     "'local' extra) or batch (two phases through an OpenAI Batch API or "
+                     "vllm run-batch file: see --batch-dir). " + SUMMARIZER_DEFAULT),
     ] = None,
     base_url: Annotated[
         Optional[list[str]],  # noqa: UP045
@@ -174,7 +226,9 @@ def compress(
     api_key_env: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option("--api-key-env", help="Environment variable holding the API key (the "
-                     "key itself never goes on the command line)."),
+                     "key itself never goes on the command line). When the variable is unset "
+                     "or empty, it is read from $HERMES_HOME/.env (default ~/.hermes/.env), "
+                     "then ./.env, as Hermes does; the value is never printed."),
     ] = None,
     max_concurrent_requests: Annotated[
         Optional[int],  # noqa: UP045
@@ -199,6 +253,24 @@ def compress(
                      "--summary-target-tokens times this is cut at a sentence end to the "
                      "target, or refused and retried (default 2)."),
     ] = None,
+    min_fidelity: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option("--min-fidelity", help="Share (0-1) of the region's identifiers a "
+                     "summary must keep: below it, one repair request naming what it "
+                     "dropped, then --on-low-fidelity (default: no bar)."),
+    ] = None,
+    on_low_fidelity: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--on-low-fidelity", help="A summary still under --min-fidelity after "
+                     "its repair: keep it, use the extractive summary, or leave the row "
+                     "uncompressed (keep|extractive|uncompressed; default keep)."),
+    ] = None,
+    summary_references: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--summary-references", help="Append the identifiers a summary lacks "
+                     "as a 'References:' line within its budget: tail (those the later "
+                     "turns mention; default), all, or off."),
+    ] = None,
     allow_fallback: Annotated[bool, typer.Option(
         "--allow-fallback", help="Keep going with extractive summaries when an endpoint "
         "fails its first requests (wrong model or URL, rejected key, unreachable) instead "
@@ -206,6 +278,31 @@ def compress(
     allow_insecure_http: Annotated[bool, typer.Option(
         "--allow-insecure-http", help="Allow sending an API key over plain http to an "
         "address other than this machine.")] = False,
+    batch_dir: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--batch-dir", help="With --summarizer batch: the folder of the request "
+                     "files (OpenAI Batch API JSONL) and their manifest. Without "
+                     "--batch-results the run stops there, writing nothing else."),
+    ] = None,
+    batch_results: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--batch-results", help="The provider's (or vllm run-batch's) output and "
+                     "error files, or a pattern matching them; repeatable. Finishes the run "
+                     "from them.", show_default=False),
+    ] = None,
+    batch_max_requests: Annotated[int, typer.Option(
+        "--batch-max-requests", help="Most requests per request file.")] = 50_000,
+    batch_max_bytes: Annotated[int, typer.Option(
+        "--batch-max-bytes", help="Most bytes per request file.")] = 200_000_000,
+    price_in: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option("--price-in", help="With --summarizer batch: USD per million input "
+                     "tokens, for the projected cost of the requests."),
+    ] = None,
+    price_out: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option("--price-out", help="USD per million output tokens (see --price-in)."),
+    ] = None,
     sample_percent: SampleOpt = None,
     seed: SeedOpt = 42,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Analyze only: no LLM call, "
@@ -252,6 +349,17 @@ def compress(
                                          "row (exit 1, no output committed).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")]
     = False,
+    over_limit_strategy: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--over-limit-strategy", metavar="STRATEGY",
+                     help="A row still over the target after its summary: keep (as it is; "
+                     "the default) or elide_tool_outputs (shorten its largest tool outputs "
+                     "outside the protected turns just enough to fit: first and last lines "
+                     "kept, JSON kept valid, each elision in the row's metrics)."),
+    ] = None,
+    max_over_limit: MaxOverLimitOpt = None,
+    max_failed: MaxFailedOpt = None,
+    max_rejected: MaxRejectedOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Compress trajectories over the target; write data, metrics, over-limit and rejects."""
@@ -260,6 +368,11 @@ def compress(
             target_max_tokens=target_max_tokens,
             summary_target_tokens=summary_target_tokens,
             tokenizer_name=tokenizer,
+            protect_last_n_turns=protect_last_n_turns,
+            protect_first_system=protect_first_system,
+            protect_first_human=protect_first_human,
+            protect_first_gpt=protect_first_gpt,
+            protect_first_tool=protect_first_tool,
             summarizer=summarizer,
             max_concurrent_requests=max_concurrent_requests,
             local_model=local_model,
@@ -273,21 +386,48 @@ def compress(
             engine=engine,
             ray_actors=ray_actors,
             summary_tolerance=summary_tolerance,
+            min_fidelity=min_fidelity,
+            on_low_fidelity=on_low_fidelity,
+            summary_references=summary_references,
             allow_fallback=True if allow_fallback else None,
             allow_insecure_http=True if allow_insecure_http else None,
-        ).with_endpoint_flags(base_url, model, api_key_env)
+            over_limit_strategy=over_limit_strategy,
+        ).with_endpoint_flags(base_url, model, api_key_env, environ=_key_environ())
+        cfg = _settle_summarizer(cfg, announce=not (quiet or dry_run or base_url))
+        if base_url and cfg.summarizer == "local":
+            raise ConfigError("--base-url names endpoints for --summarizer openai (or batch); "
+                              "--summarizer local starts its own server: give one or the "
+                              "other")
         _check_sample(sample_percent)
         if ray_address is not None:
             os.environ["RAY_ADDRESS"] = ray_address  # how Ray itself is told (ray.init)
         from .commands import analyze_input, compress_input
 
+        gates = parse_gates(max_over_limit, max_failed, max_rejected)
+        if gates and (dry_run or cfg.summarizer == "batch" or batch_dir or batch_results):
+            raise ConfigError("--max-over-limit/--max-failed/--max-rejected gate a finished "
+                              "run: not --dry-run; for --summarizer batch, give them to "
+                              "report OUTPUT after phase 2")
         if dry_run:
-            analyze_input(input, cfg, sample_percent=sample_percent, seed=seed, split=split,
-                          data_files=_data_files(data_files))
-            return
+            raise typer.Exit(analyze_input(input, cfg, sample_percent=sample_percent,
+                                           seed=seed, split=split,
+                                           data_files=_data_files(data_files)))
+        if cfg.summarizer == "batch" or batch_dir is not None or batch_results:
+            from ..engine.batch import BatchLimits
+            from .batch import batch_input
+
+            code = batch_input(input, output, cfg, batch_dir=batch_dir, results=batch_results,
+                               limits=BatchLimits(batch_max_requests, batch_max_bytes),
+                               prices=_prices(price_in, price_out),
+                               sample_percent=sample_percent, seed=seed, strict=strict,
+                               quiet=quiet, resume=resume, overwrite=overwrite, split=split,
+                               data_files=_data_files(data_files))
+            raise typer.Exit(code)
+        if price_in is not None or price_out is not None:
+            raise ConfigError("--price-in/--price-out go with --summarizer batch (or analyze)")
         code = compress_input(input, output, cfg, sample_percent=sample_percent, seed=seed,
                               strict=strict, quiet=quiet, resume=resume, overwrite=overwrite,
-                              split=split, data_files=_data_files(data_files))
+                              split=split, data_files=_data_files(data_files), gates=gates)
     except Exception as exc:
         _fail(exc, debug)
     except KeyboardInterrupt:
@@ -297,13 +437,18 @@ def compress(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 def analyze(
     input: InputArg,
     config: ConfigOpt = None,
     target_max_tokens: TargetOpt = None,
     summary_target_tokens: SummaryTargetOpt = None,
     tokenizer: TokenizerOpt = None,
+    protect_last_n_turns: ProtectLastOpt = None,
+    protect_first_system: ProtectSystemOpt = None,
+    protect_first_human: ProtectHumanOpt = None,
+    protect_first_gpt: ProtectGptOpt = None,
+    protect_first_tool: ProtectToolOpt = None,
     summarizer: SummarizerOpt = None,
     sample_percent: SampleOpt = None,
     seed: SeedOpt = 42,
@@ -339,6 +484,11 @@ def analyze(
             target_max_tokens=target_max_tokens,
             summary_target_tokens=summary_target_tokens,
             tokenizer_name=tokenizer,
+            protect_last_n_turns=protect_last_n_turns,
+            protect_first_system=protect_first_system,
+            protect_first_human=protect_first_human,
+            protect_first_gpt=protect_first_gpt,
+            protect_first_tool=protect_first_tool,
             summarizer=summarizer,
             dataset_format=dataset_format,
             token_counting=token_counting,
@@ -351,17 +501,18 @@ def analyze(
         prices = _prices(price_in, price_out)
         from .commands import analyze_input
 
-        analyze_input(input, cfg, sample_percent=sample_percent, seed=seed,
-                      targets=target_list, prices=prices, json_path=json_path, split=split,
-                      data_files=_data_files(data_files))
+        code = analyze_input(input, cfg, sample_percent=sample_percent, seed=seed,
+                             targets=target_list, prices=prices, json_path=json_path,
+                             split=split, data_files=_data_files(data_files))
     except Exception as exc:
         _fail(exc, debug)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise typer.Exit(130) from None
+    raise typer.Exit(code)
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 def report(
     output: Annotated[str, typer.Argument(help="The file or folder a compress run wrote; "
                                           "its _metrics.json and _over_limit.jsonl are "
@@ -386,6 +537,9 @@ def report(
     target_max_tokens: TargetOpt = None,
     summary_target_tokens: SummaryTargetOpt = None,
     tokenizer: TokenizerOpt = None,
+    max_over_limit: MaxOverLimitOpt = None,
+    max_failed: MaxFailedOpt = None,
+    max_rejected: MaxRejectedOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Inspect a finished run: figures, over-limit and failed rows, one row's turns.
@@ -400,16 +554,19 @@ def report(
                      "tokenizer_name": tokenizer}
         from .commands import report_output
 
-        report_output(output, base, overrides, show=show, as_json=as_json, limit=limit,
-                      fallback=lambda: _load_config(None), html=html, max_rows=max_rows)
+        gates = parse_gates(max_over_limit, max_failed, max_rejected)
+        code = report_output(output, base, overrides, show=show, as_json=as_json, limit=limit,
+                             fallback=lambda: _load_config(None), html=html,
+                             max_rows=max_rows, gates=gates)
     except Exception as exc:
         _fail(exc, debug)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise typer.Exit(130) from None
+    raise typer.Exit(code)
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 def validate(
     output: Annotated[str, typer.Argument(help="A compressed output (file or folder) to "
                                           "check.", show_default=False)],
@@ -420,6 +577,9 @@ def validate(
     token_counting: CountingOpt = None,
     chat_template: ChatTemplateOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the problems.")] = False,
+    max_over_limit: MaxOverLimitOpt = None,
+    max_failed: MaxFailedOpt = None,
+    max_rejected: MaxRejectedOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Check every row against its dialect's rules and the target; exit 1 on a problem.
@@ -437,13 +597,53 @@ def validate(
             chat_template=chat_template)
         from .commands import validate_output_text
 
-        code = validate_output_text(output, cfg, quiet=quiet)
+        code = validate_output_text(output, cfg, quiet=quiet,
+                                    gates=parse_gates(max_over_limit, max_failed, max_rejected))
     except (CompressorError, OSError) as exc:
         _fail(exc, debug)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise typer.Exit(130) from None
     raise typer.Exit(code)
+
+
+def _key_environ() -> Mapping[str, str]:
+    """The environment, with API key variables it leaves unset read from `.env` files."""
+    from ..summarizers.dotenv import key_environ
+
+    return key_environ()
+
+
+def _settle_summarizer(config: CompressionConfig, announce: bool) -> CompressionConfig:
+    """``config`` with `auto` replaced by the backend this machine and folder call for;
+    with ``announce``, one line on stderr says which and how to choose another."""
+    from ..summarizers import AUTO, default_summarizer
+
+    if config.summarizer != AUTO:
+        return config
+    name, why = default_summarizer(config, _key_environ())
+    if announce:
+        others = "|".join(n for n in ("local", "extractive", "openai") if n != name)
+        typer.echo(f"summarizer: {name} ({why}); choose another with --summarizer {others} "
+                   "or --base-url URL", err=True)
+    return config.replace(summarizer=name)
+
+
+def _summarizer_here_and_now() -> str:
+    """The summarizer compress would use with no flags, run from this folder, and why."""
+    from ..summarizers import AUTO, default_summarizer
+
+    try:
+        config = _read_config(None)
+    except CompressorError as exc:
+        return f"unknown ({exc})"
+    if config.summarizer != AUTO:
+        return f"{config.summarizer} (summarization.backend in {DEFAULT_CONFIG})"
+    name, why = default_summarizer(config, _key_environ())
+    return f"{name} ({why})"
+
+
+HELP_FILLERS[HELP_NOW] = _summarizer_here_and_now
 
 
 def _check_sample(sample_percent: float | None) -> None:
@@ -494,8 +694,23 @@ def _data_files(values: list[str] | None) -> str | list[str] | dict[str, list[st
     return plain[0] if len(plain) == 1 else plain
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"trajectory-compressor {version('trajectory-compressor')}")
+        except PackageNotFoundError:
+            typer.echo("trajectory-compressor (not installed: run bash scripts/setup.sh in "
+                       "the clone)")
+        raise typer.Exit()
+
+
 @app.callback(epilog=EXIT_CODES)
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Print the version and exit.")] = False,
+) -> None:
     """Compress long agent trajectories to fit a training context window."""
 
 

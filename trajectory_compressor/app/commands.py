@@ -17,9 +17,11 @@ from ..engine.local import RunResult
 from ..engine.paths import check_written_file
 from ..formats import jsonio
 from ..formats.base import write_atomic
+from .textfmt import one_line, reject_lines
 
 if TYPE_CHECKING:
     from ..engine.analyze import Prices
+    from .gates import Gate
     from .report import RunReport
 
 
@@ -36,18 +38,24 @@ def compress_input(
     overwrite: bool = False,
     split: str | None = None,
     data_files: str | list[str] | dict[str, Any] | None = None,
+    gates: list[Gate] | None = None,
 ) -> int:
     """Compress ``input_spec`` into its outputs; print the summary; return the exit code.
 
     ``split`` and ``data_files`` make ``input_spec`` a Hugging Face dataset (as
     `datasets.load_dataset` understands them); ``resume`` continues an interrupted run;
-    ``overwrite`` replaces outputs another run wrote.
+    ``overwrite`` replaces outputs another run wrote. ``gates`` (CI gates) are checked
+    once everything is written: one line each on stderr that failed, and exit code 3.
     """
     result = compress_dataset(input_spec, output, config, sample_percent=sample_percent,
                               seed=seed, strict=strict, quiet=quiet, resume=resume,
                               overwrite=overwrite, split=split, data_files=data_files)
     if not quiet:
         print(format_summary(result))
+    if gates:
+        from .gates import apply_gates, counts_of
+
+        return apply_gates(gates, counts_of(result.metrics.to_dict()), result.exit_code)
     return result.exit_code
 
 
@@ -85,7 +93,34 @@ def format_summary(result: RunResult) -> str:
         f"  over limit       {_shown(result.layout.over_limit)}",
         f"  rejects          {_shown(result.layout.rejects)}",
     ]
-    return "\n".join(lines)
+    first, total = _first_rejects(result.layout.rejects)
+    rejects = reject_lines(first, total, f"see {_shown(result.layout.rejects)}")
+    return "\n".join(lines + (["", *rejects] if rejects else []))
+
+
+def _first_rejects(path: Path, keep: int = 5) -> tuple[list[tuple[str, str]], int]:
+    """The first ``keep`` entries of a rejects file as (location, reason), and how many
+    entries it holds."""
+    first: list[tuple[str, str]] = []
+    total = 0
+    prefix = os.getcwd() + os.sep
+    try:
+        with path.open("rb") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                total += 1
+                if len(first) < keep:
+                    try:
+                        entry = jsonio.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(entry, dict):
+                        where = str(entry.get("location", "?")).removeprefix(prefix)
+                        first.append((where, str(entry.get("error", "rejected"))))
+    except OSError:
+        return [], 0
+    return first, total
 
 
 def _shown(path: Path) -> str:
@@ -108,8 +143,9 @@ def analyze_input(
     json_path: str | None = None,
     split: str | None = None,
     data_files: str | list[str] | dict[str, Any] | None = None,
-) -> None:
-    """A dry run: count and plan every row, print what compression would do.
+) -> int:
+    """A dry run: count and plan every row, print what compression would do; return the
+    exit code: 1 when every row was rejected (said in one line on stderr), else 0.
 
     Nothing is written unless ``json_path`` is given (``-`` prints the JSON instead).
     """
@@ -125,10 +161,17 @@ def analyze_input(
                        seed=seed, split=split, data_files=data_files)
     if json_path == "-":
         sys.stdout.write(jsonio.dumps_pretty(analysis.to_dict(prices)).decode("utf-8"))
-        return
-    if json_path is not None:
-        write_atomic(Path(json_path), jsonio.dumps_pretty(analysis.to_dict(prices)))
-    sys.stdout.write(format_analysis(analysis, prices) + "\n")
+    else:
+        if json_path is not None:
+            write_atomic(Path(json_path), jsonio.dumps_pretty(analysis.to_dict(prices)))
+        sys.stdout.write(format_analysis(analysis, prices) + "\n")
+    if analysis.rows or not analysis.rejected:
+        return 0
+    where, why = analysis.first_rejects[0]
+    sys.stdout.flush()
+    sys.stderr.write(f"error: all {analysis.rejected:,} rows were rejected, nothing to "
+                     f"analyze (the first: {one_line(f'{where}: {why}')})\n")
+    return 1
 
 
 def report_output(
@@ -142,16 +185,27 @@ def report_output(
     fallback: Callable[[], CompressionConfig] = CompressionConfig,
     html: str | None = None,
     max_rows: int = 200,
-) -> None:
-    """Print a finished run's figures and flagged rows, or one row's timeline (``show``).
+    gates: list[Gate] | None = None,
+) -> int:
+    """Print a finished run's figures and flagged rows, or one row's timeline (``show``);
+    return the exit code: 3 when one of ``gates`` failed (one line each on stderr), else 0.
 
     Without ``config`` the run's recorded settings are used (``fallback()`` for runs that
     recorded none); ``overrides`` (None values ignored) apply on top. ``html`` also writes
     the run as one page there, with the ``max_rows`` worst flagged rows.
     """
-    from .report import find_row, format_found, format_report, found_to_dict, load_report
+    from .gates import evaluate, finish
+    from .report import (
+        find_row,
+        format_found,
+        format_report,
+        found_to_dict,
+        load_report,
+        report_counts,
+    )
 
     report = load_report(output)
+    checked = evaluate(gates, report_counts(report)) if gates else []
     if config is None:
         recorded = (report.metrics or {}).get("settings")
         config = (CompressionConfig.from_dict(recorded, source=str(report.layout.metrics))
@@ -163,12 +217,14 @@ def report_output(
                               "of every row it lists)")
         _write_html(report, config, Path(html), max_rows, quiet=as_json)
         if not as_json:
-            return
+            return finish(checked)
     if show is None:
-        text = (jsonio.dumps_pretty(report.to_dict()).decode("utf-8") if as_json
+        data = {**report.to_dict(), **({"gates": [r.to_dict() for r in checked]}
+                                       if gates else {})}
+        text = (jsonio.dumps_pretty(data).decode("utf-8") if as_json
                 else format_report(report, limit) + "\n")
         sys.stdout.write(text)
-        return
+        return finish(checked)
     from .timeline import build_timeline
     found = find_row(report, show)
     try:
@@ -180,6 +236,7 @@ def report_output(
                               found.metrics, config)
     sys.stdout.write(jsonio.dumps_pretty(found_to_dict(found, timeline)).decode("utf-8")
                      if as_json else format_found(found, timeline) + "\n")
+    return finish(checked)
 
 
 def _write_html(report: RunReport, config: CompressionConfig, path: Path, max_rows: int,
@@ -204,9 +261,11 @@ def _write_html(report: RunReport, config: CompressionConfig, path: Path, max_ro
               f"{data.flagged_total:,} over-limit or failed rows listed with their timelines")
 
 
-def validate_output_text(output: str, config: CompressionConfig, *, quiet: bool = False) -> int:
+def validate_output_text(output: str, config: CompressionConfig, *, quiet: bool = False,
+                         gates: list[Gate] | None = None) -> int:
     """Print one line per problem of ``output`` and a closing count; 0 when there is none,
-    1 when a row breaks a rule."""
+    1 when a row breaks a rule, 3 when one of ``gates`` failed (over-limit: rows over the
+    target; failed: rows whose metrics have an error; rejected: unreadable rows)."""
     from ..engine.validate import Validation, validate_output
 
     found = Validation()
@@ -216,4 +275,11 @@ def validate_output_text(output: str, config: CompressionConfig, *, quiet: bool 
         sys.stdout.write(f"{found.rows:,} rows checked, {found.problems:,} problems "
                          f"(target {config.target_max_tokens:,}, counting "
                          f"{config.token_counting})\n")
-    return 1 if found.problems else 0
+    code = 1 if found.problems else 0
+    if gates:
+        from .gates import Counts, apply_gates
+
+        counts = Counts(found.rows - found.unreadable, found.over_limit, found.failed,
+                        found.unreadable)
+        return apply_gates(gates, counts, code)
+    return code

@@ -296,7 +296,8 @@ JS = """
     panel.appendChild(title);
     panel.appendChild(el("div", "status",
       row.location + " \\u00b7 " + (row.failed ? "failed: " : "still over the limit: ") +
-      (row.reason || "over the target") + " \\u00b7 tokens " + fmt(row.before) + " \\u2192 " +
+      (row.reason || "over the target") + (row.detail ? " (" + row.detail + ")" : "") +
+      " \\u00b7 tokens " + fmt(row.before) + " \\u2192 " +
       fmt(row.after) + ", turns " + fmt(row.turns_before) + " \\u2192 " + fmt(row.turns_after)));
     var t = row.timeline;
     if (!t) {

@@ -87,7 +87,7 @@ def _row_data(r: ShownRow) -> dict[str, Any]:
     return {"id": None if r.id is None else str(r.id), "location": r.location,
             "reason": r.reason, "code": r.code, "failed": r.failed, "before": r.before,
             "after": r.after, "turns_before": r.turns_before, "turns_after": r.turns_after,
-            "timeline": r.timeline, "note": r.note}
+            "timeline": r.timeline, "note": r.note, "detail": r.detail}
 
 
 # Header and figures
@@ -404,6 +404,11 @@ def _flagged(data: ReportData) -> str:
             '<div id="timeline" hidden></div></section>')
 
 
+def _titled(r: ShownRow) -> str:
+    """A reason cell's tooltip: the sentence, then its code and numbers."""
+    return f"{r.reason}\n{r.detail}" if r.detail else r.reason
+
+
 def _table_row(i: int, r: ShownRow, target: int) -> str:
     ident = "" if r.id is None else str(r.id)
     over = max(r.after - target, 0)
@@ -416,7 +421,7 @@ def _table_row(i: int, r: ShownRow, target: int) -> str:
         f'<td class="num" data-v="{r.before}">{r.before:,}</td>',
         f'<td class="num" data-v="{r.after}">{r.after:,}</td>',
         f'<td class="num over" data-v="{over}">{over:,}</td>',
-        f'<td data-v="{esc(r.label)}" title="{esc(r.reason)}">{esc(r.label)}</td>',
+        f'<td data-v="{esc(r.label)}" title="{esc(_titled(r))}">{esc(r.label)}</td>',
         f'<td data-v="{"failed" if r.failed else "over"}">{status}</td>',
     ]
     return (f'<tr data-i="{i}" tabindex="0" aria-selected="false">'

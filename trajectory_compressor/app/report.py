@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core import reasons
 from ..core.conversation import Row
 from ..core.errors import InputError
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
@@ -23,7 +24,8 @@ from ..engine.layout import OutputLayout, finished_layout
 from ..formats import jsonio
 from ..formats.base import Location
 from ..formats.registry import discover_inputs, read_records
-from .textfmt import Column, clip, num, one_line, short_reason, table
+from .gates import Counts, counts_of
+from .textfmt import Column, clip, num, one_line, reason_order, short_reason, table
 from .timeline import Timeline, format_timeline
 
 
@@ -33,10 +35,12 @@ class FlaggedRow:
 
     location: Location
     id: Any
-    reason: str
+    reason: str  # the sentence (or the row's error)
     metrics: TrajectoryMetrics
     metrics_dict: dict[str, Any]
     row: Row | None = None  # the row itself when the run did not keep it in the output
+    code: str = ""  # the reason's code (`core.reasons`)
+    numbers: dict[str, int] = field(default_factory=dict)  # `core.explain`
 
     @property
     def failed(self) -> bool:
@@ -50,7 +54,9 @@ class FlaggedRow:
 
     def to_dict(self) -> dict[str, Any]:
         return {"location": str(self.location), **self.location.to_dict(), "id": self.id,
-                "reason": self.reason, "failed": self.failed, "metrics": self.metrics_dict}
+                "reason": self.code, "reason_text": self.reason,
+                "reason_numbers": self.numbers, "failed": self.failed,
+                "metrics": self.metrics_dict}
 
 
 @dataclass
@@ -62,11 +68,30 @@ class RunReport:
     metrics: dict[str, Any] | None
     rows: list[FlaggedRow] = field(default_factory=list)
 
+    def figures(self) -> dict[str, Any]:
+        """The run's counts for scripts: rows, compressed, skipped, over the limit,
+        failed, rejected, and the over-limit and failed rows per reason code."""
+        s = (self.metrics or {}).get("summary") or {}
+        recorded = ((self.metrics or {}).get("over_limit") or {}).get("reasons")
+        by_code: dict[str, int] = {}
+        for r in self.rows:
+            by_code[r.code] = by_code.get(r.code, 0) + 1
+        return {
+            "rows": s.get("total_trajectories"),
+            "compressed": s.get("trajectories_compressed"),
+            "skipped_under_target": s.get("trajectories_skipped_under_target"),
+            "over_limit": s.get("trajectories_still_over_limit",
+                                sum(r.metrics.still_over_limit for r in self.rows)),
+            "failed": s.get("trajectories_failed", sum(r.failed for r in self.rows)),
+            "rejected": s.get("rows_rejected"),
+            "reasons": dict(recorded) if isinstance(recorded, dict) else by_code,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-able data (``--json``)."""
         return {"output": str(self.output), "metrics_file": str(self.layout.metrics),
-                "over_limit_file": str(self.layout.over_limit), "metrics": self.metrics,
-                "rows": [r.to_dict() for r in self.rows]}
+                "over_limit_file": str(self.layout.over_limit), "figures": self.figures(),
+                "metrics": self.metrics, "rows": [r.to_dict() for r in self.rows]}
 
 
 def load_report(output: str | Path) -> RunReport:
@@ -108,11 +133,17 @@ def _over_limit_rows(path: Path) -> Iterator[FlaggedRow]:
             except ValueError as exc:
                 raise InputError(f"{path}:{number}: not a JSON line ({exc})") from None
             metrics = entry.get("metrics") or {}
+            flagged = TrajectoryMetrics.from_dict(metrics)
+            # `reason` is the code since §16 (with `reason_text`); before, the sentence.
+            raw = str(entry.get("reason") or "")
+            text = str(entry.get("reason_text") or raw)
+            numbers = entry.get("reason_numbers")
             yield FlaggedRow(
                 Location(entry.get("file", entry.get("location", "?")), entry.get("line"),
                          entry.get("row")),
-                entry.get("id"), entry.get("reason") or "", TrajectoryMetrics.from_dict(metrics),
-                metrics, entry.get("trajectory"),
+                entry.get("id"), text, flagged, metrics, entry.get("trajectory"),
+                code_of(raw or text, flagged.failed),
+                dict(numbers) if isinstance(numbers, dict) else {},
             )
 
 
@@ -129,7 +160,31 @@ def _failed_in_output(output: Path) -> Iterator[FlaggedRow]:
         metrics = row.get(METRICS_KEY)
         if isinstance(metrics, dict) and metrics.get("error"):
             yield FlaggedRow(location, row_id(row), metrics["error"],
-                             TrajectoryMetrics.from_dict(metrics), metrics)
+                             TrajectoryMetrics.from_dict(metrics), metrics,
+                             code=code_of(str(metrics["error"]), True))
+
+
+def report_counts(report: RunReport) -> Counts:
+    """What the CI gates look at (`app.gates`), from the run's metrics file, or, for a run
+    that wrote none, from its over-limit, rejects and output files."""
+    if report.metrics is not None:
+        return counts_of(report.metrics)
+    rejected = 0
+    if report.layout.rejects.exists():
+        with report.layout.rejects.open("rb") as f:
+            rejected = sum(1 for line in f if line.strip())
+    moved = sum(r.row is not None for r in report.rows)
+    return Counts(sum(1 for _ in output_rows(report.output)) + moved,
+                  sum(r.metrics.still_over_limit for r in report.rows),
+                  sum(r.failed for r in report.rows), rejected)
+
+
+def code_of(reason: str, failed: bool) -> str:
+    """The code of a reason given as a code or a sentence (``failed``: an error text)."""
+    known = reasons.reason_of(reason)
+    if known is not None:
+        return known.code
+    return (reasons.FAILED if failed else reasons.OVER_TARGET).code
 
 
 @dataclass
@@ -140,6 +195,8 @@ class FoundRow:
     row: Row
     metrics: TrajectoryMetrics | None
     reason: str = ""
+    numbers: dict[str, int] = field(default_factory=dict)
+    code: str = ""
 
 
 def find_row(report: RunReport, key: str) -> FoundRow:
@@ -164,7 +221,8 @@ def find_row(report: RunReport, key: str) -> FoundRow:
 
 def _resolve(report: RunReport, flagged: FlaggedRow) -> FoundRow:
     if flagged.row is not None:
-        return FoundRow(flagged.location, flagged.row, flagged.metrics, flagged.reason)
+        return FoundRow(flagged.location, flagged.row, flagged.metrics, flagged.reason,
+                        flagged.numbers, flagged.code)
     # The entry records the input location; find the written row by its id and metrics.
     for _location, row in output_rows(report.output):
         if row_id(row) != flagged.id:
@@ -173,7 +231,8 @@ def _resolve(report: RunReport, flagged: FlaggedRow) -> FoundRow:
         # Without an id only the metrics tell rows apart.
         if _same_metrics(written, flagged.metrics_dict) or (
                 written is None and flagged.id is not None):
-            return FoundRow(flagged.location, row, flagged.metrics, flagged.reason)
+            return FoundRow(flagged.location, row, flagged.metrics, flagged.reason,
+                            flagged.numbers, flagged.code)
     raise InputError(f"{flagged.location} is listed as over the limit but its row is not in "
                      f"{report.output}")
 
@@ -226,6 +285,7 @@ def format_report(report: RunReport, limit: int | None = 50) -> str:
         if usage.get("total_tokens"):
             lines.append(f"  {'usage':<17}{usage['prompt_tokens']:>10,} prompt + "
                          f"{num(usage['completion_tokens'])} completion tokens")
+        lines += _fidelity_lines(m.get("fidelity"))
         dists = m.get("distributions", {})
         if dists:
             keys = ("min", "median", "p90", "p99", "max")
@@ -238,6 +298,7 @@ def format_report(report: RunReport, limit: int | None = 50) -> str:
         lines.append("No row is still over the limit, and none failed.")
         return "\n".join(lines)
     failed = sum(r.failed for r in report.rows)
+    lines += _reason_lines(report.rows)
     lines.append(f"Still over the limit or failed: {num(len(report.rows))} rows "
                  f"({num(failed)} failed), worst first")
     shown = report.rows if not limit else report.rows[:limit]
@@ -255,6 +316,55 @@ def format_report(report: RunReport, limit: int | None = 50) -> str:
         lines.append(f"  ... {num(len(report.rows) - len(shown))} more (--limit 0 shows all)")
     lines += ["", "See one row's turns: trajectory-compressor report OUTPUT --show ID"]
     return "\n".join(lines)
+
+
+def _reason_lines(rows: list[FlaggedRow]) -> list[str]:
+    """How many flagged rows each reason accounts for (its label and its code)."""
+    by_code: dict[str, int] = {}
+    for r in rows:
+        by_code[r.code] = by_code.get(r.code, 0) + 1
+    order = sorted(by_code, key=reason_order)
+    return ["Why, by reason", *table(
+        [Column("reason", flex=True), Column("code", flex=True), Column("rows", right=True)],
+        [[short_reason(code), code, num(by_code[code])] for code in order]), ""]
+
+
+def _fidelity_lines(fidelity: Any) -> list[str]:
+    """The run's summary fidelity (§15): the share of each region's identifiers its
+    summary kept, and what the bar did."""
+    if not isinstance(fidelity, dict):
+        return []
+
+    def share(key: str) -> str:
+        value = fidelity.get(key)
+        return f"{value:.2f}" if isinstance(value, (int, float)) else "-"
+
+    lines = []
+    if fidelity.get("count"):
+        lines.append(f"  {'fidelity':<17}{share('mean_ratio'):>10}   mean; p10 "
+                     f"{share('p10_ratio')}, min {share('min_ratio')}; tail items kept "
+                     f"{share('mean_tail_ratio')}")
+    repairs, low = fidelity.get("repair_requests", 0), fidelity.get("low_fidelity_rows", 0)
+    if repairs or low:
+        lines.append(f"  {'low fidelity':<17}{num(low):>10}   rows below the bar after "
+                     f"{num(repairs)} repair requests")
+    return lines
+
+
+def numbers_lines(numbers: dict[str, int]) -> list[str]:
+    """The numbers behind a reason (`core.explain`), in two lines of 80 columns."""
+    if not numbers:
+        return []
+
+    def n(key: str) -> str:
+        return num(numbers.get(key))
+
+    line = (f"  head {n('head_tokens')} + middle {n('middle_tokens')} + tail "
+            f"{n('tail_tokens')} tokens; region {n('region_tokens')}")
+    if "summary_tokens" in numbers:
+        line += f" -> summary {n('summary_tokens')}"
+    return [clip(line, 80), clip(f"  target {n('target')}, summary target "
+                                 f"{n('summary_target')}", 80)]
 
 
 def format_found(found: FoundRow, timeline: Timeline) -> str:
@@ -279,6 +389,7 @@ def format_found(found: FoundRow, timeline: Timeline) -> str:
     if m is not None:
         title.append(f"  tokens {num(m.original_tokens)} -> {num(m.compressed_tokens)}, "
                      f"turns {num(m.original_turns)} -> {num(m.compressed_turns)}")
+        title += numbers_lines(found.numbers)
         if m.compressed_tokens != timeline.total:
             title.append(f"  note: the run recorded {num(m.compressed_tokens)} tokens, counted "
                          f"here {num(timeline.total)}: another --tokenizer?")
@@ -292,6 +403,7 @@ def format_found(found: FoundRow, timeline: Timeline) -> str:
 def found_to_dict(found: FoundRow, timeline: Timeline) -> dict[str, Any]:
     """``--show --json``: the row's location, metrics and timeline."""
     return {"location": str(found.location), **found.location.to_dict(),
-            "id": row_id(found.row), "reason": found.reason,
+            "id": row_id(found.row), "reason": found.code or None,
+            "reason_text": found.reason, "reason_numbers": found.numbers,
             "metrics": None if found.metrics is None else found.metrics.to_dict(),
             "timeline": timeline.to_dict()}

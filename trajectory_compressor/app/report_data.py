@@ -78,6 +78,7 @@ class ShownRow:
     turns_after: int
     timeline: dict[str, Any] | None = None
     note: str = ""
+    detail: str = ""  # the numbers behind the reason, one line (`core.explain`)
 
 
 @dataclass
@@ -234,11 +235,22 @@ def collect_report_data(report: RunReport, config: CompressionConfig, counter: T
 
 def _shown(f: FlaggedRow) -> ShownRow:
     text = f.reason if isinstance(f.reason, str) else str(f.reason)
-    known = reasons.reason_of(text)
+    known = reasons.reason_of(f.code or text)
     code = known.code if known is not None else ("failed" if f.failed else "")
     return ShownRow(f.short_location, f.id, text, short_reason(text), code, f.failed,
                     f.metrics.original_tokens, f.metrics.compressed_tokens,
-                    f.metrics.original_turns, f.metrics.compressed_turns)
+                    f.metrics.original_turns, f.metrics.compressed_turns,
+                    detail=reason_detail(code, f.numbers))
+
+
+def reason_detail(code: str, numbers: dict[str, int]) -> str:
+    """``code · head N · middle N · tail N · region N · summary N · target N``."""
+    names = (("head_tokens", "head"), ("middle_tokens", "middle"), ("tail_tokens", "tail"),
+             ("region_tokens", "region"), ("summary_tokens", "summary"),
+             ("target", "target"), ("summary_target", "summary target"))
+    bits = [f"{label} {numbers[key]:,}" for key, label in names
+            if isinstance(numbers.get(key), int)]
+    return " \u00b7 ".join([code, *bits]) if code and bits else code
 
 
 def _attach(shown: ShownRow, row: Any, metrics: TrajectoryMetrics, config: CompressionConfig,

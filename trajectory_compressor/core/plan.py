@@ -21,7 +21,8 @@ Action = Literal["skip", "compress", "over_limit"]
 NO_MIDDLE = reasons.NO_MIDDLE.text
 SMALL_REGION = reasons.SMALL_REGION.text
 NO_CLEAN_CUT = reasons.NO_CLEAN_CUT.text
-PROTECTED_TOO_BIG = reasons.PROTECTED_TOO_BIG.text
+PROTECTED_HEAD = reasons.PROTECTED_HEAD.text
+PROTECTED_TAIL = reasons.PROTECTED_TAIL.text
 MIDDLE_EXHAUSTED = reasons.MIDDLE_EXHAUSTED.text
 
 
@@ -47,6 +48,16 @@ class Plan:
     region: Region | None = None
     region_tokens: int = 0
     reason: str = ""
+    # The numbers behind a reason (`core.explain`): tokens before and after the middle
+    # (the protected head and tail), and the budgets the plan was made for.
+    head_tokens: int = 0
+    tail_tokens: int = 0
+    target: int = 0
+    summary_target: int = 0
+
+    @property
+    def middle_tokens(self) -> int:
+        return self.total_tokens - self.head_tokens - self.tail_tokens
 
     def projected_tokens(self, summary_tokens: int) -> int:
         """Tokens after compression if the summary has ``summary_tokens`` tokens."""
@@ -133,15 +144,23 @@ def plan_trajectory(
     """Decide whether and where to compress one trajectory, from its roles and token counts."""
     total = sum(turn_tokens)
     middle = compressible_middle(roles, config)
+    head = sum(turn_tokens[:middle.start])
+    tail = sum(turn_tokens[middle.end:])
+
+    def made(action: Action, region: Region | None = None, region_tokens: int = 0,
+             reason: str = "") -> Plan:
+        return Plan(action, total, middle, region, region_tokens, reason, head, tail,
+                    config.target_max_tokens, config.summary_target_tokens)
+
     if total <= config.target_max_tokens:
-        return Plan("skip", total, middle)
+        return made("skip")
     start = snap_boundary(roles, middle.start, middle.start, middle.end, boundaries.start_roles)
     end = middle.end
     if (boundaries.start_roles is not None and start < end
             and roles[start] not in boundaries.start_roles):
-        return Plan("over_limit", total, middle, reason=NO_CLEAN_CUT)
+        return made("over_limit", reason=NO_CLEAN_CUT)
     if start >= end:
-        return Plan("over_limit", total, middle, reason=NO_MIDDLE)
+        return made("over_limit", reason=NO_MIDDLE)
     needed = total - config.target_max_tokens + config.summary_target_tokens
     accumulated = 0
     until = start
@@ -154,15 +173,13 @@ def plan_trajectory(
     region_tokens = sum(turn_tokens[start:until])
     if until <= start or region_tokens <= config.summary_target_tokens:
         reason = NO_CLEAN_CUT if until <= start else SMALL_REGION
-        return Plan("over_limit", total, middle, reason=reason)
+        return made("over_limit", region_tokens=region_tokens, reason=reason)
     region = Region(start, until)
-    plan = Plan("compress", total, middle, region, region_tokens)
+    plan = made("compress", region, region_tokens)
     if plan.projected_tokens(config.summary_target_tokens) > config.target_max_tokens:
-        protected = total - sum(turn_tokens[middle.start:middle.end])
-        reason = (
-            PROTECTED_TOO_BIG
-            if protected + config.summary_target_tokens > config.target_max_tokens
-            else MIDDLE_EXHAUSTED
-        )
-        return Plan("compress", total, middle, region, region_tokens, reason=reason)
+        if head + tail + config.summary_target_tokens > config.target_max_tokens:
+            reason = PROTECTED_HEAD if head >= tail else PROTECTED_TAIL
+        else:
+            reason = MIDDLE_EXHAUSTED
+        return made("compress", region, region_tokens, reason)
     return plan

@@ -72,6 +72,15 @@ class SummaryUsage:
 
 
 @dataclass(frozen=True)
+class Repair:
+    """A second request for a summary that dropped facts (§15): the first summary's text
+    (without its prefix) and the items it lacks, those the later turns need first."""
+
+    previous: str
+    missing: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class SummaryRequest:
     """The region to summarize: its turns, the index of its first turn, the summary size.
 
@@ -80,7 +89,9 @@ class SummaryRequest:
     that queues requests pauses ``deadline`` while this one waits for its turn, and adds
     what each attempt costs to ``usage`` as it goes. ``origin`` names the row within its
     run (a resumed run keeps it): a cached summary that this very row obtained before an
-    interruption is reported as it was obtained, not as a cache hit.
+    interruption is reported as it was obtained, not as a cache hit. ``tail_items`` are
+    the region's identifiers that the turns after it mention again (a backend may make
+    sure to keep them); ``repair``, when set, asks again for a summary that dropped facts.
     """
 
     turns: Sequence[Turn]
@@ -90,17 +101,25 @@ class SummaryRequest:
     deadline: Deadline | None = field(default=None, compare=False)
     usage: SummaryUsage = field(default_factory=SummaryUsage, compare=False)
     origin: str | None = field(default=None, compare=False)
+    tail_items: tuple[str, ...] = ()
+    repair: Repair | None = None
 
 
 @dataclass
 class Summary:
     """A finished summary turn text (prefixed, redacted) and where it came from;
-    ``truncated``: it was cut at a sentence boundary to fit its budget."""
+    ``truncated``: it was cut at a sentence boundary to fit its budget.
+
+    ``commit``, when a backend sets it, stores the summary a row finally keeps for this
+    request (its text, and what obtaining it cost) in the backend's cache: under a fidelity bar
+    the cache holds accepted summaries only, so a backend defers its write to it.
+    """
 
     text: str
     source: str  # llm, cache, extractive, fallback
     usage: SummaryUsage = field(default_factory=SummaryUsage)
     truncated: bool = False
+    commit: Callable[[Summary], None] | None = field(default=None, compare=False, repr=False)
 
 
 class SummaryFailed(Exception):
@@ -189,8 +208,86 @@ def finish_summary_text(text: str, scrubber: Scrubber | None = None) -> str:
     body = text.strip()
     while body.upper().startswith(SUMMARY_PREFIX.upper()):
         body = body[len(SUMMARY_PREFIX):].lstrip()
-    body = scrubber(body) if scrubber is not None else redact(body)
+    body = neutralize(scrubber(body) if scrubber is not None else redact(body))
     return f"{SUMMARY_PREFIX} {body}" if body else SUMMARY_PREFIX
+
+
+# What a summary must not carry into a training row (§15), whatever a model returned or a
+# trajectory contained: the turn markers of the summarizer's own transcript, chat-template
+# control tokens (`<|im_start|>`, DeepSeek's `<｜User｜>`, Gemma's `<start_of_turn>`,
+# Mistral's `[INST]`), tool-call blocks and the summary prefix. Each is rewritten to read
+# the same to a person but no longer parse as the marker: brackets become parentheses.
+_TURN_MARKER = re.compile(r"\[\s*turn\s+(\d+)\s*[-–—:]\s*([^\]\n]{1,40}?)\s*\]\s*:?",
+                          re.IGNORECASE)
+_CONTROL_TOKEN = re.compile(r"<\s*[|｜]([^<>\n]{0,80}?)[|｜]\s*>")
+_MARKUP_TAG = re.compile(
+    r"<\s*(/?)\s*(tool_call|tool_calls|tool_response|tool_result|tools|think|function|"
+    r"parameter|start_of_turn|end_of_turn|start_of_image|bos|eos|pad|unk|s)\b([^<>\n]{0,80})>",
+    re.IGNORECASE)
+_BRACKET_TOKEN = re.compile(
+    r"\[\s*(/?)\s*(INST|SYS|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|"
+    r"TOOL_CONTENT|THINK)\s*\]", re.IGNORECASE)
+_INNER_PREFIX = re.compile(r"\[\s*context\s+summary\s*\]\s*:?", re.IGNORECASE)
+
+
+def neutralize(body: str) -> str:
+    """``body`` with turn markers, control tokens, tool-call tags and summary prefixes
+    defused (idempotent; the words stay readable)."""
+    body = _TURN_MARKER.sub(lambda m: f"turn {m[1]} ({m[2]}):", body)
+    body = _CONTROL_TOKEN.sub(lambda m: f"({m[1]})", body)
+    body = _MARKUP_TAG.sub(lambda m: f"({m[1]}{m[2]}{m[3]})", body)
+    body = _BRACKET_TOKEN.sub(lambda m: f"({m[1]}{m[2]})", body)
+    return _INNER_PREFIX.sub("(context summary):", body)
+
+
+def summary_body(text: str) -> str:
+    """A finished summary's text without its ``[CONTEXT SUMMARY]:`` prefix."""
+    body = text.strip()
+    if body.upper().startswith(SUMMARY_PREFIX.upper()):
+        body = body[len(SUMMARY_PREFIX):]
+    return body.strip()
+
+
+REFERENCES_LABEL = "References:"
+# The most of a full summary budget that a references line may take by cutting the text.
+REFERENCES_SHARE = 0.25
+
+
+def add_references(text: str, items: Sequence[str], budget: int,
+                   count_tokens: Callable[[str], int]) -> tuple[str, bool]:
+    """``(text, cut)``: a finished summary with a last line ``References: a; b; ...`` naming
+    as many of ``items`` (in order) as fit, the whole within ``budget`` tokens.
+
+    The line takes the room the summary leaves; a summary that leaves too little is cut
+    at a sentence end to leave a quarter of the budget (``cut`` is then True), unless that
+    names no more items than without cutting.
+    """
+    items = [" ".join(i.split()) for i in items if i.strip()]
+    if not items:
+        return text, False
+
+    def joined(base: str, k: int) -> str:
+        return f"{base}\n{REFERENCES_LABEL} {'; '.join(items[:k])}"
+
+    def most(base: str) -> int:
+        lo, hi = 0, len(items)  # token counts grow with the prefix of items
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if count_tokens(joined(base, mid)) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    whole = most(text)
+    room = budget - max(int(budget * REFERENCES_SHARE), 1)
+    if whole < len(items) and count_tokens(text) > room:
+        cut = bound_summary(text, room, 1.0, count_tokens)
+        if cut is not None and not cut[0].upper().endswith(SUMMARY_PREFIX.upper()):
+            more = most(cut[0])
+            if more > whole:
+                return joined(cut[0], more), True
+    return (joined(text, whole), False) if whole else (text, False)
 
 
 # Where a sentence ends: . ! ? … (or their CJK forms), closing quotes or brackets

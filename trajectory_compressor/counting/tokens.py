@@ -48,13 +48,29 @@ def load_tokenizer(name: str = BUNDLED_TOKENIZER, trust_remote_code: bool = Fals
             str(source), local_files_only=True, trust_remote_code=trust_remote_code
         )
     except Exception as exc:  # transformers raises many kinds for "not available offline"
-        where = "folder" if Path(str(source)).exists() else "name"
-        raise TokenizerError(
-            f"cannot load tokenizer {name!r} offline ({where}; {type(exc).__name__}). "
-            f"Offline choices: '{BUNDLED_TOKENIZER}' (the bundled DeepSeek V4 tokenizer, "
-            "the default), a local folder with tokenizer files, or a hub name already in "
-            "the local Hugging Face cache"
-        ) from exc
+        raise TokenizerError(_offline_advice(name, Path(str(source)), exc)) from exc
+
+
+def _offline_advice(name: str, path: Path, exc: Exception) -> str:
+    """Why ``name`` did not load, and how to count with one's own model's tokenizer offline."""
+    files = "tokenizer.json and tokenizer_config.json"
+    if path.is_dir():
+        found = sorted(p.name for p in path.iterdir() if p.name.startswith("tokenizer"))
+        problem = (f"the folder {name} holds no tokenizer transformers can load "
+                   f"({', '.join(found) or 'no tokenizer* file'}; {type(exc).__name__}); it "
+                   f"needs the model's {files}, copied from the model's folder or hub page")
+        if "trust_remote_code" in str(exc):
+            problem += ", and tokenizer.trust_remote_code: true for its custom code"
+    elif path.exists():
+        problem = f"{name} is a file; give the folder that holds the model's {files}"
+    else:
+        problem = (f"{name!r} is neither a folder nor a model in the local Hugging Face cache "
+                   "(nothing is downloaded); to use your model's tokenizer, fetch it once "
+                   f"where there is network (hf download {name} {files.replace(' and ', ' ')} "
+                   "puts it in the cache, HF_HOME; add --local-dir DIR for a folder), then "
+                   "pass the name (with HF_HUB_OFFLINE=1 nothing is looked up) or the folder")
+    return (f"cannot load tokenizer {name!r}: {problem}; or use '{BUNDLED_TOKENIZER}' "
+            "(the bundled DeepSeek V4 tokenizer, the default)")
 
 
 def load_bundled_backend() -> Any:

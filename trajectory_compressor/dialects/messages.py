@@ -95,6 +95,9 @@ class Messages:
             elif turn["from"] == "system" and _content_text(original.get("content"), "") \
                     != turn["value"]:
                 out.append(_with_suffix(original, turn["value"]))
+            elif turn["from"] == "tool" and _content_text(original.get("content"), "") \
+                    != turn["value"]:
+                out.append(_with_text(original, turn["value"]))  # a shortened output
             else:
                 out.append(original)
         new_row = dict(row)
@@ -262,6 +265,23 @@ def _with_suffix(message: dict[str, Any], value: str) -> dict[str, Any]:
                 key = "value" if "value" in part and "text" not in part else "text"
         return {**message, "content": [*content, {"type": "text", key: suffix}]}
     return {**message, "content": (content or "") + suffix}
+
+
+def _with_text(message: dict[str, Any], value: str) -> dict[str, Any]:
+    """A tool message whose text changed (`core.elide`): the text in the content's own
+    spelling, other parts (images) kept after it."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return {**message, "content": value}
+    key, others = "text", []
+    for part in content:
+        if isinstance(part, dict) and (part.get("type") in TEXT_PARTS or (
+                part.get("type") is None and isinstance(part.get("text", part.get("value")),
+                                                        str))):
+            key = "value" if "value" in part and "text" not in part else "text"
+        elif not isinstance(part, str):
+            others.append(part)
+    return {**message, "content": [{"type": "text", key: value}, *others]}
 
 
 def _template_calls(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -26,11 +26,13 @@ from ..counting.tokens import TokenCounter
 from ..dialects import detect
 from ..dialects.base import Dialect
 from ..formats.registry import discover_inputs
+from ..summarizers import resolve_summarizer
 from .compressor import RowResult, TrajectoryCompressor
 from .count import RowCounter, gap_counter
 from .stream import RowStream
 
 HISTOGRAM_BINS = 10
+REJECTS_KEPT = 5  # rejected rows whose location and reason an analysis keeps
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,8 @@ class TargetAnalysis:
         """Fold one row's two outcomes into the totals."""
         for result, metrics, reasons in ((extractive, self.extractive, self.extractive_reasons),
                                          (llm, self.llm, self.llm_reasons)):
-            metrics.add(result.metrics)
+            why = result.why
+            metrics.add(result.metrics, why.code if why is not None else None)
             if result.metrics.still_over_limit:
                 reasons[result.reason] += 1
 
@@ -101,6 +104,9 @@ class TargetAnalysis:
                 "trajectories_still_over_limit": self.extractive.trajectories_still_over_limit,
                 "total_tokens_after": self.extractive.total_tokens_after,
                 "over_limit_reasons": dict(self.extractive_reasons),
+                # exact: the extractive summaries are built and measured (§15)
+                "fidelity": self.extractive.fidelity_summary()
+                if self.extractive.fidelity_ratios.count else None,
             },
             "llm": {
                 "summarization_calls": llm.total_summarization_calls,
@@ -123,12 +129,20 @@ class Analysis:
     targets: list[TargetAnalysis]
     rows: int = 0
     rejected: int = 0
+    # (location, reason) of the first `REJECTS_KEPT` rejected rows
+    first_rejects: list[tuple[str, str]] = field(default_factory=list)
     tokens: Distribution = field(default_factory=Distribution)
     gap: CountingGap | None = None  # per-turn sum vs chat-template count, when it can be had
 
     @property
     def summarizer(self) -> str:
         return self.targets[0].config.summarizer
+
+    def reject(self, location: str, reason: str) -> None:
+        """Count one rejected row (and keep its location and reason if among the first)."""
+        self.rejected += 1
+        if len(self.first_rejects) < REJECTS_KEPT:
+            self.first_rejects.append((location, reason))
 
     def histogram(self, bins: int = HISTOGRAM_BINS) -> tuple[list[int], list[int]]:
         """``(edges, counts)`` of tokens per row, in round steps."""
@@ -145,6 +159,8 @@ class Analysis:
             "summarizer": self.summarizer,
             "rows": self.rows,
             "rows_rejected": self.rejected,
+            "first_rejects": [{"location": where, "error": why}
+                              for where, why in self.first_rejects],
             "tokens": self.tokens.summary(),
             "histogram": [{"from": edges[i], "to": edges[i + 1], "rows": n}
                           for i, n in enumerate(counts)],
@@ -200,6 +216,7 @@ def analyze(
 
     Raises `ConfigError` for a target that is not above ``summary_target_tokens``.
     """
+    config = resolve_summarizer(config)  # `auto`: the backend compress would run
     configs = [config.replace(target_max_tokens=t) for t in targets or [config.target_max_tokens]]
     inputs = discover_inputs(input_spec, split=split, data_files=data_files)
     counter = counter or TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
@@ -225,12 +242,18 @@ async def _run(analysis: Analysis, inputs: list[Any], stream: RowStream,
         for source in inputs:
             dialect = stream.detect(source)
             for batch in stream.batches(source):
-                valid = [(e.record.row, e.turns) for e in batch if e.turns is not None]
-                analysis.rejected += len(batch) - len(valid)
+                entries = [e for e in batch if e.turns is not None]
+                for entry in batch:
+                    if entry.turns is None:
+                        analysis.reject(str(entry.record.location), entry.reject or "rejected")
+                valid = [(e.record.row, e.turns) for e in entries if e.turns is not None]
                 counted = compressors[0].rows.count([(dialect, r, t) for r, t in valid])
-                kept = [(v, c) for v, c in zip(valid, counted, strict=True)
-                        if not isinstance(c, str)]
-                analysis.rejected += len(valid) - len(kept)
+                kept = []
+                for entry, v, c in zip(entries, valid, counted, strict=True):
+                    if isinstance(c, str):
+                        analysis.reject(str(entry.record.location), c)
+                    else:
+                        kept.append((v, c))
                 if analysis.gap is not None:
                     _add_gap(analysis.gap, compressors[0].rows, counter, dialect,
                              [v for v, _ in kept], [c for _, c in kept])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -12,22 +13,29 @@ from ..core.config import CompressionConfig
 from ..core.conversation import Row, Trajectory
 from ..core.deadline import Deadline
 from ..core.errors import RowError
+from ..core.explain import RowReason, explain
 from ..core.extractive import ExtractiveSummarizer
+from ..core.fidelity import Fidelity, FidelityProbe
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
 from ..core.plan import Plan, plan_trajectory
 from ..core.redact import Scrubber
 from ..core.summary import (
+    Repair,
     Summarizer,
     Summary,
     SummaryFailed,
     SummaryRequest,
     SummaryUsage,
+    add_references,
     bound_summary,
+    finish_summary_text,
+    summary_body,
 )
 from ..counting.tokens import TokenCounter
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
 from .count import RowCounter
+from .second_pass import elide_over_limit
 
 SUMMARY_OVERRAN = reasons.SUMMARY_OVERRAN.text
 
@@ -49,7 +57,26 @@ class RowResult:
             return self.metrics.error
         if not self.metrics.still_over_limit:
             return ""
+        if self.metrics.low_fidelity and not self.metrics.was_compressed:
+            return reasons.LOW_FIDELITY.text
         return self.plan.reason or SUMMARY_OVERRAN
+
+    @property
+    def why(self) -> RowReason | None:
+        """`reason` as a code with the numbers behind it (`core.explain`); None when the
+        row is neither failed nor over the limit."""
+        return explain(self.plan, self.metrics)
+
+
+@dataclass
+class _Chosen:
+    """The summary a row gets after the fidelity bar (§15), or None: left uncompressed."""
+
+    summary: Summary | None
+    fidelity: Fidelity
+    usage: SummaryUsage  # of every request made for the row
+    repaired: bool = False  # a repair request was sent
+    low: bool = False  # below the bar after it: on_low_fidelity applied
 
 
 class TrajectoryCompressor:
@@ -77,6 +104,7 @@ class TrajectoryCompressor:
             summarizer = make_summarizer(self.config, self.counter)
         self.summarizer = summarizer
         self._fallback = ExtractiveSummarizer(self.counter.count, source="fallback")
+        self._extractive = ExtractiveSummarizer(self.counter.count)
         # Counts in the configured mode (per turn, or through the chat template).
         self.rows = RowCounter(self.config, self.counter)
         # The configured key values: no summary, from whatever backend, carries them.
@@ -170,25 +198,97 @@ class TrajectoryCompressor:
         region = plan.region
         # Time spent queued for a request slot does not count against the deadline.
         deadline = Deadline(self.config.per_trajectory_timeout)
+        # One extraction per row (bounded: `fidelity.MAX_ITEMS`), measured against every
+        # summary the row is offered.
+        probe = FidelityProbe([str(t.get("value", "")) for t in turns[region.start:region.end]],
+                              [str(t.get("value", "")) for t in turns[region.end:]])
         request = SummaryRequest(
             turns[region.start:region.end], region.start, self._summary_budget(turns, plan),
-            plan.region_tokens, deadline, origin=origin,
+            plan.region_tokens, deadline, origin=origin, tail_items=tuple(probe.tail_items),
         )
+        requests = [request]
         try:
-            summary = await deadline.run(self._summarize(request))
+            chosen = await deadline.run(self._choose(request, probe, requests))
         except asyncio.TimeoutError:
             metrics = base_metrics(plan, len(turns))
-            _add_usage(metrics, request.usage)  # the attempts made before the cut
+            _add_usage(metrics, _total_usage(requests))  # the attempts made before the cut
             metrics.error = reasons.deadline_error(self.config.per_trajectory_timeout)
             return self._with_metrics(row, turns, metrics, plan, dialect)
+        summary = chosen.summary
+        if summary is None:  # on_low_fidelity: uncompressed
+            kept = base_metrics(plan, len(turns))
+            _add_usage(kept, chosen.usage)
+            _add_fidelity(kept, chosen)
+            return self._with_metrics(row, turns, kept, plan, dialect)
+        summary.usage = chosen.usage
         metrics = self._metrics_after(turns, plan, summary)
         if metrics.compressed_tokens > metrics.original_tokens:
             grown = base_metrics(plan, len(turns))
             _add_usage(grown, summary.usage)
             grown.error = reasons.grew_error(metrics.compressed_tokens, metrics.original_tokens)
             return self._with_metrics(row, turns, grown, plan, dialect)
+        _add_fidelity(metrics, chosen)
         new_turns = assemble(turns, region, summary.text, self.config)
         return self._with_metrics(row, new_turns, metrics, plan, dialect, region.start)
+
+    async def _choose(self, request: SummaryRequest, probe: FidelityProbe,
+                      requests: list[SummaryRequest]) -> _Chosen:
+        """The summary for ``request`` and its fidelity, through the bar (§15): below
+        ``min_fidelity``, one repair request naming what the summary dropped (for a model's
+        summary); still below, ``on_low_fidelity`` decides. A backend that defers its
+        cache write gets the accepted summary only."""
+        first = await self._summarize(request)
+        usage = first.usage
+        best, fidelity = self._referenced(first, request, probe)
+        bar = self.config.min_fidelity
+        if bar is None or fidelity.ratio >= bar:
+            if first.commit is not None and first.source == "llm":
+                first.commit(first)
+            return _Chosen(best, fidelity, usage)
+        repaired = first.source in ("llm", "cache")
+        if repaired:
+            dropped = probe.measure(summary_body(first.text)).missing
+            repair = dataclasses.replace(request, usage=SummaryUsage(),
+                                         repair=Repair(summary_body(first.text), dropped))
+            requests.append(repair)
+            second = await self._summarize(repair)
+            usage = SummaryUsage()
+            usage.add(first.usage)
+            usage.add(second.usage)
+            if second.source != "fallback":  # a failed repair leaves the first summary
+                candidate, measured = self._referenced(second, request, probe)
+                if measured.ratio >= fidelity.ratio:
+                    best, fidelity = candidate, measured
+                if measured.ratio >= bar:
+                    if first.commit is not None:
+                        first.commit(dataclasses.replace(second, usage=usage))
+                    return _Chosen(best, fidelity, usage, repaired=True)
+        policy = self.config.on_low_fidelity
+        if policy == "uncompressed":
+            return _Chosen(None, fidelity, usage, repaired, low=True)
+        if policy == "extractive" and best.source not in ("extractive", "fallback"):
+            extractive = await self._extractive.summarize(request)
+            extractive.text = finish_summary_text(self.scrubber.literal(extractive.text),
+                                                  self.scrubber)
+            best, fidelity = self._referenced(extractive, request, probe)
+        return _Chosen(best, fidelity, usage, repaired, low=True)
+
+    def _referenced(self, summary: Summary, request: SummaryRequest,
+                    probe: FidelityProbe) -> tuple[Summary, Fidelity]:
+        """``summary`` with its references line (`summary_references`), and its fidelity."""
+        fidelity = probe.measure(summary_body(summary.text))
+        mode = self.config.summary_references
+        items = fidelity.missing
+        if mode == "tail":
+            items = items[:fidelity.tail_items - fidelity.tail_kept]  # tail ones come first
+        if mode == "off" or not items:
+            return summary, fidelity
+        text, cut = add_references(summary.text, items, request.target_tokens,
+                                   self.counter.count)
+        if text == summary.text:
+            return summary, fidelity
+        summary = dataclasses.replace(summary, text=text, truncated=summary.truncated or cut)
+        return summary, probe.measure(summary_body(text))
 
     def _summary_budget(self, turns: Trajectory, plan: Plan) -> int:
         """`summary_target_tokens`, or less when the region is barely larger than that: the
@@ -210,7 +310,9 @@ class TrajectoryCompressor:
             summary = await self.summarizer.summarize(request)
         except SummaryFailed as failure:
             return await self._fall_back(request, failure.usage)
-        bounded = bound_summary(self.scrubber.literal(summary.text), request.target_tokens,
+        # Whatever the backend: prefixed once, redacted, no markers or control tokens.
+        text = finish_summary_text(self.scrubber.literal(summary.text), self.scrubber)
+        bounded = bound_summary(text, request.target_tokens,
                                 self.config.summary_tolerance, self.counter.count)
         if bounded is None:
             summary.usage.failed("too_long")
@@ -276,9 +378,28 @@ class TrajectoryCompressor:
         if summary_at is not None and self.rows.template is not None:
             # Counted as the trainer sees it: the compressed row rendered whole.
             _recount(metrics, self.rows.total(dialect, new_row), self.config)
+        if (self.config.over_limit_strategy == "elide_tool_outputs"
+                and metrics.still_over_limit and not metrics.failed):
+            elided = elide_over_limit(row, turns, metrics, plan, dialect, summary_at,
+                                      self.config, self.counter, self.rows)
+            if elided is not None:
+                turns, new_row = elided
         if self.config.metrics_per_trajectory:
             new_row[METRICS_KEY] = metrics.to_dict()
         return RowResult(new_row, metrics, plan, changed=True, turns=turns)
+
+
+def _total_usage(requests: list[SummaryRequest]) -> SummaryUsage:
+    total = SummaryUsage()
+    for request in requests:
+        total.add(request.usage)
+    return total
+
+
+def _add_fidelity(metrics: TrajectoryMetrics, chosen: _Chosen) -> None:
+    metrics.fidelity = chosen.fidelity
+    metrics.fidelity_repair = chosen.repaired
+    metrics.low_fidelity = chosen.low
 
 
 def _add_usage(metrics: TrajectoryMetrics, usage: SummaryUsage) -> None:

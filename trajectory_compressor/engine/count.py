@@ -26,8 +26,9 @@ __all__ = ["Item", "RowCounter", "gap_counter", "tokenizer_identity"]
 
 
 class RowCounter:
-    """Per-turn counts of rows in the configured mode; a row the template cannot render
-    gets the reason instead of counts (it is rejected, the batch goes on)."""
+    """Per-turn counts of rows in the configured mode; a row the template cannot render,
+    or with a text the tokenizer refuses, gets the reason instead of counts (it is
+    rejected, the batch goes on). No count is ever estimated."""
 
     def __init__(self, config: CompressionConfig, counter: TokenCounter) -> None:
         self.mode = config.token_counting
@@ -61,12 +62,22 @@ class RowCounter:
     def count(self, items: list[Item]) -> list[list[int] | str]:
         """Per-turn counts of each row (or why it cannot be counted), in one batch."""
         if self.template is None:
-            return list(self.counter.count_trajectories([turns for _, _, turns in items]))
+            trajectories = [turns for _, _, turns in items]
+            try:
+                return list(self.counter.count_trajectories(trajectories))
+            except Exception:  # one text the tokenizer refuses must not cost the batch
+                return [self._one_by_turns(turns) for turns in trajectories]
         rows = [dialect.template_messages(row, turns) for dialect, row, turns in items]
         try:
             return list(self.template.count_many_rows(rows))
         except Exception:  # one row the template refuses must not cost the batch
             return [self._one(row) for row in rows]
+
+    def _one_by_turns(self, turns: Trajectory) -> list[int] | str:
+        try:
+            return self.counter.count_trajectories([turns])[0]
+        except Exception as exc:
+            return f"the tokenizer cannot count one of the row's turns: {one_line_error(exc)}"
 
     def _one(self, row: tuple[list[dict[str, Any]], Any]) -> list[int] | str:
         try:

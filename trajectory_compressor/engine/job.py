@@ -13,7 +13,7 @@ from ..dialects import detect
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
 from ..formats.registry import discover_inputs
-from ..summarizers import make_summarizer
+from ..summarizers import make_summarizer, resolve_summarizer
 from .compressor import TrajectoryCompressor
 from .layout import plan_layout
 from .local import RunOptions, RunResult, run_pipeline
@@ -52,7 +52,9 @@ def compress_dataset(
     existing outputs are replaced only by a rerun of the run that wrote them (same inputs,
     same settings, as their metrics file records) unless ``overwrite`` is True.
     """
-    config = config or CompressionConfig()
+    # `auto` is settled first: the metrics, checkpoint and output checks record the
+    # backend that runs.
+    config = resolve_summarizer(config or CompressionConfig())
     inputs = discover_inputs(input_spec, split=split, data_files=data_files)
     single = Path(input_spec).is_file() and inputs[0].stream is None
     layout = plan_layout(input_spec, inputs, output, config, single_file=single)

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -149,14 +150,12 @@ def compress_on_ray(
             workers = _pool_size(ray, config, actors, len(pending))
             job = run.job(strict=options.strict, dialect=dialect, workers=workers)
             for result in _execute(ray, job, pending, workers):
-                _check(result, run)
+                _check(result)
                 run.record(result)
                 progress.shard(result)
         progress.close()
         return run.commit()
-    except StrictStop:
-        import shutil
-
+    except StrictStop:  # nothing is committed, nothing kept (as locally)
         shutil.rmtree(run.parts, ignore_errors=True)
         layout.checkpoint.unlink(missing_ok=True)
         raise
@@ -177,7 +176,7 @@ def _execute(ray: Any, job: ShardJob, pending: list[Shard], workers: int
         yield ShardResult.from_json(row["result"])
 
 
-def _check(result: ShardResult, run: ShardedRun) -> None:
+def _check(result: ShardResult) -> None:
     """Raise the error a shard came back with, as the kind the local engine raises."""
     if result.error is None:
         return
@@ -197,11 +196,17 @@ def _init(ray: Any, address: str | None) -> bool:
     # for the run's own messages (set RAY_BACKEND_LOG_LEVEL to see Ray's again).
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
     quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
-    with _quiet_stderr():
-        if address or os.environ.get("RAY_ADDRESS"):
-            ray.init(address=address, **quiet)  # a cluster: its own settings apply
-        else:
-            ray.init(include_dashboard=False, **quiet)
+    cluster = address or os.environ.get("RAY_ADDRESS")
+    try:
+        with _quiet_stderr():
+            if cluster:
+                ray.init(address=address, **quiet)  # a cluster: its own settings apply
+            else:
+                ray.init(include_dashboard=False, **quiet)
+    except Exception as exc:
+        where = f"the Ray cluster at {cluster}" if cluster else "a local Ray instance"
+        text = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise ConfigError(f"cannot start or join {where}: {text}") from None
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     context.print_on_execution_start = False
@@ -252,7 +257,7 @@ class _Progress:
             self._bar = tqdm(total=total, initial=done, unit="row", file=sys.stderr)
 
     def shard(self, result: ShardResult) -> None:
-        metrics = self.run.metrics()
+        metrics = self.run.progress
         for text in [*result.notes, *result.warnings]:
             self.warned += 1
             if self.warned <= MAX_WARNINGS:

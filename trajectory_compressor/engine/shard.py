@@ -53,7 +53,8 @@ CACHE = "cache.sqlite"
 # A shard whose worker died this many times stops the run instead of being retried again.
 MAX_ATTEMPTS = 3
 # Test hook (documented in README "Development"): "<marker file>:<records>" makes a worker
-# exit abruptly after reading that many records of a shard, once (the marker remembers).
+# exit abruptly after reading that many records of a shard, once: it creates the marker
+# (saying which worker died where), and does nothing while the marker exists.
 KILL_ENV = "TC_TEST_KILL_WORKER"
 
 
@@ -216,7 +217,7 @@ class _RangeStream(RowStream):
     file, its sampler at the draws made before ``start``."""
 
     def __init__(self, dialect: Any, shard: Shard, job: ShardJob, batch_rows: int,
-                 die_after: int | None = None) -> None:
+                 die_after: tuple[Path, int] | None = None) -> None:
         super().__init__(dialect, sample_percent=job.sample_percent, seed=job.seed,
                          batch_rows=batch_rows)
         self.replay(shard.draws)
@@ -235,10 +236,18 @@ class _RangeStream(RowStream):
         return super()._sampled(records)
 
 
-def _dying(records: Iterator[Record], after: int) -> Iterator[Record]:
-    for n, record in enumerate(records):
-        if n == after:
-            os._exit(17)  # the test hook: the worker dies as a crash would kill it
+def _dying(records: Iterator[Record], after: tuple[Path, int]) -> Iterator[Record]:
+    marker, n = after
+    for i, record in enumerate(records):
+        if i == n:
+            try:
+                fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass  # fired already
+            else:
+                os.write(fd, f"worker {os.getpid()} exited at {record.location}\n".encode())
+                os.close(fd)
+                os._exit(17)  # the worker dies as a crash would kill it
         yield record
 
 
@@ -249,7 +258,7 @@ class _ShardPipeline(Pipeline):
 
     def __init__(self, compressor: TrajectoryCompressor, job: ShardJob, shard: Shard,
                  dialect: Dialect | Callable[[list[Any]], Dialect],
-                 die_after: int | None) -> None:
+                 die_after: tuple[Path, int] | None) -> None:
         source = job.inputs[shard.file]
         options = RunOptions(sample_percent=job.sample_percent, seed=job.seed,
                              strict=job.strict, quiet=True)
@@ -293,18 +302,14 @@ def _fresh(folder: Path) -> int:
     return attempts
 
 
-def _kill_hook() -> int | None:
-    """The record count after which this worker dies (once per marker file), if asked."""
+def _kill_hook() -> tuple[Path, int] | None:
+    """The test hook (`KILL_ENV`): its marker file and the record count at which a worker
+    dies; the first shard to read that many records while the marker is absent fires it."""
     spec = os.environ.get(KILL_ENV)
     if not spec:
         return None
     marker, _, after = spec.rpartition(":")
-    try:
-        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        return None
-    os.close(fd)
-    return int(after)
+    return Path(marker), int(after)
 
 
 async def run_shard(compressor: TrajectoryCompressor, job: ShardJob, shard: Shard,

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..core.config import CompressionConfig
-from ..core.errors import ResumeError
+from ..core.errors import OutputError, ResumeError
 from ..core.metrics import AggregateMetrics, aggregate_from_state
 from ..formats import jsonio
 from ..formats.base import AtomicFile, InputFile, replace_file, write_atomic
@@ -31,6 +31,7 @@ from .local import RunResult
 from .paths import Written, check_writes, run_record
 from .shard import CACHE, Shard, ShardJob, ShardResult, finished, shard_dir
 from .shard_cache import merge_into
+from .writer import MAX_WARNINGS
 
 MANIFEST_VERSION = "shards-1"
 # A plain JSONL input is cut into ranges of this many lines (more shards than workers
@@ -49,17 +50,20 @@ class ShardedRun:
 
     def __init__(self, inputs: list[InputFile], layout: OutputLayout,
                  config: CompressionConfig, *, sample_percent: float | None = None,
-                 seed: int = 42, resume: bool = False, block_lines: int = BLOCK_LINES) -> None:
+                 seed: int = 42, resume: bool = False, block_lines: int | None = None) -> None:
         self.inputs = inputs
         self.layout = layout
         self.config = config
         self.sample_percent = sample_percent
         self.seed = seed
         self.resume = resume
-        self.block_lines = block_lines
+        self.block_lines = block_lines or BLOCK_LINES
         self.parts = parts_folder(layout)
         self.shards: list[Shard] = []
+        # Finished shards, without their metrics (read back from their folders at the
+        # end, one at a time); `progress` adds them up as they come, for the display.
         self.results: dict[int, ShardResult] = {}
+        self.progress = AggregateMetrics()
         self.started = ""
         self.elapsed_before = 0.0  # seconds spent by the runs this one resumes
         self._clock = time.monotonic()
@@ -89,7 +93,7 @@ class ShardedRun:
                 done = finished(folder)
                 if done is not None:
                     self._merge_cache(shard)
-                    self.results[shard.index] = done
+                    self._keep(done)
                 else:
                     (folder / "attempts").unlink(missing_ok=True)  # the kill was not its fault
         else:
@@ -171,19 +175,28 @@ class ShardedRun:
     def record(self, result: ShardResult) -> None:
         """A shard finished: its summaries join the run's cache; the manifest notes the
         time spent (the shard's folder already says it is done)."""
-        self.results[result.index] = result
+        self._keep(result)
         self._merge_cache(self.shards[result.index])
         self._save()
+
+    def _keep(self, result: ShardResult) -> None:
+        self.progress.merge(aggregate_from_state(result.metrics))
+        self.results[result.index] = replace(result, metrics={})
 
     def _merge_cache(self, shard: Shard) -> None:
         if self.cache is not None:
             merge_into(self.cache, shard_dir(self.parts, shard) / CACHE)
 
     def metrics(self) -> AggregateMetrics:
-        """The metrics of the finished shards, added up in input order."""
+        """The metrics of all the shards, added up in input order (as their folders
+        record them: memory holds one shard's at a time)."""
         total = AggregateMetrics()
-        for index in sorted(self.results):
-            total.merge(aggregate_from_state(self.results[index].metrics))
+        for shard in self.shards:
+            done = finished(shard_dir(self.parts, shard))
+            if done is None:
+                raise OutputError(f"the shard {shard_dir(self.parts, shard)} lost its "
+                                  "record; run without --resume to start over")
+            total.merge(aggregate_from_state(done.metrics))
         total.processing_start_time = self.started
         return total
 
@@ -212,7 +225,7 @@ class ShardedRun:
         self.layout.checkpoint.unlink(missing_ok=True)
         shutil.rmtree(self.parts, ignore_errors=True)
         warnings = [w for i in sorted(self.results) for w in self.results[i].warnings]
-        return RunResult(metrics, self.layout, warnings, resumed=self.resumed)
+        return RunResult(metrics, self.layout, warnings[:MAX_WARNINGS], resumed=self.resumed)
 
     def _join(self, final: Path, name: str) -> AtomicFile:
         out = AtomicFile(final)

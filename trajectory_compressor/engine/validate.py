@@ -36,10 +36,14 @@ class Problem:
 
 @dataclass
 class Validation:
-    """What `validate_output` found."""
+    """What `validate_output` found: rows, problems, and what the CI gates count (rows
+    over the target, rows whose metrics record an error, rows it cannot read)."""
 
     rows: int = 0
     problems: int = 0
+    over_limit: int = 0
+    failed: int = 0
+    unreadable: int = 0
 
 
 def validate_output(output: str, config: CompressionConfig, found: Validation,
@@ -57,16 +61,17 @@ def validate_output(output: str, config: CompressionConfig, found: Validation,
                 where = str(entry.record.location)
                 if entry.reject is not None or entry.turns is None:
                     found.problems += 1
+                    found.unreadable += 1
                     yield Problem(where, entry.reject or "unreadable row")
                     continue
                 for message in _row_problems(entry.record.row, entry.turns, dialect, rows,
-                                             config):
+                                             config, found):
                     found.problems += 1
                     yield Problem(where, message)
 
 
 def _row_problems(row: dict, turns: list, dialect: object, rows: RowCounter,
-                  config: CompressionConfig) -> Iterator[str]:
+                  config: CompressionConfig, found: Validation) -> Iterator[str]:
     summaries = sum(t["value"].count(SUMMARY_PREFIX) for t in turns)
     if summaries > 1:
         yield f"{summaries} summaries in one row (a compressed row has one)"
@@ -74,6 +79,7 @@ def _row_problems(row: dict, turns: list, dialect: object, rows: RowCounter,
         yield "user-side and assistant-side turns do not alternate (LLaMA-Factory drops it)"
     metrics = row.get(METRICS_KEY)
     flagged = isinstance(metrics, dict) and bool(metrics.get("still_over_limit"))
+    found.failed += isinstance(metrics, dict) and bool(metrics.get("error"))
     if isinstance(metrics, dict) and isinstance(metrics.get("compressed_tokens"), int) \
             and isinstance(metrics.get("original_tokens"), int) \
             and metrics["compressed_tokens"] > metrics["original_tokens"]:
@@ -84,6 +90,7 @@ def _row_problems(row: dict, turns: list, dialect: object, rows: RowCounter,
     except Exception as exc:  # a template that cannot render it
         yield f"cannot count the row: {one_line_error(exc)}"
         return
+    found.over_limit += total > config.target_max_tokens
     if total > config.target_max_tokens and not flagged:
         yield (f"{total} tokens ({rows.mode}) is over the target {config.target_max_tokens} "
                "and the row is not flagged as still over the limit")

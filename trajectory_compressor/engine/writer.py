@@ -116,12 +116,13 @@ class RunWriter:
             raise StrictStop(f"{record.location}: {metrics.error}")
         entry: dict[str, Any] | None = None
         keep = True
+        why = result.why
         if metrics.still_over_limit:
             entry = {
                 "location": str(record.location),
                 **record.location.to_dict(),
                 "id": row_id(result.row),
-                "reason": result.reason,
+                **(why.to_entry() if why is not None else {}),
                 "metrics": metrics.to_dict(),
             }
             if not self.config.save_over_limit:
@@ -144,7 +145,7 @@ class RunWriter:
             self._writing = False
             self.reject(record, f"cannot write the row: {one_line_error(exc)}", draws)
             return
-        self.metrics.add(metrics)
+        self.metrics.add(metrics, why.code if why is not None else None)
         self.progress.row(metrics)
         self._handled(record, draws)
 

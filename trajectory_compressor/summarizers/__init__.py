@@ -7,8 +7,11 @@ tokens per minute), `chat` (one chat-completions attempt and what its reply mean
 (choosing, bounding, retrying, failing over), `prompt` (the §4 instructions and input
 bound), `cache` (SQLite cache of finished summaries) and `openai` (`OpenAISummarizer`,
 tying them up). `local` (`LocalSummarizer`) puts the pool in front of llama.cpp servers
-that `local_server` starts on this machine. Backends load on first use: choosing the
-extractive one imports no HTTP client.
+that `local_server` starts on this machine. `batch` (§17) writes the requests as OpenAI
+Batch API files and later reads the provider's results (`batch`; `engine.batch` runs the
+two phases). API keys come from the environment, or from `.env` files for variables it
+leaves unset (`dotenv`). Backends load on first use: choosing the extractive one imports
+no HTTP client.
 """
 
 from __future__ import annotations
@@ -18,20 +21,33 @@ from ..core.errors import ConfigError
 from ..core.extractive import ExtractiveSummarizer
 from ..core.summary import Summarizer
 from ..counting.tokens import TokenCounter
+from .choice import AUTO, default_summarizer, local_extra_installed, resolve_summarizer
+
+__all__ = ["AUTO", "default_summarizer", "local_extra_installed", "make_summarizer",
+           "resolve_summarizer"]
 
 
 def make_summarizer(config: CompressionConfig, counter: TokenCounter) -> Summarizer:
-    """The backend for ``config.summarizer``: `extractive`, `openai` or `local`."""
+    """The backend for ``config.summarizer``: `extractive`, `openai` or `local` (`batch`
+    needs its batch folder: `engine.batch.export_batch` / `finish_batch`); `auto` as
+    `default_summarizer` decides."""
+    config = resolve_summarizer(config)
     if config.summarizer == "extractive":
         return ExtractiveSummarizer(counter.count)
     if config.summarizer == "openai":
+        from .dotenv import key_environ
         from .openai import OpenAISummarizer
 
-        return OpenAISummarizer(config, count_tokens=counter.count)
+        return OpenAISummarizer(config, environ=key_environ(), count_tokens=counter.count)
     if config.summarizer == "local":
         from .local import LocalSummarizer
 
         return LocalSummarizer(config, count_tokens=counter.count)
+    if config.summarizer == "batch":
+        raise ConfigError("the batch summarizer runs in two phases, each given its batch "
+                          "folder: compress --summarizer batch --batch-dir DIR (then again "
+                          "with --batch-results FILE), or engine.batch.export_batch / "
+                          "finish_batch")
     raise ConfigError(
-        f"unknown summarizer '{config.summarizer}'; use openai, extractive or local"
+        f"unknown summarizer '{config.summarizer}'; use openai, extractive, local or batch"
     )

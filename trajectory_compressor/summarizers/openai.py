@@ -124,8 +124,8 @@ class OpenAISummarizer(Summarizer):
                              self.style.options)
                 for m in self.models}
         if self.cache is not None:
-            for key in keys.values():
-                cached = self._from_cache(key, request, finish)
+            for model, key in keys.items():
+                cached = self._from_cache(key, request, finish, model)
                 if cached is not None:
                     return cached
         lead_key = next(iter(keys.values()))
@@ -140,7 +140,8 @@ class OpenAISummarizer(Summarizer):
             # The twin failed: try on our own.
         return await self._request(prompt.chat_request(), keys, lead_key, request)
 
-    def _from_cache(self, key: str, request: SummaryRequest, finish: Finish) -> Summary | None:
+    def _from_cache(self, key: str, request: SummaryRequest, finish: Finish,
+                    model: str = "") -> Summary | None:
         """The cached summary under ``key``, reported as obtained: a summary this very row
         paid for before its run was interrupted counts as the call it was."""
         assert self.cache is not None
@@ -156,7 +157,19 @@ class OpenAISummarizer(Summarizer):
                 and entry.origin == origin_digest(request.origin)):
             request.usage.add(entry.usage)
             return Summary(text, "llm", request.usage, truncated)
-        return Summary(text, "cache", request.usage, truncated)
+        summary = Summary(text, "cache", request.usage, truncated)
+        if self.config.min_fidelity is not None:
+            # An entry from a run without the bar may be below it: a repaired summary
+            # that passes replaces it.
+            origin = origin_digest(request.origin) if request.origin is not None else None
+
+            def commit(kept: Summary) -> None:
+                if self.cache is not None:
+                    self.cache.put(key, model, kept.text, origin=origin,
+                                   usage=kept.usage, truncated=kept.truncated)
+
+            summary.commit = commit
+        return summary
 
     async def _request(
         self, chat: ChatRequest, keys: dict[str, str], lead_key: str, request: SummaryRequest

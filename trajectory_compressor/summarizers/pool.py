@@ -6,8 +6,8 @@
 - Bounded: at most ``max_in_flight`` requests over all endpoints, plus each endpoint's
   own ``max_concurrency``; waiting requests queue in FIFO order and a finished request
   wakes exactly one of them, so the cost per request does not grow with the queue.
-- Retries: exponential backoff with full jitter; ``Retry-After`` on 429/503 is honoured
-  (the retry goes elsewhere at once when another endpoint can take it). A
+- Retries: exponential backoff, jittered above ``retry_delay``; ``Retry-After`` on 429/503
+  is honoured (the retry goes elsewhere at once when another endpoint can take it). A
   context-length 400 shrinks the input and retries without using up an attempt.
 - 401/403 is fatal: the pool remembers it, wakes every waiter, and every call raises
   `FatalSummaryError` from then on. So is an endpoint whose first `FAIL_FAST_REPLIES`
@@ -291,8 +291,11 @@ class Pool:
     # -- retries ----------------------------------------------------------------------
 
     def _delay(self, attempts: int, failed: Endpoint, failure: Failure) -> float:
-        """Full-jitter backoff; at least ``Retry-After`` unless another endpoint can serve."""
-        delay = self._rng.uniform(0, min(MAX_BACKOFF, self.retry_delay * 2 ** (attempts - 1)))
+        """Jittered backoff: retry k waits between ``retry_delay`` (never less, as in the
+        reference) and ``retry_delay * 2**k`` (at most `MAX_BACKOFF`), and at least
+        ``Retry-After`` unless another endpoint can serve."""
+        ceiling = max(self.retry_delay, min(MAX_BACKOFF, self.retry_delay * 2 ** attempts))
+        delay = self._rng.uniform(self.retry_delay, ceiling)
         if failure.retry_after:
             now = time.monotonic()
             elsewhere = any(
