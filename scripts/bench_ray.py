@@ -45,9 +45,10 @@ def write_files(folder: Path, rows: list[dict[str, Any]], files: int) -> Path:
 def times(work: Path, args: list[str], runs: int) -> dict[str, float]:
     """Median wall seconds of each engine on ``args`` (an output per engine and run)."""
     walls: dict[str, list[float]] = {name: [] for name in ENGINES}
+    case = Path(args[1]).name
     for run in range(runs):
         for name, flags in ENGINES.items():
-            out = work / f"out_{name}_{run}_{len(args)}"
+            out = work / f"out_{case}_{name}_{run}"
             walls[name].append(bench.run_cli([*args, "-o", str(out), *flags, "--quiet"],
                                              work)[0])
     return {name: statistics.median(w) for name, w in walls.items()}
@@ -71,6 +72,7 @@ def main() -> None:
                          args.runs)
         fixed = {name: overhead[name] - overhead["local"] for name in ENGINES}
         results["overhead_s"] = {"one_row": overhead, "ray_fixed": fixed}
+        print(json.dumps(results["overhead_s"]), file=sys.stderr, flush=True)
 
         skip = write_files(work / "skip", bench.unique_rows(args.rows, 2), args.files)
         walls = times(work, ["compress", str(skip), "--summarizer", "extractive"], args.runs)
@@ -79,6 +81,7 @@ def main() -> None:
                            "rows_per_s_after_fixed": {
                                n: args.rows / max(w - overhead[n], 1e-9)
                                for n, w in walls.items()}}
+        print(json.dumps(results["skip"]), file=sys.stderr, flush=True)
 
         over = write_files(work / "over", bench.over_rows(args.summaries, 5), args.files)
         with bench.lean_server(args.latency) as (url, completions):

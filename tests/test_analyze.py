@@ -230,13 +230,14 @@ def test_cli_usage_errors_exit_2(tmp_path, hand_input):
 def test_analyze_lists_the_first_rejects_and_counts_the_rest(tmp_path, hand_input):
     bad = [f'{{"id": {i}}}' for i in range(7)]
     src = write_jsonl(tmp_path / "mixed.jsonl", HAND_ROWS[:2], extra_lines=("{oops", *bad))
-    proc = run_cli("analyze", str(src), "--summarizer", "extractive")
+    proc = run_cli("analyze", "mixed.jsonl", "--summarizer", "extractive", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr  # some rows were analyzed
+    assert_fits_80_columns(proc.stdout)
     lines = proc.stdout.splitlines()
     start = lines.index("Rejected rows: 8")
-    assert lines[start + 1].startswith(f"  {src}:3: invalid JSON")
+    assert lines[start + 1].startswith("  mixed.jsonl:3: invalid JSON")
     assert lines[start + 2:start + 7] == [
-        f"  {src}:{n}: row has no 'conversations' field" for n in range(4, 8)] + [
+        f"  mixed.jsonl:{n}: row has no 'conversations' field" for n in range(4, 8)] + [
         "  … and 3 more; compress lists every one in <output stem>_rejects.jsonl"]
     data = json.loads(run_cli("analyze", str(src), "--summarizer", "extractive",
                               "--json", "-").stdout)

@@ -230,10 +230,17 @@ def test_compress_lists_the_first_rejects_and_counts_the_rest(tmp_path, sample_j
     src = tmp_path / "mixed.jsonl"
     good = sample_jsonl.read_text(encoding="utf-8").splitlines()[0]
     src.write_text(good + "\n" + "".join(f'{{"id": {i}}}\n' for i in range(8)))
-    proc = run_cli("compress", str(src), "--summarizer", "extractive")
+    proc = run_cli("compress", "mixed.jsonl", "--summarizer", "extractive", cwd=tmp_path)
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
     start = lines.index("Rejected rows: 8")
     assert lines[start + 1:] == [
-        *(f"  {src}:{n}: row has no 'conversations' field" for n in range(2, 7)),
-        f"  … and 3 more; see {tmp_path / 'mixed_compressed_rejects.jsonl'}"]
+        *(f"  mixed.jsonl:{n}: row has no 'conversations' field" for n in range(2, 7)),
+        "  … and 3 more; see mixed_compressed_rejects.jsonl"]
+    # Paths too long for 80 columns lose their start, not the line number or reason.
+    proc = run_cli("compress", str(src), "--summarizer", "extractive", "--overwrite")
+    block = proc.stdout.splitlines()
+    block = block[block.index("Rejected rows: 8"):]
+    assert len(block) == 7 and all(len(line) <= 80 for line in block)
+    assert proc.stdout.splitlines()[-1].endswith("/mixed_compressed_rejects.jsonl")
+    assert ".jsonl:2: row has no 'conversations' field" in proc.stdout

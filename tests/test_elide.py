@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tests.cli_helpers import read_jsonl, run_cli
 from tests.fixtures_runs import compress_run, words, write_jsonl
 from trajectory_compressor.core.config import CompressionConfig
@@ -284,3 +287,41 @@ def test_the_strategy_from_the_command_line_and_validate(tmp_path):
                    "--over-limit-strategy", "shorten")
     assert proc.returncode == 2
     assert "over_limit_strategy must be one of keep, elide_tool_outputs" in proc.stderr
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=400),
+    lambda inner: st.lists(inner, max_size=12)
+    | st.dictionaries(st.text(max_size=8), inner, max_size=6),
+    max_leaves=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=_json_values.filter(lambda v: isinstance(v, (dict, list))),
+       indent=st.sampled_from([None, 2]), wrapped=st.booleans(),
+       share=st.floats(0, 1))
+def test_json_in_is_json_out_whatever_the_budget(value, indent, wrapped, share):
+    body = json.dumps(value, indent=indent)
+    text = f"<tool_response>\n{body}\n</tool_response>" if wrapped else body
+    tokens = count_words([text])[0]
+    out = shorten(text, tokens, int(tokens * share), count_words)
+    if wrapped:
+        first, *inner, last = out.split("\n")
+        assert (first, last) == ("<tool_response>", "</tool_response>")
+        out = "\n".join(inner)
+    assert type(json.loads(out)) is type(value)  # the outermost value always stays
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.lists(st.text(st.characters(blacklist_characters="\n"), max_size=60),
+                     min_size=3, max_size=40).map("\n".join),
+       share=st.floats(0, 1))
+def test_plain_text_keeps_its_first_and_last_lines(text, share):
+    if text.lstrip()[:1] in ("{", "["):
+        return  # JSON's own rules
+    tokens = count_words([text])[0]
+    out = shorten(text, tokens, int(tokens * share), count_words)
+    if out == text:
+        return
+    first, *_, last = text.split("\n")
+    assert out.split("\n")[0] == first and out.split("\n")[-1] == last

@@ -26,8 +26,7 @@ def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
     lines = ["Dry run: no LLM call, nothing written",
              "  input   " + clip(a.input, 70, left=True),
              f"  rows    {num(a.rows)}, rejected {num(a.rejected)}"]
-    rejects = reject_lines(a.first_rejects, a.rejected,
-                           "compress lists every one in <output stem>_rejects.jsonl")
+    rejects = reject_lines(a.first_rejects, a.rejected, None)
     if rejects:
         lines += ["", *rejects]
     if a.rows == 0:

@@ -94,7 +94,7 @@ def format_summary(result: RunResult) -> str:
         f"  rejects          {_shown(result.layout.rejects)}",
     ]
     first, total = _first_rejects(result.layout.rejects)
-    rejects = reject_lines(first, total, f"see {_shown(result.layout.rejects)}")
+    rejects = reject_lines(first, total, _shown(result.layout.rejects))
     return "\n".join(lines + (["", *rejects] if rejects else []))
 
 

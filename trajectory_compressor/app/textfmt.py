@@ -162,20 +162,26 @@ def histogram_lines(edges: Sequence[int], counts: Sequence[int],
     return lines
 
 
-def reject_lines(first: Sequence[tuple[str, str]], total: int, rest_note: str,
+def reject_lines(first: Sequence[tuple[str, str]], total: int, rejects_file: str | None,
                  width: int = 80) -> list[str]:
-    """Rejected rows for a person: a count, the first ones as ``location: reason``, then
-    ``… and N more; REST_NOTE`` (empty when nothing was rejected).
+    """Rejected rows for a person, within ``width`` columns: a count, the first ones as
+    ``location: reason``, then ``… and N more; see REJECTS_FILE`` (without a file: where
+    `compress` lists them). Empty when nothing was rejected.
 
-    A reason is cut to fit ``width``, keeping at least 60 columns of it; locations and the
-    note are never cut (a path is only useful whole).
+    Long locations and paths lose their start (the file name and line stay), then long
+    reasons their end.
     """
     if total <= 0:
         return []
     lines = [f"Rejected rows: {num(total)}"]
     for where, why in first:
-        head = f"  {one_line(where)}: "
-        lines.append(head + clip(one_line(why), max(width - display_width(head), 60)))
+        head = "  " + clip(one_line(where), width // 2, left=True) + ": "
+        lines.append(head + clip(one_line(why), width - display_width(head)))
     if total > len(first):
-        lines.append(f"  {ELLIPSIS} and {num(total - len(first))} more; {rest_note}")
+        more = f"  {ELLIPSIS} and {num(total - len(first))} more; "
+        if rejects_file is None:
+            lines.append(more + "compress lists every one in <output stem>_rejects.jsonl")
+        else:
+            lines.append(more + "see " + clip(rejects_file, width - display_width(more) - 4,
+                                              left=True))
     return lines

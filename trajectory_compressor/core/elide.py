@@ -169,8 +169,8 @@ class _CharCut:
 
 
 def _cut(cutter: _LineCut | _CharCut, tokens: int, budget: int, count: Count) -> str:
-    """The longest cut (by kept characters) within ``budget``: a first guess from the
-    text's characters per token, corrected a few times, down to keeping nothing."""
+    """The cut that keeps the most (in characters) within ``budget``: a first guess from
+    the text's characters per token, corrected a few times, down to keeping nothing."""
     per_token = max(cutter.chars / max(tokens, 1), 0.1)
     keep = int((budget - 12) * per_token)
     candidate = ""
@@ -291,11 +291,11 @@ def _shorten_json(before: str, value: Any, after: str, style: _Style, budget: in
         per_token = len(dumped) / max(count([dumped])[0], 1)
         gone += int((n - budget) * per_token) + 1
         arrays_cut[where] = (all_items, gone)
-        shorter = _cut_items(all_items, gone, count, style.dump)
-        if len(style.dump(shorter)) >= len(dumped):  # nothing more can go
+        fewer = _cut_items(all_items, gone, count, style.dump)
+        if len(style.dump(fewer)) >= len(dumped):  # nothing more can go
             done.add(where)
             continue
-        parent[key] = shorter
+        parent[key] = fewer
         current = render()
         n = count([current])[0]
     for _ in range(_ROUNDS):  # then inner arrays and objects whole: the smallest enough

@@ -125,10 +125,16 @@ def _keep_key(match: re.Match[str]) -> str:
 
 def redact(text: str) -> str:
     """Replace key-like strings in ``text`` with ``[REDACTED]`` (names and quotes kept)."""
-    for pattern in _TOKENS:
-        text = pattern.sub(REDACTED, text)
-    for pattern in _KEYED:
-        text = pattern.sub(_keep_key, text)
+    # Again until nothing changes: a marker can expose a key that was glued to the one it
+    # replaced ("AIza…" + "sk-…" hides the sk- key behind a letter until then).
+    for _ in range(4):
+        before = text
+        for pattern in _TOKENS:
+            text = pattern.sub(REDACTED, text)
+        for pattern in _KEYED:
+            text = pattern.sub(_keep_key, text)
+        if text == before:
+            break
     return text
 
 
