@@ -119,13 +119,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="at most this many summaries per setting (the first rows)")
     parser.add_argument("--target-max-tokens", type=int, default=None)
     parser.add_argument("--summary-target-tokens", type=int, default=None)
+    parser.add_argument("--request-timeout", type=float, default=None,
+                        help="seconds per request (a loaded machine needs more for local)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     data = list(rows(args.input))
     counter = TokenCounter.load()
     base = CompressionConfig(cache_enabled=False, max_concurrent_requests=1).replace(
         target_max_tokens=args.target_max_tokens,
-        summary_target_tokens=args.summary_target_tokens)
+        summary_target_tokens=args.summary_target_tokens, request_timeout=args.request_timeout)
     results = []
     with ExitStack() as stack:
         for name in args.summarizers.split(","):

@@ -36,6 +36,7 @@ import copy
 import json
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -287,11 +288,20 @@ def _replace_child(parent: ast.AST, old: ast.AST, new: ast.AST) -> None:
 
 # -- running -----------------------------------------------------------------------------
 
+# pytest, with a hypothesis profile that makes property tests repeatable and immune to a
+# loaded machine: derandomized (the same examples every run) and no per-example deadline.
+_BOOT = ("import sys, hypothesis, pytest; "
+         "hypothesis.settings.register_profile('mutation', derandomize=True, deadline=None, "
+         "database=None); hypothesis.settings.load_profile('mutation'); "
+         "sys.exit(pytest.main(sys.argv[1:]))")
+EXTRA_PYTEST_ARGS: list[str] = []
+
+
 def run_tests(work: Path, tests: list[str], timeout: float) -> tuple[str, float]:
     """``killed``/``survived``/``timeout`` for the tests in ``work`` as they stand."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(work)}
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-               "--hypothesis-seed=0", "-o", "addopts=", *tests]
+    command = [sys.executable, "-c", _BOOT, "-x", "-q", "-p", "no:cacheprovider",
+               "-o", "addopts=", *EXTRA_PYTEST_ARGS, *tests]
     started = time.monotonic()
     try:
         proc = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True,
@@ -363,12 +373,15 @@ def main(argv: list[str] | None = None) -> int:
                         "module's mapped ones (e.g. to measure an older test set)")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds per mutant at least (3x the clean run + 5 if longer)")
+    parser.add_argument("--pytest-args", default="", help="extra pytest arguments, e.g. "
+                        "\"-k 'not test_x'\" to leave out a test that fails on its own")
     parser.add_argument("--list", action="store_true", help="list the mutants; run nothing")
     parser.add_argument("--json", type=Path, help="write the full report here")
     parser.add_argument("--equivalent", type=Path,
                         default=ROOT / "scripts" / "mutation_equivalent.json",
                         help="known equivalent mutants with their reasons")
     args = parser.parse_args(argv)
+    EXTRA_PYTEST_ARGS[:] = shlex.split(args.pytest_args)
     modules = args.modules or list(TARGETS)
     unknown = [m for m in modules if m not in TARGETS]
     if unknown:

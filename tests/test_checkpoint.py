@@ -169,3 +169,15 @@ def test_a_long_setting_is_quoted_cut_to_60_characters() -> None:
     assert refusal(old, new) == (
         "cannot resume: the setting output.summary_notice_text is '" + "b" * 58 + "… but "
         "was '" + "a" * 58 + "… in the interrupted run; run without --resume to start over")
+
+
+def test_another_tokenizer_identity_is_refused() -> None:
+    # The engine adds the tokenizer's identity (files, counting mode, template) to the
+    # settings: counts from other files or another mode would plan other regions.
+    old = {**settings(), "tokenizer": {"name": "deepseek-v4", "counting": "turns"}}
+    same = {**settings(), "tokenizer": {"name": "deepseek-v4", "counting": "turns"}}
+    other = {**settings(), "tokenizer": {"name": "deepseek-v4", "counting": "chat_template"}}
+    check_resumable(checkpoint_of([], old), [], same)
+    assert refusal(old, other) == (
+        "cannot resume: the tokenizer's files, the counting mode or the chat template "
+        "differ from the interrupted run's; run without --resume to start over")

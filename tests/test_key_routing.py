@@ -38,7 +38,8 @@ def test_the_key_never_reaches_a_file_even_when_the_server_echoes_it(tmp_path, s
     def reply(data: dict) -> str:
         return f"Used the key {KEY} and the header Authorization: Bearer {KEY} to call it."
 
-    args = ["--model", "m", "--api-key-env", KEY_ENV, "--max-concurrent-requests", "1"]
+    args = ["--model", "m", "--api-key-env", KEY_ENV, "--max-concurrent-requests", "1",
+            "--summary-references", "off"]
     with FakeLLMServer(api_key=KEY, reply=reply, echo_authorization=True).in_thread() as s:
         full = run_cli("compress", str(source), "-o", str(done / "out.jsonl"),
                        "--base-url", s.url, *args, env=env)

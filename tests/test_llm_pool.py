@@ -90,7 +90,9 @@ def fake_deadlines(monkeypatch, clock: FakeClock) -> list[RecordedDeadline]:
 
 
 def config(**overrides) -> CompressionConfig:
-    base = dict(max_retries=3, retry_delay=0.01, request_timeout=1.0, cache_enabled=False,
+    # A generous request timeout: a loopback reply on a loaded machine can take seconds,
+    # and a timeout here would be a retry the test did not ask for.
+    base = dict(max_retries=3, retry_delay=0.01, request_timeout=30.0, cache_enabled=False,
                 max_concurrent_requests=50)
     base.update(overrides)
     return CompressionConfig(**base)
@@ -118,7 +120,7 @@ async def summarize_all(s: OpenAISummarizer, n: int, concurrent: bool = True):
 def test_each_fault_is_a_failed_attempt_then_retried(fault):
     # Only the stall needs the request timeout; it is long enough for a normal reply on a
     # loaded machine, and the stall far longer than it.
-    timeout = 2.0 if fault == "stall" else 30.0
+    timeout = 5.0 if fault == "stall" else 30.0
 
     async def main():
         async with FakeLLMServer(script=[fault], retry_after=0.05, stall_seconds=600) as server:

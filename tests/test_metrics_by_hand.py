@@ -238,7 +238,7 @@ def test_aggregate_to_dict_by_hand() -> None:
         agg.add(m)
     d = agg.to_dict()
     assert list(d) == ["summary", "tokens", "turns", "averages", "summarization",
-                       "processing", "usage", "distributions"]
+                       "processing", "usage", "distributions", "over_limit"]
     # 6 rows; compressed: 2, 3, 6; skipped: 1; still over: 3, 4, 5; failed: 5. 3/6 = 0.5.
     assert d["summary"] == {
         "total_trajectories": 6, "trajectories_compressed": 3,
@@ -272,6 +272,9 @@ def test_aggregate_to_dict_by_hand() -> None:
         "tokens_before": {"min": 100, "median": 1000, "p90": 2000, "p99": 2000, "max": 2000},
         "tokens_after": {"min": 100, "median": 600, "p90": 1500, "p99": 1500, "max": 1500},
     }
+    # No reason codes were given (`add(m)` alone) and no row was elided.
+    assert d["over_limit"] == {"reasons": {}, "rows_elided": 0, "tool_outputs_elided": 0,
+                               "tokens_elided": 0}
 
 
 def test_aggregate_with_nothing_compressed() -> None:

@@ -217,3 +217,43 @@ def test_assemble_by_hand() -> None:
     assert turns[0]["value"] == "sys" and turns[4]["value"] == "c"
     plain = assemble(turns, Region(2, 4), "S", CompressionConfig(add_summary_notice=False))
     assert plain[0] == turns[0] and len(plain) == 5
+
+
+def test_a_row_exactly_at_the_target_after_compression_is_not_over_it() -> None:
+    from trajectory_compressor.core.assemble import compressed_metrics
+
+    # 1000 - 400 + 150 + 0 = 750 = the target: "over" is strictly more (SPEC §3.8).
+    plan = Plan("compress", 1000, Region(2, 9), Region(3, 7), 400)
+    at = compressed_metrics(plan, 10, 150, 0, CompressionConfig(target_max_tokens=750,
+                                                                 summary_target_tokens=100))
+    assert at.compressed_tokens == 750 and at.still_over_limit is False
+    above = compressed_metrics(plan, 10, 151, 0, CompressionConfig(target_max_tokens=750,
+                                                                    summary_target_tokens=100))
+    assert above.still_over_limit is True
+
+
+def test_aggregate_counters_by_hand() -> None:
+    # Two compressed rows and one skipped; the sections the reference defines, by hand.
+    agg = AggregateMetrics()
+    agg.add(TrajectoryMetrics(original_tokens=1000, compressed_tokens=600, tokens_saved=400,
+                              compression_ratio=0.6, original_turns=20, compressed_turns=15,
+                              turns_removed=5, was_compressed=True, summary_source="llm",
+                              summarization_api_calls=2, summarization_errors=1, retries=1))
+    agg.add(TrajectoryMetrics(original_tokens=800, compressed_tokens=400, tokens_saved=400,
+                              compression_ratio=0.5, original_turns=10, compressed_turns=6,
+                              turns_removed=4, was_compressed=True, summary_source="cache"))
+    agg.add(TrajectoryMetrics(original_tokens=100, compressed_tokens=100, original_turns=4,
+                              compressed_turns=4, skipped_under_target=True))
+    d = agg.to_dict()
+    assert d["turns"] == {"total_before": 34, "total_after": 25, "total_removed": 9}
+    # (0.6 + 0.5) / 2; 800 / 2; 9 / 2 — over the two compressed rows only.
+    assert d["averages"] == {"avg_compression_ratio": 0.55,
+                             "avg_tokens_saved_per_compressed": 400.0,
+                             "avg_turns_removed_per_compressed": 4.5}
+    # 2 calls, 1 error: 1 - 1/2.
+    assert (d["summarization"]["total_api_calls"], d["summarization"]["total_errors"],
+            d["summarization"]["success_rate"], d["summarization"]["retries"]) == (2, 1, 0.5, 1)
+    assert d["summarization"]["summaries_by_source"] == {"llm": 1, "cache": 1,
+                                                         "extractive": 0, "fallback": 0}
+    assert (d["summary"]["trajectories_compressed"],
+            d["summary"]["trajectories_skipped_under_target"]) == (2, 1)

@@ -62,7 +62,8 @@ class JitterSummarizer(Summarizer):
 
 def _run(tmp_path, src, name: str, seed: int, counter) -> tuple[JitterSummarizer, bytes]:
     config = CompressionConfig(summarizer="extractive", target_max_tokens=500,
-                               summary_target_tokens=60, batch_rows=16, window_rows=48)
+                               summary_target_tokens=60, batch_rows=16, window_rows=48,
+                               summary_references="off")
     summarizer = JitterSummarizer(seed)
     compressor = TrajectoryCompressor(config, summarizer=summarizer, counter=counter)
     inputs = discover_inputs(str(src))

@@ -92,3 +92,63 @@ def test_an_unreadable_file_is_one_error(tmp_path: Path) -> None:
     [only] = read(folder)
     assert only.location == Location(str(folder))
     assert only.error == "cannot read the file (Is a directory)"
+
+
+def test_reading_starts_at_the_first_line_by_default(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b'{"a": 1}\n{"a": 2}\n')
+    assert [r.row for r in read_jsonl(InputFile(src, "jsonl"))] == [{"a": 1}, {"a": 2}]
+
+
+def test_a_corrupt_gzip_stream_is_one_error(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl.gz"
+    whole = bytearray(gzip.compress(b'{"a": 1}\n' * 50))
+    whole[10] = 0x07  # the first deflate block: an invalid block type
+    src.write_bytes(bytes(whole))
+    records = read(src, "jsonl.gz")
+    assert records[-1].error is not None
+    assert records[-1].error == ("the gzip stream is corrupt (Error -3 while decompressing "
+                                 "data: invalid block type)")
+
+
+def test_input_rows_counts_lines_with_or_without_a_final_newline(tmp_path: Path) -> None:
+    from trajectory_compressor.formats.jsonl import input_rows
+
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"{}\n{}\n{}\n")
+    assert input_rows(InputFile(src, "jsonl")) == 3
+    src.write_bytes(b"{}\n{}\n{}")
+    assert input_rows(InputFile(src, "jsonl")) == 3
+    src.write_bytes(b"")
+    assert input_rows(InputFile(src, "jsonl")) == 0
+    src.write_bytes(b"{}\n" * 2_000_000)  # past one 4 MiB read
+    assert input_rows(InputFile(src, "jsonl")) == 2_000_000
+    assert input_rows(InputFile(tmp_path / "in.jsonl.gz", "jsonl.gz")) is None
+    assert input_rows(InputFile(tmp_path / "missing.jsonl", "jsonl")) is None
+
+
+def test_the_sink_counts_rows_and_keeps_or_drops_its_file(tmp_path: Path) -> None:
+    from trajectory_compressor.formats.base import temp_path
+    from trajectory_compressor.formats.jsonl import JsonlSink, open_sink
+
+    final = tmp_path / "out.jsonl"
+    sink = open_sink(final, None, None, len)
+    sink.write_row({"a": 1})
+    sink.write_raw(b'{"b":  2}')
+    assert sink.rows == 2
+    assert sink.flush() == len(b'{"a":1}\n{"b":  2}\n')
+    sink.write_row([3])
+    sink.finish()  # complete under the temporary name
+    assert temp_path(final).read_bytes() == b'{"a":1}\n{"b":  2}\n[3]\n'
+    assert sink.rows == 3 and not final.exists()
+    sink.commit()
+    assert final.read_bytes() == b'{"a":1}\n{"b":  2}\n[3]\n'
+
+    other = JsonlSink(tmp_path / "other.jsonl")
+    other.write_row({"x": 1})
+    other.close_keep()
+    assert temp_path(tmp_path / "other.jsonl").read_bytes() == b'{"x":1}\n'
+    again = JsonlSink(tmp_path / "other.jsonl", resume_at=0)
+    again.write_row({"y": 2})
+    again.discard()
+    assert not temp_path(tmp_path / "other.jsonl").exists()

@@ -74,7 +74,7 @@ def test_report_lists_over_limit_and_failed_rows_worst_first(finished_run, count
     assert proc.returncode == 0, proc.stderr
     assert_fits_80_columns(proc.stdout)
     assert "Still over the limit or failed: 4 rows (1 failed), worst first" in proc.stdout
-    assert [line.split() for line in proc.stdout.splitlines() if line.startswith("  failed")] \
+    assert [line.split() for line in proc.stdout.splitlines() if line.startswith("  failed ")] \
         == [["failed", "1"]]
     assert table_rows(proc.stdout) == [
         ["in.jsonl:6", "slow", f"{slow_total}", f"{slow_total}", "failed: deadline exceeded"],

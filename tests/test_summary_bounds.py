@@ -97,8 +97,9 @@ def test_a_server_ignoring_max_tokens_cannot_bloat_a_row(tmp_path, sample_jsonl,
     out = tmp_path / "out.jsonl"
     huge = (SENTENCE + " ") * 45_000  # 2 MB, with a sentence end every 45 characters
     with FakeLLMServer(reply=lambda data: huge).in_thread() as server:
+        # (no references line: the summary is the reply's sentences and nothing else)
         proc = run_cli("compress", str(source), "-o", str(out), "--base-url", server.url,
-                       "--model", "fake-model", "--quiet")
+                       "--model", "fake-model", "--summary-references", "off", "--quiet")
         requests = server.requests
     assert proc.returncode == 0, proc.stderr
     assert requests == 3  # each summary accepted at once, cut
@@ -114,7 +115,8 @@ def test_a_server_ignoring_max_tokens_cannot_bloat_a_row(tmp_path, sample_jsonl,
                             summary)
         assert counter.count(summary) <= 750
         assert summary.count(SENTENCE) >= 375 // 9  # at least half the budget
-    assert list(rows[1]["compression_metrics"])[-1] == "summary_truncated"
+    keys = list(rows[1]["compression_metrics"])
+    assert keys[keys.index("summary_source") + 1:] == ["summary_truncated", "fidelity"]
     assert out.stat().st_size < source.stat().st_size
     metrics = json.loads((tmp_path / "out_metrics.json").read_text())
     assert metrics["summarization"]["summaries_truncated"] == 3

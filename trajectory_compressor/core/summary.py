@@ -258,11 +258,13 @@ def add_references(text: str, items: Sequence[str], budget: int,
     """``(text, cut)``: a finished summary with a last line ``References: a; b; ...`` naming
     as many of ``items`` (in order) as fit, the whole within ``budget`` tokens.
 
-    The line takes the room the summary leaves; a summary that leaves too little is cut
-    at a sentence end to leave a quarter of the budget (``cut`` is then True), unless that
-    names no more items than without cutting.
+    The line takes the room the summary leaves; a summary within the budget that leaves
+    too little is cut at a sentence end to leave a quarter of it (``cut`` is then True),
+    unless that names no more items than without cutting. A summary already over the
+    budget (within its tolerance) is left as it is. Items are neutralized like any
+    summary text (they come from the trajectory).
     """
-    items = [" ".join(i.split()) for i in items if i.strip()]
+    items = [neutralize(" ".join(i.split())) for i in items if i.strip()]
     if not items:
         return text, False
 
@@ -281,7 +283,7 @@ def add_references(text: str, items: Sequence[str], budget: int,
 
     whole = most(text)
     room = budget - max(int(budget * REFERENCES_SHARE), 1)
-    if whole < len(items) and count_tokens(text) > room:
+    if whole < len(items) and room < count_tokens(text) <= budget:
         cut = bound_summary(text, room, 1.0, count_tokens)
         if cut is not None and not cut[0].upper().endswith(SUMMARY_PREFIX.upper()):
             more = most(cut[0])

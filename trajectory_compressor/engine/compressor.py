@@ -15,7 +15,7 @@ from ..core.deadline import Deadline
 from ..core.errors import RowError
 from ..core.explain import RowReason, explain
 from ..core.extractive import ExtractiveSummarizer
-from ..core.fidelity import Fidelity, FidelityProbe
+from ..core.fidelity import MISSING_SHOWN, Fidelity, FidelityProbe
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
 from ..core.plan import Plan, plan_trajectory
 from ..core.redact import Scrubber
@@ -218,7 +218,7 @@ class TrajectoryCompressor:
         if summary is None:  # on_low_fidelity: uncompressed
             kept = base_metrics(plan, len(turns))
             _add_usage(kept, chosen.usage)
-            _add_fidelity(kept, chosen)
+            _add_fidelity(kept, chosen, self.scrubber)
             return self._with_metrics(row, turns, kept, plan, dialect)
         summary.usage = chosen.usage
         metrics = self._metrics_after(turns, plan, summary)
@@ -227,7 +227,7 @@ class TrajectoryCompressor:
             _add_usage(grown, summary.usage)
             grown.error = reasons.grew_error(metrics.compressed_tokens, metrics.original_tokens)
             return self._with_metrics(row, turns, grown, plan, dialect)
-        _add_fidelity(metrics, chosen)
+        _add_fidelity(metrics, chosen, self.scrubber)
         new_turns = assemble(turns, region, summary.text, self.config)
         return self._with_metrics(row, new_turns, metrics, plan, dialect, region.start)
 
@@ -283,8 +283,9 @@ class TrajectoryCompressor:
             items = items[:fidelity.tail_items - fidelity.tail_kept]  # tail ones come first
         if mode == "off" or not items:
             return summary, fidelity
-        text, cut = add_references(summary.text, items, request.target_tokens,
-                                   self.counter.count)
+        # Items are the trajectory's own text: no secret goes into the line.
+        text, cut = add_references(summary.text, [self.scrubber(i) for i in items],
+                                   request.target_tokens, self.counter.count)
         if text == summary.text:
             return summary, fidelity
         summary = dataclasses.replace(summary, text=text, truncated=summary.truncated or cut)
@@ -396,8 +397,11 @@ def _total_usage(requests: list[SummaryRequest]) -> SummaryUsage:
     return total
 
 
-def _add_fidelity(metrics: TrajectoryMetrics, chosen: _Chosen) -> None:
-    metrics.fidelity = chosen.fidelity
+def _add_fidelity(metrics: TrajectoryMetrics, chosen: _Chosen, scrubber: Scrubber) -> None:
+    fidelity = chosen.fidelity
+    # The row shows the missing items: the trajectory's own text, scrubbed like a summary.
+    shown = tuple(scrubber(item) for item in fidelity.missing[:MISSING_SHOWN])
+    metrics.fidelity = dataclasses.replace(fidelity, missing=shown)
     metrics.fidelity_repair = chosen.repaired
     metrics.low_fidelity = chosen.low
 

@@ -247,6 +247,7 @@ class _Progress:
         self.quiet = quiet
         self.total_shards = len(run.shards)
         self.warned = 0
+        self.cpu = 0.0  # CPU seconds the workers spent on this run's shards
         self.counters = {"shards": f"{len(run.results)}/{self.total_shards}"}
         self._bar: Any = None
         done = sum(r.rows for r in run.results.values())
@@ -274,9 +275,10 @@ class _Progress:
             self._bar.set_postfix(counters, refresh=True)
         elif not self.quiet:
             rows = metrics.total_trajectories + metrics.rows_rejected
+            self.cpu += result.cpu_seconds
             print(f"shard {counters['shards']} done: {rows:,} rows, "
-                  + ", ".join(f"{k} {v:,}" for k, v in list(counters.items())[1:]),
-                  file=sys.stderr, flush=True)
+                  + ", ".join(f"{k} {v:,}" for k, v in list(counters.items())[1:])
+                  + f"; workers' CPU {self.cpu:.1f} s", file=sys.stderr, flush=True)
 
     def write(self, message: str) -> None:
         if self._bar is not None:

@@ -103,6 +103,7 @@ class ShardResult:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # the summarizer's first failures
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # of the worker's process (its tokenizer threads included)
     error: dict[str, str] | None = None  # {"kind": ..., "message": ...}
 
     def to_json(self) -> bytes:
@@ -321,7 +322,7 @@ async def run_shard(compressor: TrajectoryCompressor, job: ShardJob, shard: Shar
     done = finished(folder)
     if done is not None:
         return done
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     summarizer = compressor.summarizer
     try:
         attempts = _fresh(folder)
@@ -346,7 +347,7 @@ async def run_shard(compressor: TrajectoryCompressor, job: ShardJob, shard: Shar
     metrics = result.metrics
     record = ShardResult(shard.index, metrics.total_trajectories + metrics.rows_rejected,
                          aggregate_state(metrics), result.warnings, pipeline.notes,
-                         time.monotonic() - started)
+                         time.monotonic() - started, time.process_time() - cpu)
     write_atomic(folder / DONE, record.to_json())
     with contextlib.suppress(OSError):
         (folder / ATTEMPTS).unlink()
