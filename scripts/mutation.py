@@ -57,7 +57,8 @@ TARGETS: dict[str, list[str]] = {
     "core/assemble.py": ["tests/test_metrics_by_hand.py", "tests/test_mutation_kills.py"],
     "core/metrics.py": ["tests/test_metrics_by_hand.py", "tests/test_mutation_kills.py",
                         "tests/test_metrics_merge.py"],
-    "core/redact.py": ["tests/test_redact.py", "tests/test_mutation_kills.py"],
+    "core/redact.py": ["tests/test_redact.py", "tests/test_mutation_kills.py",
+                       "tests/test_summary_redaction.py"],
     "engine/checkpoint.py": ["tests/test_checkpoint.py"],
     "formats/jsonl.py": ["tests/test_reader_rejects.py", "tests/test_writer_routing.py"],
     "engine/writer.py": ["tests/test_writer_routing.py"],
@@ -99,9 +100,9 @@ class Mutant:
 
     @property
     def key(self) -> str:
-        """How `mutation_equivalent.json` names it: by its text, not its line, so that an
-        edit elsewhere in the module does not detach the reason."""
-        return f"{self.module} {self.operator}: {self.original} -> {self.mutated}"
+        """How `mutation_equivalent.json` names it: line and text (an edit that moves the
+        line detaches the reason, and the mutant shows as a survivor again: look again)."""
+        return f"{self.module}:{self.line} {self.operator}: {self.original} -> {self.mutated}"
 
 
 # -- finding sites -----------------------------------------------------------------------

@@ -257,3 +257,24 @@ def test_aggregate_counters_by_hand() -> None:
                                                          "extractive": 0, "fallback": 0}
     assert (d["summary"]["trajectories_compressed"],
             d["summary"]["trajectories_skipped_under_target"]) == (2, 1)
+
+
+def test_fidelity_and_reasons_fold_into_the_aggregate_by_hand() -> None:
+    from trajectory_compressor.core.fidelity import Fidelity
+
+    agg = AggregateMetrics()
+    agg.add(TrajectoryMetrics(was_compressed=True, fidelity=Fidelity(10, 8, 4, 2, ()),
+                              low_fidelity=True, fidelity_repair=True), reason="no_middle")
+    agg.add(TrajectoryMetrics(was_compressed=True, fidelity=Fidelity(5, 5, 0, 0, ())),
+            reason="no_middle")
+    assert agg.reasons == {"no_middle": 2}
+    # Ratios 0.8 and 1.0: mean 0.9; nearest rank 1 of 2 for p10 and the median: 0.8.
+    # Tail: only the first row has tail items, 2 of 4.
+    assert agg.to_dict()["fidelity"] == {
+        "count": 2, "mean_ratio": 0.9, "min_ratio": 0.8, "p10_ratio": 0.8,
+        "median_ratio": 0.8, "tail_rows": 1, "mean_tail_ratio": 0.5, "items": 15, "kept": 13,
+        "tail_items": 4, "tail_kept": 2, "repair_requests": 1, "low_fidelity_rows": 1}
+    # Ratios alone (no repair, no low row) are enough for the section.
+    plain = AggregateMetrics()
+    plain.add(TrajectoryMetrics(was_compressed=True, fidelity=Fidelity(5, 5, 0, 0, ())))
+    assert plain.to_dict()["fidelity"]["count"] == 1

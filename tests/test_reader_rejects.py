@@ -123,7 +123,9 @@ def test_input_rows_counts_lines_with_or_without_a_final_newline(tmp_path: Path)
     assert input_rows(InputFile(src, "jsonl")) == 0
     src.write_bytes(b"{}\n" * 2_000_000)  # past one 4 MiB read
     assert input_rows(InputFile(src, "jsonl")) == 2_000_000
-    assert input_rows(InputFile(tmp_path / "in.jsonl.gz", "jsonl.gz")) is None
+    gz = tmp_path / "in.jsonl.gz"
+    gz.write_bytes(gzip.compress(b"{}\n" * 3))
+    assert input_rows(InputFile(gz, "jsonl.gz")) is None  # not decompressed twice
     assert input_rows(InputFile(tmp_path / "missing.jsonl", "jsonl")) is None
 
 

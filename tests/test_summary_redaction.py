@@ -110,3 +110,27 @@ def test_a_key_glued_to_another_is_redacted_too() -> None:
 
     text = "google " + SECRETS["google"] + SECRETS["openai"] + " end"
     assert redact(text) == "google [REDACTED][REDACTED] end"
+
+
+def test_configured_values_too_short_once_stripped_or_not_text_are_ignored() -> None:
+    from trajectory_compressor.core.redact import Scrubber
+
+    scrub = Scrubber([" abc ", None, 42])  # type: ignore[list-item]
+    assert scrub.literal("x abc y") == "x abc y" and not scrub
+
+
+def test_a_value_is_found_in_json_written_without_ascii_escapes() -> None:
+    import json
+
+    from trajectory_compressor.core.redact import Scrubber
+
+    secret = 'pä"ss-1234'
+    text = json.dumps({"k": secret}, ensure_ascii=False)  # {"k": "pä\"ss-1234"}
+    assert Scrubber([secret]).literal(text) == '{"k": "[REDACTED]"}'
+
+
+def test_a_one_character_quoted_value_keeps_its_quotes() -> None:
+    from trajectory_compressor.core.redact import redact
+
+    assert redact('password="x"') == 'password="[REDACTED]"'
+    assert redact("password='ab'") == "password='[REDACTED]'"

@@ -407,3 +407,35 @@ def test_a_file_gets_the_writers_text_measure_unless_it_brings_its_own(tmp_path,
     writer.finish_file(0)
     writer.open_file(1, InputFile(tmp_path / "in2.jsonl", "jsonl"), text_chars=mine)
     assert seen == [writer.text_chars, mine]
+
+
+def test_the_pointer_to_the_rejects_file_comes_with_the_21st_warning(tmp_path, capsys):
+    writer = make_writer(tmp_path)
+    for i in range(21):
+        writer.reject(record(i + 1), f"reason {i}", 0)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 21 and err[-1] == "warning: more problems; see the rejects file"
+
+
+def test_an_empty_file_is_warned_about(tmp_path):
+    writer = make_writer(tmp_path)
+    writer.empty_file(InputFile(tmp_path / "e.jsonl", "jsonl"))
+    assert writer.warnings == [f"{tmp_path / 'e.jsonl'}: file is empty (no rows)"]
+
+
+def test_a_writer_is_not_strict_unless_asked(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("")
+    layout = OutputLayout({src: tmp_path / "out.jsonl"}, {src: "jsonl"}, tmp_path / "out")
+    writer = RunWriter(layout, CompressionConfig(), Progress(quiet=True), ([], {}))
+    writer.open_file(0, InputFile(src, "jsonl"))
+    row = {"id": "a", "conversations": TURNS}
+    writer.write(record(1, row), result(row, error="boom"), 0)  # no StrictStop
+    assert writer.metrics.trajectories_failed == 1
+
+
+def test_stop_right_after_a_finished_file_checkpoints_it(tmp_path):
+    writer = make_writer(tmp_path)
+    writer.finish_file(draws=0)  # an input without rows, finished
+    assert writer.stop() is True
+    assert Checkpoint.load(writer.layout.checkpoint).file_index == 1
