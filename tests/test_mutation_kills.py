@@ -278,3 +278,33 @@ def test_fidelity_and_reasons_fold_into_the_aggregate_by_hand() -> None:
     plain = AggregateMetrics()
     plain.add(TrajectoryMetrics(was_compressed=True, fidelity=Fidelity(5, 5, 0, 0, ())))
     assert plain.to_dict()["fidelity"]["count"] == 1
+
+
+# --- planner: what a plan says besides its region --------------------------------------
+
+
+def test_a_plan_names_the_protected_side_that_keeps_the_row_over_by_hand() -> None:
+    from trajectory_compressor.core import plan as planner
+
+    roles = ["system", "human", "gpt", "tool", "gpt", "tool", "gpt", "tool",
+             "gpt", "tool", "gpt", "tool"]
+    config = CompressionConfig(target_max_tokens=150, summary_target_tokens=20)
+    # Head 0-3 (130 tokens), middle 4-7 (200), tail 8-11 (20): 350 in all. needed = 350 -
+    # 150 + 20 = 220 > 200, so the whole middle; 350 - 200 + 20 = 170 > 150: still over,
+    # and head + tail + summary = 170 > 150 too: the head (the larger side) is why.
+    heavy_head = planner.plan_trajectory(roles, [100, 10, 10, 10, 50, 50, 50, 50, 5, 5, 5, 5],
+                                         config)
+    assert (heavy_head.action, heavy_head.region, heavy_head.region_tokens) == (
+        "compress", Region(4, 8), 200)
+    assert heavy_head.reason == planner.PROTECTED_HEAD
+    assert (heavy_head.head_tokens, heavy_head.tail_tokens, heavy_head.middle_tokens) == (
+        130, 20, 200)
+    assert heavy_head.region is not None and heavy_head.region.turns == 4
+    heavy_tail = planner.plan_trajectory(roles, [5, 5, 5, 5, 50, 50, 50, 50, 100, 10, 10, 10],
+                                         config)
+    assert heavy_tail.reason == planner.PROTECTED_TAIL
+    # Under the target: skipped, no region, nothing counted in one.
+    skipped = planner.plan_trajectory(roles, [1] * 12, config)
+    assert (skipped.action, skipped.region, skipped.region_tokens, skipped.reason) == (
+        "skip", None, 0, "")
+    assert skipped.projected_tokens(999) == 12
