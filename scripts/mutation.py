@@ -53,7 +53,8 @@ PACKAGE = "trajectory_compressor"
 # end-to-end files are left out on purpose: a mutant they alone would kill needs a
 # faster test).
 TARGETS: dict[str, list[str]] = {
-    "core/plan.py": ["tests/test_plan_spec.py", "tests/test_plan.py"],
+    "core/plan.py": ["tests/test_mutation_kills.py", "tests/test_plan_spec.py",
+                     "tests/test_plan.py"],
     "core/assemble.py": ["tests/test_metrics_by_hand.py", "tests/test_mutation_kills.py"],
     "core/metrics.py": ["tests/test_metrics_by_hand.py", "tests/test_mutation_kills.py",
                         "tests/test_metrics_merge.py"],
