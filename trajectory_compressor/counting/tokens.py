@@ -68,8 +68,8 @@ def _offline_advice(name: str, path: Path, exc: Exception) -> str:
                    "(nothing is downloaded); to use your model's tokenizer, fetch it once "
                    f"where there is network (hf download {name} {files.replace(' and ', ' ')} "
                    "puts it in the cache, HF_HOME; add --local-dir DIR for a folder), then "
-                   "pass the name (with HF_HUB_OFFLINE=1 nothing is looked up) or the folder")
-    return (f"cannot load tokenizer {name!r}: {problem}; or use '{BUNDLED_TOKENIZER}' "
+                   "pass the name (with HF_HUB_OFFLINE=1 nothing is looked up) or the local folder")
+    return (f"cannot load tokenizer {name!r} offline: {problem}; or use '{BUNDLED_TOKENIZER}' "
             "(the bundled DeepSeek V4 tokenizer, the default)")
 
 
