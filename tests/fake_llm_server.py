@@ -191,6 +191,8 @@ class FakeLLMServer:
         self.peak_in_flight = 0
         self.last_request: dict[str, Any] | None = None
         self.arrivals: list[float] = []  # time.monotonic() of each chat request
+        # (arrival, total_tokens) of each completion the server answered with usage
+        self.token_log: list[tuple[float, int]] = []
         self.port = 0
         self.dead = False
         self._seen: Counter[str] = Counter()
@@ -372,6 +374,8 @@ class FakeLLMServer:
         text = self.reply(data) if content is None else content
         if content is None and self.echo_authorization:
             text += f" The request carried {data.get('_authorization')}."
+        self.token_log.append((self.arrivals[-1] if self.arrivals else time.monotonic(),
+                               prompt_tokens + len(text) // 4 + 1))
         return {
             "id": f"chatcmpl-fake-{self.requests}",
             "object": "chat.completion",

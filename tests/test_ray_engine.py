@@ -258,6 +258,36 @@ def test_the_endpoint_sees_the_configured_requests_per_minute(ray_cluster, tmp_p
     assert arrivals[-1] - arrivals[0] >= (n - burst - buckets) / per_second - 1
 
 
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_the_endpoint_sees_the_configured_tokens_per_minute(ray_cluster, tmp_path, engine):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(2):
+        write_jsonl(folder / f"t{i}.jsonl", 27, seed=20 + i)  # 9 long rows each
+    tpm = 36_000  # 600 tokens a second, a bucket of 6,000: a few requests, then a trickle
+    with FakeLLMServer().in_thread() as server:
+        config = CompressionConfig.from_dict({
+            "summarization": {"backend": "openai", "endpoints": [
+                {"base_url": server.url, "model": "fake-model", "tpm": tpm}]},
+            "compression": SMALL})
+        result = run(folder, tmp_path / "out", engine, config)
+        log = sorted(server.token_log)
+    assert len(log) == result.metrics.trajectories_compressed == 18
+    start, total = log[0][0], sum(tokens for _, tokens in log)
+    burst, per_second, biggest = tpm / 6, tpm / 60, max(tokens for _, tokens in log)
+    assert total > 2 * burst, "the corpus must outlast the burst for the limit to show"
+    # The server's own token counts: by any arrival, no more than the burst plus the
+    # refill (0.3 s of timing slack), plus what each bucket may let through ahead of its
+    # balance (one request admitted while positive, one whose estimate ran short).
+    buckets = 2 if engine == "ray" else 1
+    seen = 0
+    for at, tokens in log:
+        seen += tokens
+        allowed = burst + per_second * (at - start + 0.3) + 2 * buckets * biggest
+        assert seen <= allowed, f"{seen} tokens by +{at - start:.2f}s"
+    assert log[-1][0] - start >= (total - burst - 2 * buckets * biggest) / per_second - 1
+
+
 def test_a_missing_ray_extra_is_one_line_and_exit_2(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", 3)
     code = ("import sys; sys.modules['ray'] = None; "
