@@ -19,9 +19,7 @@ from trajectory_compressor.app.analysis import format_analysis
 from trajectory_compressor.app.textfmt import display_width
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.errors import ConfigError
-from trajectory_compressor.core.plan import NO_MIDDLE, PROTECTED_TAIL, SMALL_REGION
 from trajectory_compressor.engine.analyze import Prices, analyze
-from trajectory_compressor.engine.compressor import SUMMARY_OVERRAN
 from trajectory_compressor.engine.local import RunOptions
 
 # Everything `compress` reports except wall-clock times.
@@ -60,9 +58,8 @@ def test_hand_computed_figures(hand_input, counter):
     assert t.exact and m is t.extractive
     assert (m.trajectories_skipped_under_target, m.trajectories_compressed,
             m.trajectories_still_over_limit, m.rows_rejected) == (1, 2, 3, 1)
-    assert dict(t.reasons) == {PROTECTED_TAIL: 1, NO_MIDDLE: 1, SMALL_REGION: 1}
-    assert m.reasons == {"protected_tail_over_target": 1, "nothing_compressible": 1,
-                         "region_too_small": 1}
+    assert dict(t.reasons) == m.reasons == {
+        "protected_tail_over_target": 1, "nothing_compressible": 1, "region_too_small": 1}
     assert m.total_summarization_calls == 0 and m.summaries_by_source["extractive"] == 2
     # LLM projection: "fits" keeps 45 + 20, "big-tail" keeps 145 + 20; the rest unchanged.
     llm = t.llm
@@ -115,14 +112,14 @@ def test_predictions_equal_a_real_run_at_each_target(tmp_path, counter):
                 (tmp_path / f"out_{target}_over_limit.jsonl").read_text().splitlines()]
         reasons: dict[str, int] = {}
         for entry in over:
-            reasons[entry["reason_text"]] = reasons.get(entry["reason_text"], 0) + 1
+            reasons[entry["reason"]] = reasons.get(entry["reason"], 0) + 1
         assert dict(t.reasons) == reasons
         compressed_any += run.metrics.trajectories_compressed
         over_any += run.metrics.trajectories_still_over_limit
     assert compressed_any and over_any, "the fixture must exercise both outcomes"
     # Rows the planner expected to fit but that the notice pushed over: only exact
     # summaries and notice counts can predict those.
-    assert any(SUMMARY_OVERRAN in t.reasons for t in together.targets)
+    assert any("summary_too_long" in t.reasons for t in together.targets)
 
 
 def test_sampling_keeps_the_rows_compress_keeps(tmp_path, counter):
@@ -273,7 +270,7 @@ def test_protected_turn_flags_reach_the_analysis(hand_input):
 
     # "no-middle" (SHGT) has every turn protected as its role's first; unprotected, its
     # first turn alone makes room.
-    assert figures().get(NO_MIDDLE) == 1
-    assert NO_MIDDLE not in figures("--protect-last-n-turns", "0", "--no-protect-first-system",
-                                    "--no-protect-first-human", "--no-protect-first-gpt",
-                                    "--no-protect-first-tool")
+    assert figures().get("nothing_compressible") == 1
+    assert "nothing_compressible" not in figures(
+        "--protect-last-n-turns", "0", "--no-protect-first-system", "--no-protect-first-human",
+        "--no-protect-first-gpt", "--no-protect-first-tool")

@@ -270,6 +270,27 @@ def test_a_run_with_elisions_validates(tmp_path, counter):
     assert not out.with_name("out_over_limit.jsonl").read_text().strip()
 
 
+def test_parquet_output_carries_the_elisions_and_truncation_flag(tmp_path, counter):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    row = hermes_row()
+    jsonl_out = tmp_path / "out.jsonl"
+    compress_run(write_jsonl(tmp_path / "in.jsonl", [row]), jsonl_out,
+                 config(over_limit_strategy="elide_tool_outputs"), counter)
+    [expected] = read_jsonl(jsonl_out)
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist([row]), src)
+    out = tmp_path / "out.parquet"
+    compress_run(src, out, config(over_limit_strategy="elide_tool_outputs"), counter)
+    [written] = pq.read_table(out).to_pylist()
+    metrics = written["compression_metrics"]
+    assert metrics["elisions"] == expected["compression_metrics"]["elisions"]
+    assert len(metrics["elisions"]) >= 1
+    assert metrics["summary_truncated"] in (None, False)
+    assert written["conversations"] == expected["conversations"]
+
+
 def test_the_strategy_from_the_command_line_and_validate(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", [hermes_row()])
     out = tmp_path / "out.jsonl"

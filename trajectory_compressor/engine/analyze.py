@@ -86,8 +86,8 @@ class TargetAnalysis:
                                          (llm, self.llm, self.llm_reasons)):
             why = result.why
             metrics.add(result.metrics, why.code if why is not None else None)
-            if result.metrics.still_over_limit:
-                reasons[result.reason] += 1
+            if result.metrics.still_over_limit:  # by code, as in the metrics file
+                reasons[why.code if why is not None else result.reason] += 1
 
     def to_dict(self, prices: Prices | None) -> dict[str, Any]:
         """This target's figures for ``--json``."""

@@ -61,12 +61,16 @@ METRICS_TYPE = pa.struct([
     ("summarization_errors", _INT),
     ("summary_source", pa.string()),
     ("error", pa.string()),
+    ("summary_truncated", pa.bool_()),
     # §15: what the summary kept of the region's facts, and what the fidelity bar did
     ("fidelity", pa.struct([("items", _INT), ("kept", _INT), ("ratio", pa.float64()),
                             ("tail_items", _INT), ("tail_kept", _INT),
                             ("missing", pa.list_(pa.string()))])),
     ("fidelity_repair", pa.bool_()),
     ("low_fidelity", pa.bool_()),
+    # §16: tool outputs the second pass shortened
+    ("elisions", pa.list_(pa.struct([("turn", _INT), ("tokens_before", _INT),
+                                     ("tokens_after", _INT)]))),
 ])
 # The schema of an output whose input told nothing about its columns (e.g. all rejected).
 MINIMAL_SCHEMA = pa.schema([
