@@ -343,4 +343,8 @@ def test_the_batch_flags_need_each_other(tmp_path, sample_jsonl):
     proc = run_cli("compress", str(sample_jsonl), "-o", str(tmp_path / "o.jsonl"),
                    "--batch-dir", str(tmp_path / "b"))
     assert proc.returncode == 2 and "go with --summarizer batch" in proc.stderr
+    proc = run_cli("compress", str(sample_jsonl), "-o", str(tmp_path / "o.jsonl"), *BATCH,
+                   "--batch-dir", str(tmp_path / "b"), "--engine", "ray")
+    assert proc.returncode == 2 and "runs on the local engine" in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
     assert not list(tmp_path.iterdir())

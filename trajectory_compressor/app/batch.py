@@ -37,6 +37,10 @@ def batch_input(
     results); print what was done and what comes next; return the exit code."""
     if config.summarizer != "batch":
         raise ConfigError("--batch-dir and --batch-results go with --summarizer batch")
+    if config.engine != "local":
+        raise ConfigError("--summarizer batch runs on the local engine (--engine local): "
+                          "its two phases write and read request files, and the provider "
+                          "does the summarizing; use --engine ray with an online summarizer")
     if batch_dir is None:
         raise ConfigError("--summarizer batch needs --batch-dir DIR: the folder for the "
                           "request files and their manifest (phase 1), read again with "
