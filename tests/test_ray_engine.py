@@ -154,13 +154,24 @@ def corpora(tmp_path_factory) -> dict[str, Path]:
         sample_variants(SAMPLES / "llamafactory_sharegpt.json", arrays / f"lf{i}.json",
                         range(i, i + 1))
     return {"hermes": hermes_folder(root), "messages": messages, "lf_sharegpt": arrays,
-            "parquet": write_parquet(root / "rows.parquet", 120, seed=7, row_group_rows=50)}
+            "parquet": write_parquet(root / "rows.parquet", 120, seed=7, row_group_rows=50),
+            "hf": hf_folder(root)}
+
+
+def hf_folder(root: Path) -> Path:
+    """A Hugging Face `save_to_disk` folder of 90 generated rows in 3 Arrow shards."""
+    import datasets
+
+    rows = read_jsonl(write_jsonl(root / "for_hf.jsonl", 90, seed=5))
+    folder = root / "hf_saved"
+    datasets.Dataset.from_list(rows).save_to_disk(str(folder), num_shards=3)
+    return folder
 
 
 # local and ray write the same bytes
 
 
-@pytest.mark.parametrize("corpus", ["hermes", "messages", "lf_sharegpt", "parquet"])
+@pytest.mark.parametrize("corpus", ["hermes", "messages", "lf_sharegpt", "parquet", "hf"])
 def test_extractive_runs_are_byte_identical(ray_cluster, corpora, tmp_path, corpus):
     settings = BIG if corpus in ("messages", "lf_sharegpt") else SMALL
     src = corpora[corpus]
