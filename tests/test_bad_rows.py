@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 from pathlib import Path
 
@@ -25,6 +26,10 @@ from trajectory_compressor.engine.layout import plan_layout
 from trajectory_compressor.engine.local import RunOptions, run_pipeline
 from trajectory_compressor.formats import jsonio
 from trajectory_compressor.formats.registry import discover_inputs
+
+# The fuzz tests' size: bounded in the suite; a longer run sets these (BENCHMARKS.md).
+FUZZ_EXAMPLES = int(os.environ.get("TC_FUZZ_EXAMPLES", "40"))
+FUZZ_CLI_FILES = int(os.environ.get("TC_FUZZ_CLI_FILES", "3"))
 
 # Small budgets so that short hand-made rows are compressed.
 SMALL = ("--summarizer", "extractive", "--target-max-tokens", "150",
@@ -175,8 +180,8 @@ _line = st.one_of(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.data_too_large])
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines=st.lists(_line, min_size=0, max_size=12))
 def test_fuzz_every_input_row_is_written_or_rejected(tmp_path_factory, counter, lines):
     folder = tmp_path_factory.mktemp("fuzz")
@@ -207,7 +212,7 @@ def test_fuzz_through_the_cli_never_prints_a_traceback(tmp_path):
               b'{"conversations": [{"from": "gpt", "value": null}]}',
               json.dumps(_long_row("sur", x="\udfff")).encode("utf-8", "surrogatepass"),
               b'{"conversations": [1, 2, 3]}', b"{" * 50]
-    for k in range(3):
+    for k in range(FUZZ_CLI_FILES):
         lines = [rng.choice(pieces) for _ in range(12)]
         src = tmp_path / f"f{k}.jsonl"
         src.write_bytes(b"\n".join(lines) + b"\n")
