@@ -5,6 +5,10 @@ Each expected value is worked out by hand here, from SPEC formulas or small inpu
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from trajectory_compressor.core.assemble import assemble, base_metrics, notice_index
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.metrics import (
@@ -17,7 +21,8 @@ from trajectory_compressor.core.metrics import (
     histogram,
     nice_edges,
 )
-from trajectory_compressor.core.plan import Plan, Region
+from trajectory_compressor.core.plan import ALTERNATING, ANY_BUT_TOOL, Boundaries, Plan, Region
+from trajectory_compressor.core.redact import scrub_literals
 
 # --- metrics: histogram edges and bins (what `analyze` and `report` draw) ---------------
 
@@ -308,3 +313,42 @@ def test_a_plan_names_the_protected_side_that_keeps_the_row_over_by_hand() -> No
     assert (skipped.action, skipped.region, skipped.region_tokens, skipped.reason) == (
         "skip", None, 0, "")
     assert skipped.projected_tokens(999) == 12
+
+
+def test_a_plan_built_by_hand_without_a_region_counts_no_region_tokens() -> None:
+    # What a caller that builds a skip plan itself (as the writer's tests do) relies on.
+    plan = Plan("skip", 900, Region(0, 2))
+    assert (plan.region, plan.region_tokens, plan.reason) == (None, 0, "")
+    assert (plan.head_tokens, plan.tail_tokens, plan.middle_tokens) == (0, 0, 900)
+    assert (plan.target, plan.summary_target) == (0, 0)
+
+
+def test_plans_regions_and_boundaries_are_values_that_cannot_change() -> None:
+    # The dialects hand out the same two Boundaries to every row, and a plan travels from
+    # the planner to assembly, metrics and the over-limit entry: none may be changed on
+    # the way, and equal values hash alike (usable as keys).
+    plan = Plan("compress", 10, Region(1, 3), Region(1, 2), 5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.region_tokens = 6  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.middle.end = 4  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ANY_BUT_TOOL.start_roles = frozenset({"tool"})  # type: ignore[misc]
+    assert hash(plan) == hash(Plan("compress", 10, Region(1, 3), Region(1, 2), 5))
+    assert hash(ALTERNATING) == hash(Boundaries(frozenset({"gpt"}), frozenset({"gpt"})))
+    assert Boundaries(None, None) == ANY_BUT_TOOL
+
+
+# --- redaction: a marker that spells a secret again ------------------------------------
+
+
+def test_a_secret_spelled_by_a_later_marker_widens_that_span_only() -> None:
+    # "a SECRETA b SECRETAxy c": SECRETA at 2-8 and 12-18, "xy c" from 19. One pass gives
+    # "a [REDACTED] b [REDACTED]xy c", where "D]xy" is spelled from output offset 23; its
+    # kept part "xy" starts at output 25 = input 19, so the span widens by input 19-21 and
+    # merges with 12-19. The head "a " and " b " between the markers stay.
+    text = "a SECRETA b SECRETAxy c"
+    assert scrub_literals(text, ["SECRETA", "D]xy"]) == "a [REDACTED] b [REDACTED] c"
+    # The same with text after the widened span, and after a second kept segment.
+    assert (scrub_literals("x SECRETA, SECRETAxy!? SECRETA z", ["SECRETA", "D]xy!"])
+            == "x [REDACTED], [REDACTED]? [REDACTED] z")

@@ -242,20 +242,26 @@ def test_rerun_with_a_warm_cache_makes_no_request(ray_cluster, corpora, tmp_path
     assert again.metrics.summaries_by_source["cache"] == first.metrics.trajectories_compressed
 
 
-@pytest.mark.parametrize("engine", ["local", "ray"])
-def test_the_endpoint_sees_the_configured_requests_per_minute(ray_cluster, tmp_path, engine):
+def limited_run(tmp_path: Path, engine: str, limit: dict[str, int]
+                ) -> tuple[RunResult, FakeLLMServer]:
+    """18 rows to summarize (two files of 9) through one endpoint with ``limit``."""
     folder = tmp_path / "in"
     folder.mkdir()
     for i in range(2):
         write_jsonl(folder / f"p{i}.jsonl", 27, seed=10 + i)  # 9 long rows each
-    rpm = 60  # a bucket of 10 s of budget: 10 requests at once, then 1 a second
     with FakeLLMServer().in_thread() as server:
         config = CompressionConfig.from_dict({
             "summarization": {"backend": "openai", "endpoints": [
-                {"base_url": server.url, "model": "fake-model", "rpm": rpm}]},
+                {"base_url": server.url, "model": "fake-model", **limit}]},
             "compression": SMALL})
-        result = run(folder, tmp_path / "out", engine, config)
-        arrivals = sorted(server.arrivals)
+        return run(folder, tmp_path / "out", engine, config), server
+
+
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_the_endpoint_sees_the_configured_requests_per_minute(ray_cluster, tmp_path, engine):
+    rpm = 60  # a bucket of 10 s of budget: 10 requests at once, then 1 a second
+    result, server = limited_run(tmp_path, engine, {"rpm": rpm})
+    arrivals = sorted(server.arrivals)
     n = len(arrivals)
     assert n == result.metrics.trajectories_compressed == 18
     burst, per_second = rpm / 6, rpm / 60
@@ -271,18 +277,9 @@ def test_the_endpoint_sees_the_configured_requests_per_minute(ray_cluster, tmp_p
 
 @pytest.mark.parametrize("engine", ["local", "ray"])
 def test_the_endpoint_sees_the_configured_tokens_per_minute(ray_cluster, tmp_path, engine):
-    folder = tmp_path / "in"
-    folder.mkdir()
-    for i in range(2):
-        write_jsonl(folder / f"t{i}.jsonl", 27, seed=20 + i)  # 9 long rows each
     tpm = 36_000  # 600 tokens a second, a bucket of 6,000: a few requests, then a trickle
-    with FakeLLMServer().in_thread() as server:
-        config = CompressionConfig.from_dict({
-            "summarization": {"backend": "openai", "endpoints": [
-                {"base_url": server.url, "model": "fake-model", "tpm": tpm}]},
-            "compression": SMALL})
-        result = run(folder, tmp_path / "out", engine, config)
-        log = sorted(server.token_log)
+    result, server = limited_run(tmp_path, engine, {"tpm": tpm})
+    log = sorted(server.token_log)
     assert len(log) == result.metrics.trajectories_compressed == 18
     start, total = log[0][0], sum(tokens for _, tokens in log)
     burst, per_second, biggest = tpm / 6, tpm / 60, max(tokens for _, tokens in log)

@@ -12,6 +12,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from trajectory_compressor.core.config import CompressionConfig
@@ -24,6 +25,7 @@ from trajectory_compressor.engine.layout import OutputLayout
 from trajectory_compressor.engine.progress import Progress
 from trajectory_compressor.engine.writer import RunWriter, StrictStop
 from trajectory_compressor.formats.base import InputFile, Location, Record, temp_path
+from trajectory_compressor.formats.parquet import parts_dir
 
 TURNS = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]
 
@@ -286,6 +288,32 @@ def test_finishing_a_file_moves_the_cut_to_the_next_one(tmp_path):
     assert json.loads((tmp_path / "out.jsonl").read_text()) == row
     assert json.loads((tmp_path / "out2.jsonl").read_text()) == row
     assert not writer.layout.checkpoint.exists()
+
+
+def test_a_finished_parquet_output_drops_its_parts_at_the_next_checkpoint(tmp_path):
+    # A Parquet output is assembled from part files; once it is complete and a checkpoint
+    # has recorded that, the parts are not needed for a resume any more (§7).
+    src = tmp_path / "in.jsonl"
+    src.write_text("")
+    out = tmp_path / "out.parquet"
+    layout = OutputLayout({src: out}, {src: "parquet"}, tmp_path / "out")
+    config = CompressionConfig(checkpoint_rows=10_000, checkpoint_seconds=3600.0)
+    writer = RunWriter(layout, config, Progress(quiet=True), ([], {"sample": None}))
+    writer.open_file(0, InputFile(src, "jsonl"))
+    rows = [{"id": "a", "conversations": TURNS}, {"id": "b", "conversations": TURNS}]
+    writer.write(record(1, rows[0]), result(rows[0]), 0)
+    writer.write(record(2, rows[1]), result(rows[1]), 0)
+    writer.finish_file(draws=0)
+    assert parts_dir(out).is_dir() and temp_path(out).is_file()  # complete, not yet recorded
+    writer.checkpoint()
+    assert not parts_dir(out).exists() and temp_path(out).is_file()
+    assert Checkpoint.load(layout.checkpoint).file_index == 1
+    writer.checkpoint()  # a later checkpoint: nothing left to drop
+    writer.commit()
+    # Every Parquet row has the metrics column (null for a row left as it was, §8).
+    assert pq.read_table(out).to_pylist() == [{**r, "compression_metrics": None}
+                                              for r in rows]
+    assert not temp_path(out).exists() and not layout.checkpoint.exists()
 
 
 def test_an_output_finished_before_a_resume_is_committed_too(tmp_path):
