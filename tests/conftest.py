@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -9,6 +10,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+# A suite started in the background by a non-interactive shell (`cmd &`) inherits SIGINT
+# ignored, and so would every CLI it starts, which then cannot see the Ctrl-C the
+# interruption tests send. A handled signal is reset to the default in a child.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from trajectory_compressor.counting.tokens import TokenCounter  # noqa: E402
 
