@@ -10,19 +10,15 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cli_helpers import ROOT, read_jsonl, run_cli
+from tests.cli_helpers import interrupt_when, read_jsonl, run_cli, start_cli
 from tests.fake_llm_server import REPLY_MARK, FakeLLMServer, default_reply
 from tests.fixtures_runs import generated_rows, write_jsonl
 from trajectory_compressor.core.config import CompressionConfig
@@ -256,19 +252,11 @@ def test_phase_2_resumed_after_an_interruption_equals_an_uninterrupted_one(tmp_p
     # goes to the same server: a resume refuses other endpoints.)
     stalled = FakeLLMServer(script=["stall"], stall_seconds=120)
     with stalled.in_thread():
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        run = subprocess.Popen([sys.executable, "-m", "trajectory_compressor", "compress",
-                                str(src), "-o", str(out), *finish, "--base-url", stalled.url],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-        deadline = time.monotonic() + 240
-        while stalled.requests < 1 or not (out.parent / ".out.checkpoint.json").exists():
-            assert run.poll() is None, run.stderr.read() if run.stderr else ""
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(1.0)
-        run.send_signal(signal.SIGINT)
-        run.communicate(timeout=120)
+        run = start_cli("compress", str(src), "-o", str(out), *finish, "--base-url",
+                        stalled.url)
+        checkpoint = out.parent / ".out.checkpoint.json"
+        interrupt_when(run, lambda: stalled.requests >= 1 and checkpoint.exists(),
+                       signal.SIGINT, settle=1.0)
         assert run.returncode == 130
         assert not out.exists()
         resumed = run_cli("compress", str(src), "-o", str(out), *finish, "--base-url",

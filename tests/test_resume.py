@@ -3,40 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import ROOT, read_jsonl, run_cli
+from tests.cli_helpers import interrupt_when, read_jsonl, run_cli, start_cli
 from tests.datagen import write_jsonl, write_parquet
 
 ARGS = ("--summarizer", "extractive", "--target-max-tokens", "500",
         "--summary-target-tokens", "60", "--quiet", "--checkpoint-every", "200")
 SIDECARS = ("_over_limit.jsonl", "_rejects.jsonl")
-
-
-def _start(*args: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "trajectory_compressor", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _interrupt_after_checkpoint(proc: subprocess.Popen, checkpoint: Path, sig: int) -> str:
-    """Send ``sig`` as soon as the run has written its first checkpoint."""
-    deadline = time.monotonic() + 120
-    while not checkpoint.exists():
-        assert proc.poll() is None, f"the run ended before a checkpoint: {proc.stderr.read()}"
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
-    return err
 
 
 def _metrics(path: Path) -> dict:
@@ -76,8 +53,8 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(jsonl_run, tmp_path):
     src, reference = jsonl_run
     out = tmp_path / "out.jsonl"
     checkpoint = tmp_path / ".out.checkpoint.json"
-    proc = _start("compress", str(src), "-o", str(out), *ARGS)
-    _interrupt_after_checkpoint(proc, checkpoint, signal.SIGKILL)
+    proc = start_cli("compress", str(src), "-o", str(out), *ARGS)
+    interrupt_when(proc, checkpoint.exists, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
     # Nothing under a final name; the partial files and the checkpoint stay.
     assert not out.exists() and not (tmp_path / "out_metrics.json").exists()
@@ -109,8 +86,8 @@ def test_resume_refuses_an_input_that_changed(jsonl_run, tmp_path):
     mine = tmp_path / "in.jsonl"
     mine.write_bytes(src.read_bytes())
     out = tmp_path / "out.jsonl"
-    proc = _start("compress", str(mine), "-o", str(out), *ARGS)
-    _interrupt_after_checkpoint(proc, tmp_path / ".out.checkpoint.json", signal.SIGKILL)
+    proc = start_cli("compress", str(mine), "-o", str(out), *ARGS)
+    interrupt_when(proc, (tmp_path / ".out.checkpoint.json").exists, signal.SIGKILL)
     partial = tmp_path / ".out.jsonl.partial"
     partial.rename(tmp_path / "aside")
     proc = run_cli("compress", str(mine), "-o", str(out), *ARGS, "--resume")
@@ -135,8 +112,8 @@ def test_ctrl_c_keeps_a_checkpoint_and_resume_finishes(jsonl_run, tmp_path):
     src, reference = jsonl_run
     out = tmp_path / "out.jsonl"
     checkpoint = tmp_path / ".out.checkpoint.json"
-    proc = _start("compress", str(src), "-o", str(out), *ARGS)
-    err = _interrupt_after_checkpoint(proc, checkpoint, signal.SIGINT)
+    proc = start_cli("compress", str(src), "-o", str(out), *ARGS)
+    err = interrupt_when(proc, checkpoint.exists, signal.SIGINT)
     assert proc.returncode == 130
     assert "--resume" in err and "Traceback" not in err
     assert not out.exists() and checkpoint.exists()
@@ -162,8 +139,8 @@ def test_sigkill_then_resume_with_parquet_and_sampling(tmp_path):
     proc = run_cli("compress", str(src), "-o", str(reference), *ARGS, *sample)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "out.parquet"
-    proc = _start("compress", str(src), "-o", str(out), *ARGS, *sample)
-    _interrupt_after_checkpoint(proc, tmp_path / ".out.checkpoint.json", signal.SIGKILL)
+    proc = start_cli("compress", str(src), "-o", str(out), *ARGS, *sample)
+    interrupt_when(proc, (tmp_path / ".out.checkpoint.json").exists, signal.SIGKILL)
     assert not out.exists()
     proc = run_cli("compress", str(src), "-o", str(out), *ARGS, *sample, "--resume")
     assert proc.returncode == 0, proc.stderr

@@ -4,14 +4,10 @@ uninterrupted run, including where the summaries came from (issue 13, lesser ite
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from tests.cli_helpers import ROOT, read_jsonl, run_cli
+from tests.cli_helpers import interrupt_when, read_jsonl, run_cli, start_cli
 from tests.fake_llm_server import FakeLLMServer
 
 ARGS = ("--model", "fake-model", "--max-concurrent-requests", "4", "--checkpoint-every", "1",
@@ -37,19 +33,10 @@ def test_a_resumed_run_reports_what_an_uninterrupted_run_reports(tmp_path, sampl
     # cannot be written before it: that is where the run is interrupted.
     server = FakeLLMServer(latency=0.01, script=["ok", "ok", "ok", "stall"], stall_seconds=60)
     with server.in_thread():
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        run = subprocess.Popen([sys.executable, "-m", "trajectory_compressor", "compress",
-                                str(sample_jsonl), "-o", str(out), "--base-url", server.url,
-                                *ARGS], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while server.requests < COMPRESSED_ROWS:
-            assert run.poll() is None, run.stderr.read() if run.stderr else ""
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        time.sleep(0.2)
-        run.send_signal(signal.SIGINT)
-        run.communicate(timeout=120)
+        run = start_cli("compress", str(sample_jsonl), "-o", str(out), "--base-url",
+                        server.url, *ARGS)
+        interrupt_when(run, lambda: server.requests >= COMPRESSED_ROWS, signal.SIGINT,
+                       settle=0.2, limit=120)
         assert run.returncode == 130
         checkpoint = json.loads((out.parent / ".out.checkpoint.json").read_text())
         before = server.requests

@@ -376,16 +376,22 @@ class Interrupted(BaseException):
     pass
 
 
-def test_stop_in_the_middle_of_a_row_does_not_checkpoint_a_torn_cut(tmp_path):
+def checkpointed_writer(tmp_path) -> tuple[Any, Checkpoint]:
+    """A writer with one row written and checkpointed, and that checkpoint."""
     writer = make_writer(tmp_path)
     row = {"id": "a", "conversations": TURNS}
     writer.write(record(1, row), result(row), 0)
     writer.checkpoint()
-    cut = Checkpoint.load(writer.layout.checkpoint)
+    return writer, Checkpoint.load(writer.layout.checkpoint)
 
-    def torn(_row: Any) -> None:
-        raise Interrupted
 
+def torn(_row: Any) -> None:
+    raise Interrupted
+
+
+def test_stop_in_the_middle_of_a_row_does_not_checkpoint_a_torn_cut(tmp_path):
+    writer, cut = checkpointed_writer(tmp_path)
+    row = {"id": "a", "conversations": TURNS}
     writer.over_limit.write_row = torn  # type: ignore[method-assign]
     with pytest.raises(Interrupted):  # the row went to the output, not yet to the sidecar
         writer.write(record(2, row), result(row, over=True, reason="r"), 0)
@@ -394,15 +400,7 @@ def test_stop_in_the_middle_of_a_row_does_not_checkpoint_a_torn_cut(tmp_path):
 
 
 def test_stop_in_the_middle_of_a_reject_does_not_checkpoint_either(tmp_path):
-    writer = make_writer(tmp_path)
-    row = {"id": "a", "conversations": TURNS}
-    writer.write(record(1, row), result(row), 0)
-    writer.checkpoint()
-    cut = Checkpoint.load(writer.layout.checkpoint)
-
-    def torn(_row: Any) -> None:
-        raise Interrupted
-
+    writer, cut = checkpointed_writer(tmp_path)
     writer.rejects.write_row = torn  # type: ignore[method-assign]
     with pytest.raises(Interrupted):
         writer.reject(record(2, raw=b"{"), "bad", 0)
