@@ -222,3 +222,20 @@ def test_fuzz_through_the_cli_never_prints_a_traceback(tmp_path):
         written = (tmp_path / f"f{k}_compressed.jsonl").read_bytes().splitlines()
         rejects = (tmp_path / f"f{k}_compressed_rejects.jsonl").read_bytes().splitlines()
         assert len(written) + len(rejects) == 12
+
+
+def test_a_lone_surrogate_row_is_rejected_by_a_parquet_output_and_the_run_goes_on(tmp_path):
+    # JSON carries "\ud800"; Parquet strings are UTF-8 and cannot: that row alone is a
+    # reject, located, and every other row is written.
+    good = [_long_row(f"ok{i}") for i in range(3)]
+    lines = [json.dumps(good[0]), json.dumps(_long_row("bad", note="x \ud800 y")),
+             json.dumps(good[1]), json.dumps(good[2])]
+    src = _write_lines(tmp_path / "in.jsonl", lines)
+    out = tmp_path / "out.parquet"
+    result = run_cli("compress", str(src), "-o", str(out), *SMALL, "--quiet")
+    _no_traceback(result)
+    assert result.returncode == 1, result.stderr
+    assert [r["id"] for r in pq.read_table(out).to_pylist()] == ["ok0", "ok1", "ok2"]
+    [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
+    assert reject["location"] == f"{src}:2" and "surrogates not allowed" in reject["error"]
+    assert f"{src}:2" in result.stderr

@@ -240,6 +240,21 @@ ROW_GROUP_ROWS = 1000
 ROW_GROUP_CHARS = 4 * 2**20
 
 
+def _check_utf8(value: Any) -> None:
+    """Raise `UnicodeEncodeError` if a string in ``value`` has no UTF-8 form (Parquet
+    strings are UTF-8; JSON can carry a lone surrogate escape, Parquet cannot)."""
+    if isinstance(value, str):
+        if not value.isascii():
+            value.encode("utf-8")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_utf8(key)
+            _check_utf8(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_utf8(item)
+
+
 class ParquetWriteError(CompressorError):
     """Rows that one Parquet file cannot hold together (e.g. a column of mixed types)."""
 
@@ -286,6 +301,9 @@ class ParquetSink:
     # writing
 
     def write_row(self, row: Any) -> None:
+        """Buffer ``row`` for the next row group; a string Parquet cannot store (a lone
+        surrogate) raises `UnicodeEncodeError` here, so the caller can reject just it."""
+        _check_utf8(row)
         self._buffer.append(row)
         self._chars += self._text_chars(row)
         self.rows += 1
