@@ -112,6 +112,18 @@ def facts_reply(facts: list[str]) -> Callable[[dict[str, Any]], str]:
     return reply
 
 
+class Recorder:
+    """A reply profile that also keeps every request body it answered."""
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+        self.seen: list[dict[str, Any]] = []
+
+    def __call__(self, data: dict[str, Any]) -> str:
+        self.seen.append(data)
+        return self.reply(data)
+
+
 def lossy_reply(repairs: bool = False) -> Callable[[dict[str, Any]], str]:
     """A summarizer that keeps no fact; with ``repairs``, a repair request is answered
     with the facts it lists."""

@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 
 from tests.cli_helpers import read_jsonl
-from tests.fake_llm_server import LOSSY_TEXT, FakeLLMServer, facts_reply, fenced, lossy_reply
+from tests.fake_llm_server import (
+    LOSSY_TEXT,
+    FakeLLMServer,
+    Recorder,
+    facts_reply,
+    fenced,
+    lossy_reply,
+)
 from tests.fixtures_runs import words, write_jsonl
 from trajectory_compressor.core import reasons
 from trajectory_compressor.core.config import CompressionConfig
@@ -68,18 +75,6 @@ def run(tmp_path: Path, server: FakeLLMServer, name: str = "out", rows: int = 1,
 def summary_of(row: dict) -> str:
     [summary] = [t["value"] for t in row["conversations"] if SUMMARY_PREFIX in t["value"]]
     return summary
-
-
-class Recorder:
-    """A reply profile that also keeps every request body it answered."""
-
-    def __init__(self, reply: Any) -> None:
-        self.reply = reply
-        self.seen: list[dict[str, Any]] = []
-
-    def __call__(self, data: dict[str, Any]) -> str:
-        self.seen.append(data)
-        return self.reply(data)
 
 
 def test_a_faithful_summary_keeps_every_fact(tmp_path):

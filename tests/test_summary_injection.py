@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.cli_helpers import read_jsonl, run_cli
-from tests.fake_llm_server import FakeLLMServer, echo_reply, fenced, markers_reply
+from tests.fake_llm_server import FakeLLMServer, Recorder, echo_reply, fenced, markers_reply
 from tests.fixtures_runs import words, write_jsonl
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
 from trajectory_compressor.core.summary import finish_summary_text, neutralize
@@ -51,16 +51,6 @@ def hostile_row() -> dict[str, Any]:
     turns += [("gpt", "Back to work " + words(5)), ("tool", words(5)),
               ("gpt", "Done."), ("human", "Thanks")]
     return {"id": "hostile", "conversations": [{"from": r, "value": v} for r, v in turns]}
-
-
-class Recorder:
-    def __init__(self, reply: Any) -> None:
-        self.reply = reply
-        self.seen: list[dict[str, Any]] = []
-
-    def __call__(self, data: dict[str, Any]) -> str:
-        self.seen.append(data)
-        return self.reply(data)
 
 
 def compress_hostile(tmp_path: Path, reply: Any) -> tuple[dict, dict, list[dict]]:
