@@ -131,13 +131,14 @@ def test_analyze_shows_how_many_rows_the_per_turn_sum_puts_on_the_wrong_side(tmp
 def test_resume_refuses_another_tokenizer(tmp_path):
     import signal
 
+    from tests.cli_helpers import interrupt_when, start_cli
     from tests.datagen import write_jsonl
-    from tests.test_resume import ARGS, _interrupt_after_checkpoint, _start
+    from tests.test_resume import ARGS
 
     src = write_jsonl(tmp_path / "in.jsonl", 3000)
     out = tmp_path / "out.jsonl"
-    proc = _start("compress", str(src), "-o", str(out), *ARGS, "--checkpoint-every", "50")
-    _interrupt_after_checkpoint(proc, tmp_path / ".out.checkpoint.json", signal.SIGKILL)
+    proc = start_cli("compress", str(src), "-o", str(out), *ARGS, "--checkpoint-every", "50")
+    interrupt_when(proc, (tmp_path / ".out.checkpoint.json").exists, signal.SIGKILL)
     folder = make_tokenizer_dir(tmp_path / "tok")  # the same vocabulary, other files
     again = run_cli("compress", str(src), "-o", str(out), *ARGS, "--resume",
                     "--tokenizer", str(folder))
