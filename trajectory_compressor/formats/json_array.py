@@ -2,8 +2,10 @@
 
 Reading is streamed: the file is memory-mapped and scanned for the array's top-level
 elements (strings skipped whole by a regular expression), and each element is parsed on
-its own, so memory holds one row at a time whatever the file's size. A ``.json`` file
-that holds JSON lines instead (its first character is not ``[``) is read as JSON lines.
+its own, so memory holds one row at a time whatever the file's size. What follows the
+array is read too (further arrays, JSON lines; anything else is a located reject), never
+dropped. A ``.json`` file that holds JSON lines instead (its first character is not
+``[``) is read as JSON lines.
 
 Writing produces ``[`` + one compact row per line separated by commas + ``]``, through
 an atomic file; a flush state records the byte offset and the rows so far, so a resumed
@@ -51,6 +53,13 @@ def read_json_array(source: InputFile, skip_rows: int = 0) -> Iterator[Record]:
 
 
 def _elements(data: Any, name: str, skip_rows: int) -> Iterator[Record]:
+    """Every row of the file: the elements of its first array, then whatever follows it.
+
+    Nothing after the first array is ignored (``cat a.json b.json`` is common): a further
+    array's elements and JSON objects (JSON lines appended to the array) are rows too,
+    numbered on from the first array; any other content is a located reject, one per line,
+    and reading goes on at the next line. The first ``skip_rows`` rows are not parsed.
+    """
     size = len(data)
     pos = _skip_space(data, 0)
     if pos >= size:
@@ -58,36 +67,60 @@ def _elements(data: Any, name: str, skip_rows: int) -> Iterator[Record]:
     if data[pos:pos + 1] != b"[":
         yield Record(Location(name), error="not a JSON array (it does not start with '[')")
         return
-    pos = _skip_space(data, pos + 1)
     index = 0
-    if data[pos:pos + 1] == b"]":
-        return
-    while True:
-        end, closing = _element_end(data, pos)
-        if end < 0:
+    while pos < size:
+        char = data[pos:pos + 1]
+        if char == b"[":  # an array: each element is a row
+            pos = _skip_space(data, pos + 1)
+            closing = data[pos:pos + 1] == b"]"
+            end = pos
+            while not closing:
+                end, closing = _element_end(data, pos)
+                location = Location(name, row=index)
+                if end < 0:
+                    if index >= skip_rows:
+                        yield Record(location, error=(
+                            "the JSON array is truncated or malformed from this row on (an "
+                            "unterminated string, object or array)"))
+                    return
+                if index >= skip_rows:
+                    yield _parse(location, bytes(data[pos:end]).strip(_SPACE))
+                index += 1
+                pos = _skip_space(data, end + 1)
+            pos = _skip_space(data, end + 1)
+            continue
+        location = Location(name, row=index)
+        if char == b"{":  # a JSON object after an array (JSON lines): a row
+            end = _value_end(data, pos)
+            if end < 0:
+                if index >= skip_rows:
+                    yield Record(location, error=(
+                        f"the JSON object at byte {pos}, after the array, is truncated or "
+                        "malformed (an unterminated string or object)"))
+                return
             if index >= skip_rows:
-                yield Record(Location(name, row=index), error=(
-                    "the JSON array is truncated or malformed from this row on (an "
-                    "unterminated string, object or array)"))
-            return
-        if index >= skip_rows:
-            raw = bytes(data[pos:end]).strip(_SPACE)
-            location = Location(name, row=index)
-            if not raw:
-                yield Record(location, raw=raw, error="empty element in the JSON array")
-            else:
-                try:
-                    yield Record(location, jsonio.loads(raw), raw)
-                except UnicodeDecodeError as exc:
-                    yield Record(location, raw=raw[:200], error=(
-                        f"element is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at "
-                        f"offset {exc.start})"))
-                except ValueError as exc:
-                    yield Record(location, raw=raw[:200], error=f"invalid JSON: {exc}")
+                yield _parse(location, bytes(data[pos:end]))
+        else:
+            end = data.find(b"\n", pos)
+            end = size if end < 0 else end
+            if index >= skip_rows:
+                yield Record(location, raw=bytes(data[pos:min(end, pos + 200)]), error=(
+                    f"unexpected content at byte {pos}, after the JSON array: neither "
+                    "another array nor a JSON object"))
         index += 1
-        if closing:
-            return
-        pos = _skip_space(data, end + 1)
+        pos = _skip_space(data, end)
+
+
+def _parse(location: Location, raw: bytes) -> Record:
+    if not raw:
+        return Record(location, raw=raw, error="empty element in the JSON array")
+    try:
+        return Record(location, jsonio.loads(raw), raw)
+    except UnicodeDecodeError as exc:
+        return Record(location, raw=raw[:200], error=(
+            f"element is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"))
+    except ValueError as exc:
+        return Record(location, raw=raw[:200], error=f"invalid JSON: {exc}")
 
 
 def _skip_space(data: Any, pos: int) -> int:
@@ -95,6 +128,30 @@ def _skip_space(data: Any, pos: int) -> int:
     while pos < size and data[pos] in _SPACE:
         pos += 1
     return pos
+
+
+def _value_end(data: Any, pos: int) -> int:
+    """The offset after the object or array that opens at ``pos`` (-1: the file ends first)."""
+    depth = 0
+    while True:
+        match = _STRUCTURE.search(data, pos)
+        if match is None:
+            return -1
+        char = match.group()
+        at = match.start()
+        if char == b'"':
+            string = _STRING.match(data, at)
+            if string is None:
+                return -1
+            pos = string.end()
+            continue
+        if char in b"[{":
+            depth += 1
+        elif char in b"]}":
+            depth -= 1
+            if depth == 0:
+                return at + 1
+        pos = at + 1
 
 
 def _element_end(data: Any, pos: int) -> tuple[int, bool]:
