@@ -17,6 +17,7 @@ from ..summarizers import make_summarizer, resolve_summarizer
 from .compressor import TrajectoryCompressor
 from .layout import plan_layout
 from .local import RunOptions, RunResult, run_pipeline
+from .lock import output_lock
 from .paths import check_existing, check_writes, planned_writes, run_record
 
 
@@ -61,19 +62,21 @@ def compress_dataset(
     if config.cache_enabled and config.cache_path is None:
         config = config.replace(cache_path=str(layout.summary_cache))
     check_writes(inputs, planned_writes(layout, config))
-    check_existing(inputs, layout, config,
-                   run_record(inputs, layout, config, sample_percent, seed),
-                   overwrite=overwrite, resume=resume)
-    options = RunOptions(sample_percent=sample_percent, seed=seed, strict=strict, quiet=quiet,
-                         resume=resume)
-    if config.engine == "ray":
-        from .ray import compress_on_ray  # imports ray: only when asked for
+    # Held until the outputs, sidecars and metrics are all committed: one run at a time.
+    with output_lock(layout.lock, next(iter(layout.outputs.values()), layout.stem_path)):
+        check_existing(inputs, layout, config,
+                       run_record(inputs, layout, config, sample_percent, seed),
+                       overwrite=overwrite, resume=resume)
+        options = RunOptions(sample_percent=sample_percent, seed=seed, strict=strict, quiet=quiet,
+                             resume=resume)
+        if config.engine == "ray":
+            from .ray import compress_on_ray  # imports ray: only when asked for
 
-        return compress_on_ray(inputs, layout, config, options, dialect, summarizer,
-                               actors=config.ray_actors)
-    counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
-    if summarizer is None:
-        summarizer = make_summarizer(config, counter)
-    compressor = TrajectoryCompressor(config, summarizer, counter, dialect or SHAREGPT)
-    chosen = dialect or partial(detect, config=config)
-    return run_pipeline(compressor, inputs, layout, options, chosen)
+            return compress_on_ray(inputs, layout, config, options, dialect, summarizer,
+                                   actors=config.ray_actors)
+        counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
+        if summarizer is None:
+            summarizer = make_summarizer(config, counter)
+        compressor = TrajectoryCompressor(config, summarizer, counter, dialect or SHAREGPT)
+        chosen = dialect or partial(detect, config=config)
+        return run_pipeline(compressor, inputs, layout, options, chosen)

@@ -51,6 +51,11 @@ class OutputLayout:
         return self.stem_path.with_name(f".{self.stem_path.name}.checkpoint.json")
 
     @property
+    def lock(self) -> Path:
+        """Held by the run writing these outputs: one run per output at a time."""
+        return self.stem_path.with_name(f".{self.stem_path.name}.lock")
+
+    @property
     def sidecars(self) -> list[Path]:
         return [self.metrics, self.over_limit, self.rejects]
 

@@ -63,6 +63,7 @@ def planned_writes(layout: OutputLayout, config: CompressionConfig) -> list[Writ
     atomic(layout.over_limit, "over-limit file")
     atomic(layout.rejects, "rejects file")
     atomic(layout.checkpoint, "checkpoint")
+    writes.append(Written(layout.lock, "lock file", "temp"))
     if config.cache_enabled and config.cache_path and config.summarizer != "extractive":
         cache = Path(config.cache_path)
         writes.append(Written(cache, "summary cache", "temp"))

@@ -1,0 +1,123 @@
+"""One run per output at a time: an exclusive lock file beside the output (§7).
+
+The lock is ``.<output stem>.lock`` beside the sidecars. A run holds an advisory
+``flock`` on it for its whole life and writes its pid and host into it, so a second run
+into the same output refuses at once (exit 2) naming the holder. The kernel drops the
+``flock`` when its holder dies, so a lock left by a killed run is stale by construction
+and is taken over; where ``flock`` does not work (some network file systems) the pid and
+host decide: a lock naming a pid that is no longer alive on this host is stale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import ConfigError
+
+
+class OutputLocked(ConfigError):
+    """Another run holds the output (exit code 2)."""
+
+
+def lock_path(stem_path: Path) -> Path:
+    """The lock file of the outputs whose sidecars start with ``stem_path``."""
+    return stem_path.with_name(f".{stem_path.name}.lock")
+
+
+@contextlib.contextmanager
+def output_lock(path: Path, output: Path) -> Iterator[None]:
+    """Hold the lock ``path`` for ``output`` while the block runs; `OutputLocked` if
+    another live run holds it."""
+    fd = _acquire(path, output)
+    try:
+        yield
+    finally:
+        # Unlinked before it is released: a run waiting on this inode re-checks the name.
+        with contextlib.suppress(OSError):
+            path.unlink()
+        os.close(fd)
+
+
+def _acquire(path: Path, output: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(50):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            locked = _flock(fd)
+            if locked is False or (locked is None and _held_by_live_process(fd)):
+                raise OutputLocked(_refusal(path, output, fd))
+            try:
+                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:  # its holder finished and removed it meanwhile: try again
+                os.close(fd)
+                continue
+            holder = {"pid": os.getpid(), "host": socket.gethostname(),
+                      "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "output": str(output)}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(holder).encode("utf-8") + b"\n", 0)
+            return fd
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
+    raise OutputLocked(f"cannot take the lock {path} for {output}: it keeps changing")
+
+
+def _flock(fd: int) -> bool | None:
+    """True: locked; False: another process holds it; None: flock is not supported."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            return None
+        raise
+    return True
+
+
+def _holder(fd: int) -> dict[str, Any]:
+    # The holder writes its name just after it locks: wait a moment for it.
+    for _ in range(20):
+        try:
+            data = json.loads(os.pread(fd, 4096, 0) or b"null")
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            return data
+        time.sleep(0.01)
+    return {}
+
+
+def _held_by_live_process(fd: int) -> bool:
+    """Without flock: does the lock name a live process (or one on another host)?"""
+    holder = _holder(fd)
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or holder.get("host") != socket.gethostname():
+        return bool(holder)  # another host's run, which cannot be checked from here
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False  # stale: its run died
+    except PermissionError:
+        return True
+    return pid != os.getpid()
+
+
+def _refusal(path: Path, output: Path, fd: int) -> str:
+    holder = _holder(fd)
+    who = (f"pid {holder.get('pid')} on {holder.get('host')}, started "
+           f"{holder.get('started')}" if holder else "another process")
+    return (f"{output} is being written by another run ({who}; lock file {path}); wait "
+            "for it to finish, or choose another output (-o)")
