@@ -11,7 +11,6 @@ from trajectory_compressor.formats.base import InputFile, temp_path
 from trajectory_compressor.formats.parquet import (
     METRICS_COLUMN,
     ParquetSink,
-    ParquetWriteError,
     parts_dir,
     read_parquet,
     schema_problem,
@@ -142,7 +141,8 @@ def test_inferred_schema_is_the_union_of_every_rows_keys(tmp_path, monkeypatch):
     assert back[2]["conversations"] == [{"from": "gpt", "value": "x", "weight": 0.5}]
 
 
-def test_columns_of_clashing_types_are_a_clear_error(tmp_path, monkeypatch):
+def test_a_row_whose_column_changes_type_is_refused_alone(tmp_path, monkeypatch):
+    # Issue 24 item 7: the row is refused (the caller rejects it), the file goes on.
     import trajectory_compressor.formats.parquet as sink_module
 
     monkeypatch.setattr(sink_module, "ROW_GROUP_ROWS", 1)
@@ -150,7 +150,9 @@ def test_columns_of_clashing_types_are_a_clear_error(tmp_path, monkeypatch):
     sink = ParquetSink(out)
     turns = [{"from": "human", "value": "hi"}]
     sink.write_row({"conversations": turns, "label": 3})
-    with pytest.raises(ParquetWriteError, match="--output-format jsonl"):
+    with pytest.raises(ValueError, match="another type"):
         sink.write_row({"conversations": turns, "label": "three"})
-    sink.discard()
-    assert not out.exists() and not parts_dir(out).exists()
+    sink.write_row({"conversations": turns, "label": 4})
+    sink.commit()
+    assert pq.read_table(out).column("label").to_pylist() == [3, 4]
+    assert not parts_dir(out).exists()

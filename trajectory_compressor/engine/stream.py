@@ -18,6 +18,7 @@ from ..dialects import DETECT_ROWS
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
 from ..formats.base import InputFile, Record
+from ..formats.jsonio import MAX_NESTING, too_deep
 from ..formats.registry import read_records
 
 # Characters of input per batch, besides the batch's row count.
@@ -81,7 +82,7 @@ class RowStream:
         resumed run decides as the interrupted one did)."""
         if self._choose is not None:
             first = [r.row for r in islice(read_records(source, 0), DETECT_ROWS)
-                     if r.error is None]
+                     if r.error is None and not too_deep(r.row, r.raw)]
             self.dialect = self._choose(first)
         return self.dialect
 
@@ -104,7 +105,11 @@ class RowStream:
 
     def entry(self, record: Record, draws: int = 0) -> Entry:
         """``record`` validated: its turns, or the reason it is rejected."""
-        size = len(record.raw) if record.raw is not None else self.dialect.text_chars(record.row)
+        if record.error is None and too_deep(record.row, record.raw):
+            record.error = (f"nested more than {MAX_NESTING} levels deep (objects and "
+                            "arrays); rows this deep are not processed")
+        size = (len(record.raw) if record.raw is not None else
+                0 if record.error is not None else self.dialect.text_chars(record.row))
         entry = Entry(record, draws, size, self.dialect)
         try:
             if record.error is not None:

@@ -17,6 +17,11 @@ from typing import Any
 
 import orjson
 
+# How deep a row's values may nest (objects and arrays). Real trajectories nest a dozen
+# levels; a row deeper than this is a located reject (README: bad input), so that no
+# reader, counter or writer meets a value deeper than Python's recursion can follow.
+MAX_NESTING = 256
+
 # A run of 19 or more digits may be an integer orjson cannot hold (it makes it a float).
 _LONG_DIGITS = re.compile(rb"\d{19,}")
 
@@ -29,6 +34,8 @@ def loads(data: bytes | str) -> Any:
             return json.loads(data)
         except ValueError:
             pass  # not JSON at all: orjson's message below says why
+        except RecursionError:
+            raise ValueError(_TOO_DEEP) from None
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -38,6 +45,33 @@ def loads(data: bytes | str) -> Any:
             return json.loads(data)
         except ValueError:
             raise ValueError(str(exc)) from None
+        except RecursionError:
+            raise ValueError(_TOO_DEEP) from None
+
+
+_TOO_DEEP = f"nested more than {MAX_NESTING} levels deep (objects and arrays)"
+
+
+def too_deep(value: Any, raw: bytes | None = None) -> bool:
+    """Whether ``value`` nests objects and arrays more than `MAX_NESTING` levels deep.
+
+    Iterative, so any depth is measured; ``raw`` (its JSON text, when known) settles the
+    usual case at C speed: fewer opening brackets than the limit cannot nest deeper.
+    """
+    if raw is not None and raw.count(b"[") + raw.count(b"{") <= MAX_NESTING:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, (list, tuple)):
+            continue
+        if depth > MAX_NESTING:
+            return True
+        stack.extend((child, depth + 1) for child in item
+                     if isinstance(child, (dict, list, tuple)))
+    return False
 
 
 def dumps(obj: Any) -> bytes:

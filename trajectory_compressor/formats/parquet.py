@@ -301,14 +301,40 @@ class ParquetSink:
     # writing
 
     def write_row(self, row: Any) -> None:
-        """Buffer ``row`` for the next row group; a string Parquet cannot store (a lone
-        surrogate) raises `UnicodeEncodeError` here, so the caller can reject just it."""
+        """Buffer ``row`` for the next row group; a row this file cannot hold raises here,
+        so the caller can reject just it: a string Parquet cannot store (a lone surrogate,
+        `UnicodeEncodeError`), a field whose type differs from the file's (`ValueError`),
+        a value nested deeper than Parquet allows (`ValueError`)."""
         _check_utf8(row)
+        self._check_fits(row)
         self._buffer.append(row)
         self._chars += self._text_chars(row)
         self.rows += 1
         if len(self._buffer) >= ROW_GROUP_ROWS or self._chars >= ROW_GROUP_CHARS:
             self._write_group()
+
+    def _check_fits(self, row: Any) -> None:
+        """Raise `ValueError` when ``row`` does not fit the file's columns (the input's
+        schema, or the types inferred from the rows so far) or nests too deep."""
+        try:
+            one = self._table([row]).schema
+        except ParquetWriteError as exc:
+            raise ValueError(_short(exc)) from None
+        if _type_depth(one) > _CHECK_DEPTH:
+            try:  # written and read back: a reader refuses some files a writer makes
+                sink = pa.BufferOutputStream()
+                pq.write_table(pa.Table.from_pylist([row], schema=one), sink)
+                pq.read_table(pa.BufferReader(sink.getvalue()))
+            except (pa.ArrowException, OSError, TypeError, ValueError) as exc:
+                raise ValueError(f"Parquet cannot hold this row: {exc}") from None
+        if self.schema is None:
+            seen = [one] if self._unified is None else [self._unified, one]
+            try:
+                self._unified = pa.unify_schemas(seen, promote_options="permissive")
+            except (pa.ArrowException, TypeError) as exc:
+                raise ValueError(f"a field of this row has another type than in the rows "
+                                 f"before it, and one Parquet column has one type ({exc})"
+                                 ) from None
 
     def _write_group(self) -> None:
         table = self._table(self._buffer)
@@ -447,6 +473,26 @@ class ParquetSink:
         if self._writer is not None:
             self._writer.close()  # a part past the checkpoint; a resume deletes it
             self._writer = None
+
+
+# Nesting below this many types is far inside Parquet's own limit: not test-written.
+_CHECK_DEPTH = 24
+
+
+def _type_depth(schema: pa.Schema) -> int:
+    """How deep the types of ``schema`` nest (a flat column is 1)."""
+    deepest = 0
+    stack = [(field.type, 1) for field in schema]
+    while stack:
+        kind, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((kind.field(i).type, depth + 1) for i in range(kind.num_fields))
+    return deepest
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _release_memory() -> None:
