@@ -1,6 +1,7 @@
 """Row ↔ conversation: the only code that knows how a row spells its turns.
 
-`detect` picks a file's dialect from its first rows, unless the config names one:
+`detect` picks a file's dialect from its first rows by majority, unless the config names
+one, and checks every later row against it (`misfit`). What a row looks like:
 - a ``messages`` list of ``{"role", ...}`` objects: OpenAI ``messages``;
 - a ``conversations`` list whose roles are all Hermes' (system/human/gpt/tool) and no
   ``system``/``tools`` column beside it: Hermes ShareGPT, taken as it is;
@@ -12,13 +13,15 @@ LLaMA-Factory's ``dataset_info`` does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from ..core.config import CompressionConfig
 from .base import Dialect
 from .messages import Messages
-from .sharegpt import SHAREGPT, ShareGPTTags, ShareGPTVariant
+from .sharegpt import SHAREGPT, ShareGPT, ShareGPTTags, ShareGPTVariant
 
 # Rows looked at to decide a file's dialect.
 DETECT_ROWS = 32
@@ -26,7 +29,8 @@ DETECT_ROWS = 32
 # (and that row is rejected), so one stray row cannot change how the others are planned.
 VARIANT_TAGS = frozenset({"user", "assistant", "function_call", "observation"})
 
-__all__ = ["DETECT_ROWS", "Dialect", "detect", "dialect_for"]
+__all__ = ["DETECT_ROWS", "Dialect", "detect", "dialect_for", "misfit", "row_check",
+           "row_kind"]
 
 
 def dialect_for(config: CompressionConfig, name: str) -> Dialect:
@@ -58,26 +62,78 @@ def dialect_for(config: CompressionConfig, name: str) -> Dialect:
 
 
 def detect(rows: Iterable[Any], config: CompressionConfig) -> Dialect:
-    """The dialect of a file whose first rows are ``rows`` (``dataset.format`` wins)."""
+    """The dialect of a file whose first rows are ``rows`` (``dataset.format`` wins).
+
+    Decided by majority: each row votes for the dialect it looks like (`row_kind`), so
+    one odd row never decides the file. A dialect decided this way carries a row check
+    (`row_check`): every row of the file that plainly belongs to another dialect is then
+    rejected with that reason instead of being read in the file's dialect.
+    """
     if config.dataset_format != "auto":
         return dialect_for(config, config.dataset_format)
     if _custom_tags(config):
         return dialect_for(config, "sharegpt-variant")
-    column = config.dataset_messages
-    for row in rows:
-        if not isinstance(row, dict):
-            continue
-        if isinstance(row.get(column or "messages"), list) and all(
-                isinstance(m, dict) and "role" in m for m in row[column or "messages"]):
-            return dialect_for(config, "openai")
-        turns = row.get(column or "conversations")
-        if isinstance(turns, list):
-            variant_roles = any(isinstance(t, dict) and t.get("from") in VARIANT_TAGS
-                                for t in turns)
-            columns = any(row.get(key) is not None for key in ("system", "tools"))
-            if variant_roles or columns:
-                return dialect_for(config, "sharegpt-variant")
-    return SHAREGPT
+    kinds = [kind for row in rows
+             if (kind := row_kind(row, config.dataset_messages)) is not None]
+    # Rows that fit both ShareGPT dialects vote only when no row is plainly one dialect.
+    votes = Counter(k for k in kinds if k in _NAMES) or Counter(_VOTE[k] for k in kinds)
+    name = votes.most_common(1)[0][0] if votes else "sharegpt"
+    dialect = ShareGPT() if name == "sharegpt" else dialect_for(config, name)
+    dialect.row_check = partial(misfit, dialect=name,  # type: ignore[attr-defined]
+                                column=config.dataset_messages)
+    return dialect
+
+
+def row_check(dialect: Dialect) -> Callable[[Any], str | None] | None:
+    """The row check `detect` gave ``dialect`` (None: the dialect was named, not guessed)."""
+    return getattr(dialect, "row_check", None)
+
+
+# Where a row that fits both ShareGPT dialects (`row_kind`) votes, when it votes.
+_VOTE = {"sharegpt-columns": "sharegpt-variant", "sharegpt-plain": "sharegpt"}
+_NAMES = {"openai": "OpenAI messages (a 'messages' list of role objects)",
+          "sharegpt-variant": "LLaMA-Factory ShareGPT (a user/assistant/function_call/"
+                              "observation role)",
+          "sharegpt": "Hermes ShareGPT (a 'tool' turn and only system/human/gpt/tool roles)"}
+# Row kinds each file dialect reads as they are meant; others are rejected.
+_FITS = {"openai": {"openai"},
+         "sharegpt-variant": {"sharegpt-variant", "sharegpt-columns", "sharegpt-plain"},
+         "sharegpt": {"sharegpt", "sharegpt-columns", "sharegpt-plain"}}
+
+
+def row_kind(row: Any, column: str | None = None) -> str | None:
+    """The dialect one row looks like: ``openai``, ``sharegpt-variant`` (a variant role),
+    ``sharegpt`` (Hermes: a ``tool`` turn), ``sharegpt-columns`` (only roles both
+    ShareGPT dialects share, with a ``system``/``tools`` column), ``sharegpt-plain`` (the
+    same without those columns), or None (neither: the row's own checks say why)."""
+    if not isinstance(row, dict):
+        return None
+    turns = row.get(column or "conversations")
+    messages = row.get(column or "messages")
+    # An empty 'messages' list beside a conversation is not a messages row.
+    if (isinstance(messages, list) and (messages or not isinstance(turns, list))
+            and all(isinstance(m, dict) and "role" in m for m in messages)):
+        return "openai"
+    if not isinstance(turns, list):
+        return None
+    roles = {t.get("from") for t in turns if isinstance(t, dict)}
+    if roles & VARIANT_TAGS:
+        return "sharegpt-variant"
+    if "tool" in roles:
+        return "sharegpt"
+    if any(row.get(key) is not None for key in ("system", "tools")):
+        return "sharegpt-columns"
+    return "sharegpt-plain"
+
+
+def misfit(row: Any, dialect: str, column: str | None = None) -> str | None:
+    """Why ``row`` does not belong in a file detected as ``dialect`` (None: it does)."""
+    kind = row_kind(row, column)
+    if kind is None or kind in _FITS[dialect]:
+        return None
+    return (f"this row is {_NAMES[kind]}, but its file was detected as {_NAMES[dialect]} "
+            f"by the majority of its first {DETECT_ROWS} rows; split mixed files, or name "
+            "the dialect with --format")
 
 
 def _custom_tags(config: CompressionConfig) -> bool:

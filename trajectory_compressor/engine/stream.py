@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from ..core.conversation import Trajectory
 from ..core.errors import RowError, one_line_error
-from ..dialects import DETECT_ROWS
+from ..dialects import DETECT_ROWS, row_check
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
 from ..formats.base import InputFile, Record
@@ -114,6 +114,9 @@ class RowStream:
         try:
             if record.error is not None:
                 raise RowError(record.error)
+            check = row_check(self.dialect)
+            if check is not None and (why := check(record.row)) is not None:
+                raise RowError(why)
             entry.turns = self.dialect.turns(record.row)
         except RowError as exc:
             entry.reject = exc.reason
