@@ -19,6 +19,7 @@ from ..core.errors import CompressorError, one_line_error
 from ..core.metrics import AggregateMetrics, aggregate_from_state, aggregate_state
 from ..dialects.base import row_id
 from ..formats.base import FinishedFile, InputFile, Record, Sink, text_chars
+from ..formats.json_array import JsonArraySink
 from ..formats.jsonl import JsonlSink
 from ..formats.registry import open_sink
 from .checkpoint import Checkpoint
@@ -134,8 +135,11 @@ class RunWriter:
         try:
             if keep:
                 assert self.sink is not None
+                # An unchanged row keeps its bytes (numbers' exact text), unless it spans
+                # lines (a pretty-printed array element) and the output is JSON lines.
                 if (not result.changed and record.raw is not None
-                        and isinstance(self.sink, JsonlSink)):
+                        and isinstance(self.sink, (JsonlSink, JsonArraySink))
+                        and not (b"\n" in record.raw and isinstance(self.sink, JsonlSink))):
                     self.sink.write_raw(record.raw)
                 else:
                     self.sink.write_row(result.row)

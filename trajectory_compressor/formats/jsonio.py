@@ -22,8 +22,32 @@ import orjson
 # reader, counter or writer meets a value deeper than Python's recursion can follow.
 MAX_NESTING = 256
 
-# A run of 19 or more digits may be an integer orjson cannot hold (it makes it a float).
-_LONG_DIGITS = re.compile(rb"\d{19,}")
+# A run of 19 or more digits may be an integer orjson cannot hold (it makes it a float);
+# a three-digit exponent may be a number no double holds (1e400, 1e-400).
+_LONG_DIGITS = re.compile(rb"\d{19,}|[eE][-+]?\d{3,}")
+_NONZERO = re.compile(r"[1-9]")
+
+
+class JsonNumber(float):
+    """A JSON number no double holds (``1e400``, ``1e-400``): its float value is what
+    the nearest double would be (inf, 0.0), and it is written back as its own text, so
+    the output stays valid JSON and says what the input said."""
+
+    text: str
+
+    def __new__(cls, text: str) -> JsonNumber:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def _number(text: str) -> float:
+    """A JSON number as a float, or a `JsonNumber` when a double cannot hold it."""
+    value = float(text)
+    if not math.isfinite(value) or (value == 0.0 and _NONZERO.search(text.partition("e")[0]
+                                                                     .partition("E")[0])):
+        return JsonNumber(text)
+    return value
 
 
 def loads(data: bytes | str) -> Any:
@@ -31,7 +55,7 @@ def loads(data: bytes | str) -> Any:
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if _LONG_DIGITS.search(raw):
         try:
-            return json.loads(data)
+            return json.loads(data, parse_float=_number)
         except ValueError:
             pass  # not JSON at all: orjson's message below says why
         except RecursionError:
@@ -42,7 +66,7 @@ def loads(data: bytes | str) -> Any:
         if isinstance(data, bytes):
             data.decode("utf-8")  # raises UnicodeDecodeError for non-UTF-8 input
         try:
-            return json.loads(data)
+            return json.loads(data, parse_float=_number)
         except ValueError:
             raise ValueError(str(exc)) from None
         except RecursionError:
@@ -86,18 +110,40 @@ def dumps(obj: Any) -> bytes:
 
 
 def _stdlib_dumps(obj: Any) -> bytes:
+    numbers: list[JsonNumber] = []
+    obj = _mark_numbers(obj, numbers)
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=_default)
     try:
-        return text.encode("utf-8")
+        out = text.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate has no UTF-8 form: escaped as \uXXXX it reads back the same.
-        return json.dumps(obj, ensure_ascii=True, separators=(",", ":"),
-                          default=_default).encode("ascii")
+        out = json.dumps(obj, ensure_ascii=True, separators=(",", ":"),
+                         default=_default).encode("ascii")
+    for i, number in enumerate(numbers):
+        out = out.replace(b'"\\u0000jsonio-number-%d\\u0000"' % i, number.text.encode("ascii"), 1)
+    return out
+
+
+def _mark_numbers(value: Any, numbers: list[JsonNumber]) -> Any:
+    """``value`` with each `JsonNumber` replaced by a marker string (json writes its
+    float value, ``Infinity``, which is not JSON); `_stdlib_dumps` puts the text back."""
+    if isinstance(value, JsonNumber):
+        numbers.append(value)
+        return f"\x00jsonio-number-{len(numbers) - 1}\x00"
+    if isinstance(value, dict):
+        if any(isinstance(v, (JsonNumber, dict, list)) for v in value.values()):
+            return {k: _mark_numbers(v, numbers) for k, v in value.items()}
+        return value
+    if isinstance(value, list):
+        if any(isinstance(v, (JsonNumber, dict, list)) for v in value):
+            return [_mark_numbers(v, numbers) for v in value]
+        return value
+    return value
 
 
 def _has_non_finite(value: Any) -> bool:
     if isinstance(value, float):
-        return not math.isfinite(value)
+        return not math.isfinite(value) and not isinstance(value, JsonNumber)
     if isinstance(value, dict):
         return any(_has_non_finite(v) for v in value.values())
     if isinstance(value, list):
@@ -107,6 +153,8 @@ def _has_non_finite(value: Any) -> bool:
 
 def _default(value: Any) -> Any:
     """JSON for the Python values of Parquet columns that JSON has no type for."""
+    if isinstance(value, JsonNumber):
+        return orjson.Fragment(value.text)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, (decimal.Decimal, datetime.timedelta)):

@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 from ..core.errors import CompressorError
 from ..core.metrics import METRICS_KEY
 from .base import InputFile, Location, Record, replace_file, temp_path, text_chars
+from .jsonio import JsonNumber
 
 READ_BATCH_ROWS = 256
 # Bytes (uncompressed) per record batch read: rows of 100 KB must not come 1,000 at once.
@@ -242,10 +243,15 @@ ROW_GROUP_CHARS = 4 * 2**20
 
 def _check_utf8(value: Any) -> None:
     """Raise `UnicodeEncodeError` if a string in ``value`` has no UTF-8 form (Parquet
-    strings are UTF-8; JSON can carry a lone surrogate escape, Parquet cannot)."""
+    strings are UTF-8; JSON can carry a lone surrogate escape, Parquet cannot), and
+    `ValueError` for a number no Parquet double holds (``1e400``: it would become inf)."""
     if isinstance(value, str):
         if not value.isascii():
             value.encode("utf-8")
+    elif isinstance(value, JsonNumber):
+        raise ValueError(f"the number {value.text} is out of the range of a Parquet double "
+                         f"(it would be stored as {float(value)!r}); use --output-format "
+                         "jsonl")
     elif isinstance(value, dict):
         for key, item in value.items():
             _check_utf8(key)
