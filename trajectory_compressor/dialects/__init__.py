@@ -75,9 +75,16 @@ def detect(rows: Iterable[Any], config: CompressionConfig) -> Dialect:
         return dialect_for(config, "sharegpt-variant")
     kinds = [kind for row in rows
              if (kind := row_kind(row, config.dataset_messages)) is not None]
-    # Rows that fit both ShareGPT dialects vote only when no row is plainly one dialect.
-    votes = Counter(k for k in kinds if k in _NAMES) or Counter(_VOTE[k] for k in kinds)
-    name = votes.most_common(1)[0][0] if votes else "sharegpt"
+    # First messages against conversations; then, among conversations, rows that fit
+    # both ShareGPT dialects vote only when no row is plainly one of them.
+    family = Counter(k == "openai" for k in kinds).most_common(1)
+    if family and family[0][0]:
+        name = "openai"
+    else:
+        shared = [k for k in kinds if k != "openai"]
+        votes = (Counter(k for k in shared if k in _NAMES)
+                 or Counter(_VOTE[k] for k in shared))
+        name = votes.most_common(1)[0][0] if votes else "sharegpt"
     dialect = ShareGPT() if name == "sharegpt" else dialect_for(config, name)
     dialect.row_check = partial(misfit, dialect=name,  # type: ignore[attr-defined]
                                 column=config.dataset_messages)

@@ -1,0 +1,289 @@
+"""Hostile inputs and runs against the readers and writers (issue 24, hardening round 2).
+
+One test per class of failure, each on a variant of the reported case, through the real
+CLI on real files. Expected rows are written out by hand from the inputs below.
+Invariants held (README, "Bad input"): every input row ends in the output or the rejects,
+with a location; no traceback; one run per output; numbers keep their text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.cli_helpers import ROOT, read_jsonl, run_cli
+
+SMALL = ("--summarizer", "extractive", "--target-max-tokens", "150",
+         "--summary-target-tokens", "10", "--no-cache")
+CONV = [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]
+
+
+def _row(row_id: str, **extra: object) -> dict:
+    return {"id": row_id, **extra, "conversations": CONV}
+
+
+def _hermes_long(row_id: str, **extra: object) -> dict:
+    """A Hermes row with tool turns, over a 150-token target by a few turns."""
+    words = " ".join(f"w{i}" for i in range(5))
+    roles = ["system", "human", "gpt", "tool", "gpt", "tool", "gpt", "tool", "gpt", "human",
+             "gpt", "tool", "gpt", "human"]
+    return {"id": row_id, **extra,
+            "conversations": [{"from": r, "value": f"{r} {i} {words}"}
+                              for i, r in enumerate(roles)]}
+
+
+def _ok(result: subprocess.CompletedProcess, code: int) -> None:
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == code, result.stderr
+
+
+def _rows(path: Path) -> list:
+    if path.suffix == ".parquet":
+        return pq.read_table(path).to_pylist()
+    if path.suffix == ".json":
+        return json.loads(path.read_text(encoding="utf-8"))
+    return read_jsonl(path)
+
+
+# 1. Nothing after a .json file's first array is dropped.
+
+def test_everything_after_the_first_array_is_read_or_a_located_reject(tmp_path):
+    # Two arrays (cat a.json b.json), a pretty-printed object, a garbage line in the
+    # middle, then JSON lines: 6 rows kept, the garbage line rejected at its row number.
+    text = (json.dumps([_row("a1"), _row("a2")]) + "\n"
+            + json.dumps([_row("b1")], indent=2) + "\n"
+            + json.dumps(_row("c1"), indent=2) + "\n"
+            + "this is not json\n"
+            + json.dumps(_row("d1")) + "\n" + json.dumps(_row("d2")) + "\n")
+    src = tmp_path / "cat.json"
+    src.write_text(text, encoding="utf-8")
+    out = tmp_path / "out.json"
+    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 1)  # a reject: exit 1, everything else written
+    assert [r["id"] for r in _rows(out)] == ["a1", "a2", "b1", "c1", "d1", "d2"]
+    rejects = read_jsonl(tmp_path / "out.json_rejects.jsonl")
+    assert [(r["row"], r["preview"]) for r in rejects] == [(4, "this is not json")]
+    assert "after the JSON array" in rejects[0]["error"]
+
+
+def test_an_unterminated_object_after_the_array_is_a_located_reject(tmp_path):
+    src = tmp_path / "tail.json"
+    src.write_text(json.dumps([_row("a")]) + '\n{"id": "b", "conversations": [',
+                   encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 1)
+    assert [r["id"] for r in read_jsonl(out)] == ["a"]
+    [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
+    assert reject["row"] == 1 and "truncated" in reject["error"]
+
+
+# 2. One run per output at a time.
+
+def _start(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "trajectory_compressor", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_second_run_into_the_same_output_is_refused_and_the_first_is_whole(tmp_path):
+    # Variant: the two runs read different inputs (a file and a folder-free .json), so a
+    # mix of the two would show in the ids.
+    first = tmp_path / "first.jsonl"
+    first.write_text("".join(json.dumps(_row(f"f{i}", pad="x" * 20000)) + "\n"
+                             for i in range(1500)), encoding="utf-8")
+    second = tmp_path / "second.json"
+    second.write_text(json.dumps([_row(f"s{i}") for i in range(50)]), encoding="utf-8")
+    out = tmp_path / "shared.jsonl"
+    lock = tmp_path / ".shared.lock"
+    proc = _start("compress", str(first), "-o", str(out), *SMALL, "--quiet")
+    deadline = time.monotonic() + 120
+    while not (lock.exists() and lock.stat().st_size):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    loser = run_cli("compress", str(second), "-o", str(out), *SMALL, "--overwrite")
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    _ok(loser, 2)
+    assert f"pid {proc.pid}" in loser.stderr and str(lock.name) in loser.stderr
+    ids = [r["id"] for r in read_jsonl(out)]
+    assert ids == [f"f{i}" for i in range(1500)]
+    metrics = json.loads((tmp_path / "shared_metrics.json").read_text())
+    assert metrics["run"]["inputs"] == [str(first.resolve())]
+    assert read_jsonl(tmp_path / "shared_rejects.jsonl") == []
+    assert not lock.exists()
+
+
+def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(_row("a")) + "\n", encoding="utf-8")
+    lock = tmp_path / ".out.lock"
+    lock.write_text(json.dumps({"pid": dead.pid, "host": os.uname().nodename}),
+                    encoding="utf-8")
+    result = run_cli("compress", str(src), "-o", str(tmp_path / "out.jsonl"), *SMALL)
+    _ok(result, 0)
+    assert [r["id"] for r in read_jsonl(tmp_path / "out.jsonl")] == ["a"]
+    assert not lock.exists()
+
+
+# 3. A deeply nested row is one reject, on every container.
+
+@pytest.mark.parametrize("container", ["jsonl", "json", "parquet"])
+def test_deeply_nested_rows_are_located_rejects_and_the_run_goes_on(tmp_path, container):
+    # Variant: nested objects (not arrays) 2,000 deep in a .json array input, and arrays
+    # 100,000 deep; a row 200 deep (inside the 256 limit) is kept.
+    def nested(depth: int) -> str:
+        return '{"a":' * depth + "1" + "}" * depth
+
+    elements = [json.dumps(_row("ok1")),
+                f'{{"id":"deep","conversations":{json.dumps(CONV)},"x":{nested(2000)}}}',
+                '{{"id":"deeper","conversations":{},"x":{}}}'.format(json.dumps(CONV),
+                                                               "[" * 100000 + "]" * 100000),
+                f'{{"id":"fine","conversations":{json.dumps(CONV)},"x":{nested(20)}}}',
+                json.dumps(_row("ok2"))]
+    src = tmp_path / "deep.json"
+    src.write_text("[" + ",\n".join(elements) + "]", encoding="utf-8")
+    out = tmp_path / f"out.{container}"
+    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 1)
+    assert [r["id"] for r in _rows(out)] == ["ok1", "fine", "ok2"]
+    rejects = read_jsonl(tmp_path / f"out{'.json' if container == 'json' else ''}"
+                                    "_rejects.jsonl")
+    assert [r["row"] for r in rejects] == [1, 2]
+    assert all("levels deep" in r["error"] for r in rejects)
+
+
+def test_a_row_within_the_depth_limit_but_past_parquets_is_a_parquet_reject(tmp_path):
+    deep = "[" * 200 + "]" * 200  # JSON holds it; a Parquet schema 200 lists deep cannot
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(_row("a")) + "\n"
+                   + f'{{"id":"d","conversations":{json.dumps(CONV)},"x":{deep}}}\n'
+                   + json.dumps(_row("b")) + "\n", encoding="utf-8")
+    for container, ids in (("jsonl", ["a", "d", "b"]), ("parquet", ["a", "b"])):
+        out = tmp_path / f"out.{container}"
+        result = run_cli("compress", str(src), "-o", str(out), *SMALL, "--overwrite")
+        _ok(result, 0 if container == "jsonl" else 1)
+        assert [r["id"] for r in _rows(out)] == ids
+    [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
+    assert reject["line"] == 2 and "Parquet" in reject["error"]
+
+
+# 4. One odd row never decides a file's dialect.
+
+def test_a_hermes_row_with_a_tools_column_keeps_the_file_hermes(tmp_path):
+    # Variant: the odd Hermes row has a system column (not tools) and comes first; an
+    # OpenAI row and a LLaMA-Factory row among them are rejected, each with its reason.
+    rows = [_hermes_long("h0", system="be brief"), _hermes_long("h1"), _hermes_long("h2"),
+            {"id": "o", "messages": [{"role": "user", "content": "hi"}]},
+            {"id": "v", "conversations": [{"from": "user", "value": "q"},
+                                          {"from": "assistant", "value": "a"}]}]
+    src = tmp_path / "mixed.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 1)
+    written = read_jsonl(out)
+    assert [r["id"] for r in written] == ["h0", "h1", "h2"]
+    for row in written:
+        assert row["compression_metrics"]["was_compressed"] is True
+        # Hermes' summary is its own human turn (README, Formats), never inside a tool turn.
+        summaries = [t for t in row["conversations"] if "[CONTEXT SUMMARY]" in t["value"]]
+        assert len(summaries) == 1 and summaries[0]["from"] == "human"
+        assert summaries[0]["value"].startswith("[CONTEXT SUMMARY]:")
+    rejects = read_jsonl(tmp_path / "out_rejects.jsonl")
+    assert [r["line"] for r in rejects] == [4, 5]
+    assert "OpenAI messages" in rejects[0]["error"]
+    assert "LLaMA-Factory" in rejects[1]["error"]
+
+
+def test_an_empty_messages_list_among_sharegpt_rows_rejects_only_that_row(tmp_path):
+    rows = [_row("a"), {"id": "m", "messages": []}, _row("b"), _row("c")]
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps(rows), encoding="utf-8")
+    out = tmp_path / "out.parquet"
+    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 1)
+    assert [r["id"] for r in _rows(out)] == ["a", "b", "c"]
+    [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
+    assert reject["row"] == 1
+
+
+def test_an_openai_file_with_one_sharegpt_row_stays_openai(tmp_path):
+    msgs = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    rows = [_row("s0"), {"id": "o1", "messages": msgs}, {"id": "o2", "messages": msgs}]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 1)
+    assert [r["id"] for r in read_jsonl(out)] == ["o1", "o2"]
+    [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
+    assert reject["line"] == 1 and "ShareGPT" in reject["error"]
+
+
+# 6. Exact numbers.
+
+NUMBERS = '"big":-1E+400,"tiny":2.5e-999,"pad":1.50,"int":123456789012345678901234567890'
+
+
+@pytest.mark.parametrize("container", ["jsonl", "json"])
+def test_numbers_keep_their_text_unchanged_and_stay_json_when_compressed(tmp_path,
+                                                                         container):
+    short = f'{{"id":"s",{NUMBERS},"conversations":{json.dumps(CONV)}}}'
+    long_row = _hermes_long("l")
+    long_text = '{{"id":"l",{},"conversations":{}}}'.format(NUMBERS,
+                                                       json.dumps(long_row["conversations"]))
+    src = tmp_path / "in.json"
+    src.write_text("[" + short + ",\n" + long_text + "]", encoding="utf-8")
+    out = tmp_path / f"out.{container}"
+    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 0)
+    text = out.read_text(encoding="utf-8")
+    assert short in text  # the unchanged row, byte for byte
+    # Every line is strict JSON (no Infinity/NaN), and the compressed row says -1E+400.
+    strict = json.loads(text if container == "json" else "[" + ",".join(
+        text.splitlines()) + "]", parse_constant=lambda name: pytest.fail(name))
+    assert strict[1]["compression_metrics"]["was_compressed"] is True
+    assert '"big":-1E+400' in text.splitlines()[-2 if container == "json" else -1]
+    assert '"tiny":2.5e-999' in text.splitlines()[-2 if container == "json" else -1]
+
+
+def test_an_out_of_range_number_is_a_parquet_reject(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(_row("a", v=1.0)) + "\n"
+                   + f'{{"id":"b","v":1e400,"conversations":{json.dumps(CONV)}}}\n'
+                   + json.dumps(_row("c", v=2.0)) + "\n", encoding="utf-8")
+    out = tmp_path / "out.parquet"
+    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 1)
+    assert [r["id"] for r in _rows(out)] == ["a", "c"]
+    [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
+    assert reject["line"] == 2 and "1e400" in reject["error"]
+
+
+# 7. A Parquet output whose column changes type at one row.
+
+def test_a_nested_field_changing_type_in_a_parquet_output_rejects_that_row(tmp_path):
+    # Variant: the field is nested (meta.score), int in the rows before and after it.
+    rows = [_row(f"r{i}", meta={"score": i}) for i in range(5)]
+    rows.insert(3, _row("odd", meta={"score": "high"}))
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "out.parquet"
+    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 1)
+    table = _rows(out)
+    assert [r["id"] for r in table] == ["r0", "r1", "r2", "r3", "r4"]
+    assert [r["meta"]["score"] for r in table] == [0, 1, 2, 3, 4]
+    [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
+    assert reject["line"] == 4 and "another type" in reject["error"]
