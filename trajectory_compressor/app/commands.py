@@ -14,7 +14,7 @@ from ..counting.tokens import TokenCounter
 from ..dialects.sharegpt import SHAREGPT
 from ..engine.job import compress_dataset
 from ..engine.local import RunResult
-from ..engine.paths import check_written_file
+from ..engine.paths import check_written_file, recorded_inputs
 from ..formats import jsonio
 from ..formats.base import write_atomic
 from .textfmt import one_line, reject_lines
@@ -252,7 +252,9 @@ def _write_html(report: RunReport, config: CompressionConfig, path: Path, max_ro
         if path.resolve() == sidecar.resolve():
             raise ConfigError(f"--html {path} would overwrite the run's {sidecar.name}; "
                               "choose another file name")
-    check_written_file(path, str(report.output), "--html file")
+    # The run's own inputs too: its metrics name them, and the page must not replace one.
+    check_written_file(path, str(report.output), "--html file",
+                       protected=recorded_inputs(report.metrics))
     counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     data = collect_report_data(report, config, counter, max_rows)
     write_atomic(path, render_html(data).encode("utf-8"))
