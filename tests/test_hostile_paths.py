@@ -13,7 +13,8 @@ from tests.cli_helpers import run_cli
 from tests.fixtures_runs import HAND_CONFIG, HAND_ROWS, write_jsonl
 
 HAND = ("--target-max-tokens", str(HAND_CONFIG["target_max_tokens"]),
-        "--summary-target-tokens", str(HAND_CONFIG["summary_target_tokens"]))
+        "--summary-target-tokens", str(HAND_CONFIG["summary_target_tokens"]),
+        "--summarizer", "extractive")
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -71,3 +72,45 @@ def test_report_html_never_replaces_the_runs_own_input(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "r.html").read_text(encoding="utf-8").startswith("<!")
     assert src.read_bytes() == before["in.jsonl"]
+
+
+# 10. Every string from data printed to a terminal is inert
+
+# What a terminal acts on: ESC (OSC, CSI), BEL, C1 CSI, bidi overrides and isolates.
+LIVE = ("\x1b", "\x07", "\x9b", "\u202e", "\u2066", "\r")
+
+
+def assert_inert(text: str) -> None:
+    assert not [ch for ch in LIVE if ch in text], repr(text)
+
+
+def test_report_show_prints_a_hostile_row_id_inert(tmp_path):
+    # OSC 52 ended by ST (not BEL, as in the trial), a C1 CSI, a right-to-left override.
+    hostile = "r1\x1b]52;c;cm0gLXJmIH4=\x1b\\\u202e\x9b2J"
+    row = {**HAND_ROWS[0], "id": hostile}
+    _, out = compressed(tmp_path, [row, *HAND_ROWS[1:]])
+    for key in ("0", hostile):
+        proc = run_cli("report", str(out), "--show", key)
+        assert proc.returncode == 0, proc.stderr
+        assert_inert(proc.stdout + proc.stderr)
+        # Still readable: every character is there, spelled out.
+        assert "r1\\u001b]52;c;cm0gLXJmIH4=\\u001b\\\\u202e\\u009b2J" in proc.stdout
+    proc = run_cli("report", str(out), "--show", "0", "--json")
+    assert_inert(proc.stdout)
+    assert json.loads(proc.stdout)["id"] == hostile  # the JSON keeps the exact value
+
+
+def test_compress_summary_and_rejects_list_print_a_hostile_file_name_inert(tmp_path):
+    # The trial's escape was in a row id; here in the input's file name, which the summary
+    # prints (the default output is named after it) and every reject's location holds.
+    name = "d\x1b]52;c;QUJD\x07\u2066x\r.jsonl"
+    src = write_jsonl(tmp_path / name, HAND_ROWS[:2], extra_lines=("{not json",))
+    proc = run_cli("compress", str(src), *HAND)
+    assert proc.returncode == 1, proc.stderr  # 1: a row was rejected
+    assert "Rejected rows: 1" in proc.stdout
+    assert_inert(proc.stdout + proc.stderr)
+    assert "\\u2066x\\u000d_compressed.jsonl" in proc.stdout
+    # Errors quoting a path are inert too.
+    proc = run_cli("report", str(tmp_path / ("gone\x1b[2J\u202e.jsonl")))
+    assert proc.returncode == 2 and "gone\\u001b[2J\\u202e.jsonl" in proc.stderr
+    assert_inert(proc.stderr)

@@ -21,6 +21,7 @@ from ..core.summary import (
     finish_summary_text,
     summary_limit,
 )
+from ..core.terminal import inert
 from ..counting.identity import tokenizer_identity
 from .cache import SummaryCache, cache_key, origin_digest
 from .chat import ChatRequest, Failure
@@ -32,7 +33,7 @@ Finish = Callable[[str], tuple[str, bool] | None]
 
 
 def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr, flush=True)
+    print(inert(f"warning: {message}"), file=sys.stderr, flush=True)
 
 
 class OpenAISummarizer(Summarizer):
