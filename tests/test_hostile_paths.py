@@ -114,3 +114,90 @@ def test_compress_summary_and_rejects_list_print_a_hostile_file_name_inert(tmp_p
     proc = run_cli("report", str(tmp_path / ("gone\x1b[2J\u202e.jsonl")))
     assert proc.returncode == 2 and "gone\\u001b[2J\\u202e.jsonl" in proc.stderr
     assert_inert(proc.stderr)
+
+
+# 9. Secrets: a key where a variable name goes, and keys in the prompt
+
+def test_a_key_given_as_the_variable_name_is_refused_and_never_printed(tmp_path):
+    # The trial gave `--api-key-env sk-…`; a GitHub token is a valid variable name, and a
+    # config endpoint's api_key_env is another way in.
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    token = "ghp_" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"
+    config = tmp_path / "c.yaml"
+    key = "sk-or-v1-" + "0123456789abcdef" * 4
+    config.write_text("summarization:\n  backend: openai\n  endpoints:\n"
+                      "    - base_url: http://127.0.0.1:9/v1\n      model: m\n"
+                      f"      api_key_env: {key}\n", encoding="utf-8")
+    for args, secret in (((*HAND, "--api-key-env", token), token),
+                         (("--config", str(config)), key)):
+        proc = run_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"), *args)
+        assert proc.returncode == 2, proc.stderr
+        assert "not the key itself" in proc.stderr and "(not shown" in proc.stderr
+        assert secret not in proc.stdout + proc.stderr
+        assert secret[:12] not in proc.stderr  # not even a prefix
+        assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_the_prompt_sent_to_the_endpoint_holds_no_key(tmp_path):
+    from tests.fake_llm_server import FakeLLMServer, Recorder, default_reply
+
+    key = "Zq9-local-proxy-token-4471"  # the run's key: no pattern would find it
+    aws = "AKIA" + "Q3EXAMPLE7KEY2AB"  # a credential pattern, not the run's key
+    rows = json.loads(json.dumps(HAND_ROWS))
+    fits = rows[1]["conversations"]
+    fits[4]["value"] += f" export TOKEN={key} done"
+    fits[6]["value"] += f" aws_access_key_id {aws} set"
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    recorder = Recorder(default_reply)
+    with FakeLLMServer(reply=recorder).in_thread() as server:
+        proc = run_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"),
+                       "--target-max-tokens", "100", "--summary-target-tokens", "20",
+                       "--summarizer", "openai", "--base-url", server.url, "--model", "m",
+                       "--api-key-env", "LOCAL_PROXY_KEY", "--quiet",
+                       env={"LOCAL_PROXY_KEY": key})
+    assert proc.returncode == 0, proc.stderr
+    assert recorder.seen, "no summary was requested"
+    sent = json.dumps(recorder.seen)
+    assert key not in sent and aws not in sent
+    assert "[REDACTED]" in sent and "export TOKEN=" in sent  # the rest of the turn went
+    # The row itself keeps its turns (SPEC §12: values round-trip).
+    assert src.read_text(encoding="utf-8").count(key) == 1
+
+
+# Config values: quoted within bounds, and numbers that are numbers
+
+def test_an_alias_bomb_in_a_wrong_typed_value_gives_a_short_message(tmp_path):
+    # The trial's bomb was one wrong-typed value; here an endpoint's weight (a number) and
+    # output.output_suffix (a string), each given nine levels of aliases.
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    for where in ("summarization:\n  endpoints:\n    - base_url: http://127.0.0.1:9/v1\n"
+                  "      model: m\n      weight: *i\n",
+                  "output:\n  output_suffix: *i\n"):
+        config = tmp_path / "c.yaml"
+        config.write_text(where.replace("*i", _inline_bomb()), encoding="utf-8")
+        proc = run_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"),
+                       "--config", str(config), timeout=60)
+        assert proc.returncode == 2, proc.stderr[:500]
+        assert "must be" in proc.stderr and len(proc.stderr) < 600, proc.stderr[:600]
+        assert "..." in proc.stderr  # the value was cut, not spelled out
+
+
+def _inline_bomb() -> str:
+    """A flow sequence with nine levels of anchors and aliases: 9**9 strings if expanded."""
+    value = '&l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]'
+    for level in range(1, 10):
+        value = f"&l{level} [{value}, " + ", ".join([f"*l{level - 1}"] * 8) + "]"
+    return value
+
+
+def test_an_endpoint_weight_that_is_not_a_finite_number_is_refused(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    for weight in (".nan", ".NaN", "-.inf", ".inf"):
+        config = tmp_path / "c.yaml"
+        config.write_text("summarization:\n  backend: openai\n  endpoints:\n"
+                          "    - base_url: http://127.0.0.1:9/v1\n      model: m\n"
+                          f"      weight: {weight}\n", encoding="utf-8")
+        proc = run_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"),
+                       "--config", str(config))
+        assert proc.returncode == 2, proc.stderr
+        assert "endpoints[0].weight must be positive and finite" in proc.stderr

@@ -49,6 +49,7 @@ from ..core.summary import (
 from ..counting.identity import tokenizer_identity
 from .cache import SummaryCache, cache_key, origin_digest
 from .chat import ChatRequest, Completion, parse_reply
+from .dotenv import key_environ
 from .endpoint import Endpoint
 from .prompt import FULL, PromptStyle, build_prompt
 
@@ -60,10 +61,13 @@ _CUSTOM_ID = re.compile(rb'^\{"custom_id":"([^"\\]+)"')
 
 
 def batch_request(
-    config: CompressionConfig, model: str, request: SummaryRequest, style: PromptStyle = FULL
+    config: CompressionConfig, model: str, request: SummaryRequest, style: PromptStyle = FULL,
+    scrub: Scrubber | None = None,
 ) -> tuple[ChatRequest, str]:
-    """What the `openai` backend sends ``model`` for ``request``, and its cache key."""
-    prompt = build_prompt(request, config.max_input_tokens, config.temperature, style)
+    """What the `openai` backend sends ``model`` for ``request`` (its turns passed through
+    ``scrub`` as online), and its cache key."""
+    prompt = build_prompt(request, config.max_input_tokens, config.temperature, style,
+                          scrub=scrub or Scrubber(config.secret_values(key_environ())))
     key = cache_key(model, prompt.messages, prompt.max_tokens, prompt.temperature,
                     style.options)
     return prompt.chat_request(), key
@@ -136,13 +140,14 @@ class BatchExporter(Summarizer):
         self.cached = cached
         self.stats = ExportStats()
         self._seen: set[str] = set()
+        self.scrubber = Scrubber(config.secret_values(key_environ()))
 
     async def summarize(self, request: SummaryRequest) -> Summary:
         if getattr(request, "repair", None) is not None:
             # A repair asks about a first summary the batch has not written yet: phase 2
             # sends it online when it can (`BatchSummarizer`).
             return Summary(SUMMARY_PREFIX, "batch")
-        chat, key = batch_request(self.config, self.model, request)
+        chat, key = batch_request(self.config, self.model, request, scrub=self.scrubber)
         stats = self.stats
         stats.summaries += 1
         if key in self._seen:
@@ -319,6 +324,7 @@ class BatchSummarizer(Summarizer):
         self.online = online
         self.cache: SummaryCache | None = None
         self._own_cache = False
+        self.scrubber = Scrubber(config.secret_values(key_environ()))
 
     def live_counters(self) -> dict[str, int]:
         return self.online.live_counters() if self.online is not None else {}
@@ -346,7 +352,7 @@ class BatchSummarizer(Summarizer):
 
     async def summarize(self, request: SummaryRequest) -> Summary:
         """The batch's summary for ``request``; else the online path; else `SummaryFailed`."""
-        _, key = batch_request(self.config, self.model, request)
+        _, key = batch_request(self.config, self.model, request, scrub=self.scrubber)
         failure = self.failures.get(key)
         found = self._from_cache(key, request)
         if isinstance(found, Summary):

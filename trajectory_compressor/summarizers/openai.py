@@ -117,7 +117,7 @@ class OpenAISummarizer(Summarizer):
         """A summary from the cache, a duplicate in flight, or the endpoints."""
         finish = self._finisher(request.target_tokens)
         prompt = build_prompt(request, self.config.max_input_tokens, self.config.temperature,
-                              self.style, finish)
+                              self.style, finish, scrub=self.scrubber)
         if request.repair is not None:
             # A repair is asked once for one row: neither cached nor shared with twins.
             return await self._repair(prompt.chat_request(), request)
