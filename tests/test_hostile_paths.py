@@ -7,6 +7,7 @@ meet it.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from tests.cli_helpers import run_cli
@@ -201,3 +202,60 @@ def test_an_endpoint_weight_that_is_not_a_finite_number_is_refused(tmp_path):
                        "--config", str(config))
         assert proc.returncode == 2, proc.stderr
         assert "endpoints[0].weight must be positive and finite" in proc.stderr
+
+
+# Inputs that are not what they seem
+
+def test_a_fifo_or_device_key_file_never_blocks_the_run(tmp_path):
+    # The trial's FIFO was ./.env; here $HERMES_HOME/.env is the FIFO and ./.env a link
+    # to /dev/zero (endless): the key is simply not found in either.
+    home = tmp_path / "hermes"
+    home.mkdir()
+    os.mkfifo(home / ".env")
+    (tmp_path / ".env").symlink_to("/dev/zero")
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    proc = run_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"), *HAND[:4],
+                   "--summarizer", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                   "--model", "m", "--api-key-env", "HOSTILE_UNSET_KEY", cwd=tmp_path,
+                   env={"HERMES_HOME": str(home), "HOSTILE_UNSET_KEY": ""}, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "HOSTILE_UNSET_KEY" in proc.stderr and "is not set" in proc.stderr
+
+
+def test_a_fifo_input_is_named_for_what_it_is(tmp_path):
+    fifo = tmp_path / "rows.jsonl"
+    os.mkfifo(fifo)
+    link = tmp_path / "gone.jsonl"
+    link.symlink_to(tmp_path / "missing.jsonl")
+    for spec, kind in ((fifo, "is a FIFO (named pipe)"), (link, "a symbolic link to nothing")):
+        proc = run_cli("compress", str(spec), "-o", str(tmp_path / "o.jsonl"), *HAND,
+                       timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert kind in proc.stderr and "not found" not in proc.stderr
+    proc = run_cli("analyze", str(fifo), timeout=60)
+    assert proc.returncode == 2 and "FIFO" in proc.stderr
+
+
+def test_a_folder_input_passes_over_only_the_side_files_this_tool_wrote(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "a.jsonl", HAND_ROWS)
+    # An earlier run inside the folder: its output is data, its side files are not.
+    proc = run_cli("compress", str(data / "a.jsonl"), "-o", str(data / "a_c.jsonl"), *HAND,
+                   "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    ours = sorted(p.name for p in data.iterdir() if p.name.startswith("a_c_"))
+    assert "a_c_metrics.json" in ours and "a_c_over_limit.jsonl" in ours
+    # Data files that only look like side files: no metrics file says a run wrote them.
+    write_jsonl(data / "users_rejects.jsonl", HAND_ROWS[:2])
+    (data / "team_metrics.json").write_text(json.dumps(HAND_ROWS[2:4]), encoding="utf-8")
+    out = tmp_path / "out"
+    proc = run_cli("compress", str(data), "-o", str(out), *HAND)
+    assert proc.returncode == 0, proc.stderr
+    written = sorted(p.name for p in out.iterdir())
+    assert written == ["a.jsonl", "a_c.jsonl", "team_metrics.json", "users_rejects.jsonl"]
+    assert len((out / "users_rejects.jsonl").read_text().splitlines()) == 2
+    assert len(json.loads((out / "team_metrics.json").read_text())) == 2
+    note = " ".join(proc.stderr.split())
+    assert f"{len(ours)} files in {data} passed over: side files of an earlier run" in note
+    assert all(name in note for name in ours)

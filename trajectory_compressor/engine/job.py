@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..core.config import CompressionConfig
 from ..core.summary import Summarizer
+from ..core.terminal import inert
 from ..counting.tokens import TokenCounter
 from ..dialects import detect
 from ..dialects.base import Dialect
@@ -55,7 +57,12 @@ def compress_dataset(
     # `auto` is settled first: the metrics, checkpoint and output checks record the
     # backend that runs.
     config = resolve_summarizer(config or CompressionConfig())
-    inputs = discover_inputs(input_spec, split=split, data_files=data_files)
+    skipped: list[Path] = []
+    inputs = discover_inputs(input_spec, split=split, data_files=data_files, skipped=skipped)
+    if skipped and not quiet:
+        names = ", ".join(p.name for p in skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+        print(inert(f"note: {len(skipped)} file{'s' * (len(skipped) != 1)} in {input_spec} "
+                    f"passed over: side files of an earlier run ({names})"), file=sys.stderr)
     single = Path(input_spec).is_file() and inputs[0].stream is None
     layout = plan_layout(input_spec, inputs, output, config, single_file=single)
     if config.cache_enabled and config.cache_path is None:
