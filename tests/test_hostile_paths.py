@@ -259,3 +259,71 @@ def test_a_folder_input_passes_over_only_the_side_files_this_tool_wrote(tmp_path
     note = " ".join(proc.stderr.split())
     assert f"{len(ours)} files in {data} passed over: side files of an earlier run" in note
     assert all(name in note for name in ours)
+
+
+# Batch results: one answer per request
+
+def _result(custom_id: str, text: str | None) -> str:
+    """One results line: an answer, or (``text`` None) a provider's error."""
+    if text is None:
+        return json.dumps({"custom_id": custom_id, "response": None,
+                           "error": {"code": "server_error", "message": "boom"}})
+    body = {"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3}}
+    return json.dumps({"custom_id": custom_id,
+                       "response": {"status_code": 200, "body": body}, "error": None})
+
+
+def test_duplicate_custom_ids_in_batch_results_are_an_error_naming_them(tmp_path):
+    import pytest
+
+    from trajectory_compressor.core.errors import ConfigError
+    from trajectory_compressor.core.redact import Scrubber
+    from trajectory_compressor.summarizers.batch import import_results
+    from trajectory_compressor.summarizers.cache import SummaryCache
+
+    first, second = tmp_path / "r1.jsonl", tmp_path / "r2.jsonl"
+    # The trial had one id answered twice in one file; here "k2" is answered in two
+    # files and "k3" twice in the second (once failed), "k1" failed then answered (the
+    # documented second batch for failed requests), "k4" failed twice.
+    first.write_text("\n".join([_result("k1", None), _result("k2", "Two A."),
+                                _result("k4", None)]) + "\n", encoding="utf-8")
+    second.write_text("\n".join([_result("k1", "One."), _result("k2", "Two B."),
+                                 _result("k3", None), _result("k3", "Three."),
+                                 _result("k4", None)]) + "\n", encoding="utf-8")
+    cache = SummaryCache(tmp_path / "c.sqlite")
+    try:
+        with pytest.raises(ConfigError) as caught:
+            import_results([first, second], cache, "m", Scrubber(), "o")
+        message = str(caught.value)
+        assert message.startswith("2 custom_ids of the batch results have more than one")
+        assert f"'k2' at {first}:2, {second}:2" in message
+        assert f"'k3' at {second}:3, {second}:4" in message
+        assert "'k1'" not in message and "'k4'" not in message
+        assert cache.get_entry("k2") is None  # nothing stored before the error
+        # Without the duplicates the same files import: k1's answer wins, k4 failed.
+        second.write_text("\n".join([_result("k1", "One."), _result("k4", None)]) + "\n",
+                          encoding="utf-8")
+        report = import_results([first, second], cache, "m", Scrubber(), "o")
+        assert report.accepted == 2 and set(report.failures) == {"k4"}
+    finally:
+        cache.close()
+
+
+def test_retry_after_is_capped_where_the_readme_says():
+    import email.utils
+    import re
+    import time
+
+    from trajectory_compressor.summarizers.chat import MAX_RETRY_AFTER, parse_retry_after
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    stated = {float(n) for n in re.findall(r"`Retry-After`[^.|]*?honoured up to (\d+) s",
+                                           readme)}
+    assert stated == {MAX_RETRY_AFTER}, stated  # every mention, one figure
+    now = time.time()
+    # The trial sent delta-seconds; here an HTTP date a day ahead, and a huge number.
+    assert parse_retry_after(email.utils.formatdate(now + 86400, usegmt=True), now) \
+        == MAX_RETRY_AFTER
+    assert parse_retry_after("1e12") == MAX_RETRY_AFTER
+    assert parse_retry_after("7") == 7.0

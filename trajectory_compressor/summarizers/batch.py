@@ -36,6 +36,7 @@ import orjson
 from ..core.config import CompressionConfig, EndpointConfig
 from ..core.conversation import SUMMARY_PREFIX
 from ..core.errors import ConfigError
+from ..core.quote import quoted
 from ..core.redact import Scrubber
 from ..core.summary import (
     Summarizer,
@@ -211,10 +212,13 @@ def import_results(
     The reply is judged as the online path judges one (`chat.parse_reply`), then
     scrubbed, redacted and prefixed (`finish_summary_text`); its length is bounded when a
     row uses it (`BatchSummarizer`), where its budget is known. A request with several
-    results keeps its last acceptable one; an entry a row has already used is left alone
-    (importing again, after an interruption or a finished run, changes nothing a row of
-    that run was told).
+    results may fail in all but one (a second batch for the failed requests); two answers
+    for one request, or one request twice in a file, are a `ConfigError` naming them,
+    before anything is stored. An entry a row has already used is left alone (importing
+    again, after an interruption or a finished run, changes nothing a row of that run was
+    told).
     """
+    _check_one_answer_each(paths, model, scrubber)
     report = ImportReport(list(paths))
     accepted: set[str] = set()
     for path in paths:
@@ -256,6 +260,40 @@ def import_results(
     if expected is not None:
         report.missing = len(expected - accepted - report.failures.keys())
     return report
+
+
+def _check_one_answer_each(paths: list[Path], model: str, scrubber: Scrubber) -> None:
+    """Raise `ConfigError` naming the custom_ids with two answers in the results, or two
+    lines in one file: which of them a row should get is not for this tool to guess."""
+    answered: dict[str, str] = {}
+    twice: dict[str, list[str]] = {}
+    for path in paths:
+        endpoint = Endpoint(EndpointConfig(path.resolve().as_uri(), model), None, 0.0)
+        in_file: dict[str, str] = {}
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - closed below, line by line
+        except OSError as exc:
+            raise ConfigError(f"cannot read batch results {path}: {exc.strerror or exc}") \
+                from None
+        with f:
+            for number, line in enumerate(f, 1):
+                parsed = _parse_result(line, endpoint, scrubber) if line.strip() else None
+                if parsed is None or isinstance(parsed, str):
+                    continue
+                key, where = parsed[0], f"{path}:{number}"
+                first = in_file.setdefault(key, where)
+                if isinstance(parsed[1], Completion):
+                    first = answered.setdefault(key, where) if first == where else first
+                if first != where:
+                    twice.setdefault(key, [first]).append(where)
+    if twice:
+        shown = "; ".join(f"{quoted(key)} at {', '.join(places)}"
+                          for key, places in list(twice.items())[:5])
+        more = f" and {len(twice) - 5} more" if len(twice) > 5 else ""
+        raise ConfigError(f"{len(twice)} custom_id{'s' * (len(twice) != 1)} of the batch "
+                          f"results {'have' if len(twice) != 1 else 'has'} more than one "
+                          f"result: {shown}{more}; a request gets one answer: remove the "
+                          "extra lines, or give each results file once")
 
 
 def _parse_result(
