@@ -327,3 +327,47 @@ def test_retry_after_is_capped_where_the_readme_says():
         == MAX_RETRY_AFTER
     assert parse_retry_after("1e12") == MAX_RETRY_AFTER
     assert parse_retry_after("7") == 7.0
+
+
+# --token-counting chat_template without a usable jinja2
+
+HIDE_JINJA2 = """\
+import importlib.machinery as machinery
+
+_find = machinery.PathFinder.find_spec
+
+
+def _find_spec(name, path=None, target=None):
+    if name == "jinja2" or name.startswith("jinja2."):
+        return None
+    return _find(name, path, target)
+
+
+machinery.PathFinder.find_spec = staticmethod(_find_spec)
+"""
+
+
+def test_chat_template_counting_without_jinja2_stops_at_start_with_the_install_line(tmp_path):
+    from tests.cli_helpers import ROOT
+    from tests.template_tokenizer import CHATML
+
+    template = tmp_path / "chatml.jinja"
+    template.write_text(CHATML, encoding="utf-8")
+    src = tmp_path / "chat.jsonl"
+    src.write_bytes((ROOT / "data_samples" / "openai_messages.jsonl").read_bytes())
+    # The trial ran compress with jinja2 not installed (here hidden from the import
+    # system, as when it is absent); analyze too must say so once, at start.
+    folder = tmp_path / "nojinja"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(HIDE_JINJA2, encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    counting = ("--token-counting", "chat_template", "--chat-template", str(template))
+    for args in (("compress", str(src), "-o", str(out), *counting, "--summarizer",
+                  "extractive"), ("analyze", str(src), *counting)):
+        proc = run_cli(*args, env={"PYTHONPATH": f"{folder}:{ROOT}"})
+        assert proc.returncode == 2, proc.stderr
+        assert "jinja2 3.1 or later, which is not installed" in proc.stderr
+        assert "pip install 'jinja2>=3.1'" in proc.stderr
+        assert proc.stderr.count("\n") == 1 and proc.stdout == ""  # one line, no rows
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chat.jsonl", "chatml.jinja",
+                                                          "nojinja"]
