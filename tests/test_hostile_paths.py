@@ -371,3 +371,103 @@ def test_chat_template_counting_without_jinja2_stops_at_start_with_the_install_l
         assert proc.stderr.count("\n") == 1 and proc.stdout == ""  # one line, no rows
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chat.jsonl", "chatml.jinja",
                                                           "nojinja"]
+
+
+# --resume: the bytes already read, and the checkpoint itself
+
+RESUME = ("--summarizer", "extractive", "--target-max-tokens", "500",
+          "--summary-target-tokens", "60", "--quiet", "--checkpoint-every", "100")
+
+
+def interrupted(tmp_path: Path, rows: int = 3000) -> tuple[Path, Path, Path]:
+    """An input, and a run over it killed after its first checkpoint: input, output,
+    checkpoint."""
+    import signal
+
+    from tests.cli_helpers import interrupt_when, start_cli
+    from tests.datagen import write_jsonl as generated
+
+    src = generated(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    checkpoint = tmp_path / ".out.checkpoint.json"
+    proc = start_cli("compress", str(src), "-o", str(out), *RESUME)
+    interrupt_when(proc, checkpoint.exists, signal.SIGKILL)
+    return src, out, checkpoint
+
+
+def edit_in_place(path: Path, line: int) -> None:
+    """Change one character of line ``line`` (1-based); size and times stay."""
+    st = path.stat()
+    lines = path.read_bytes().split(b"\n")
+    text = lines[line - 1]
+    at = text.index(b'"value": "') + len(b'"value": "')
+    lines[line - 1] = text[:at] + (b"Q" if text[at:at + 1] != b"Q" else b"R") + text[at + 1:]
+    path.write_bytes(b"\n".join(lines))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+
+
+def test_resume_refuses_an_input_edited_in_place_where_it_was_read(tmp_path):
+    src, out, checkpoint = interrupted(tmp_path)
+    skip = json.loads(checkpoint.read_bytes())["skip"]
+    assert 0 < skip < 2900, skip
+    saved, st = src.read_bytes(), src.stat()
+    # The trial edited the first row; here a row just before the cut.
+    edit_in_place(src, skip - 1)
+    proc = run_cli("compress", str(src), "-o", str(out), *RESUME, "--resume")
+    assert proc.returncode == 2, proc.stderr
+    assert f"the input {src} changed in the part the interrupted run had already read" \
+        in proc.stderr
+    assert not out.exists() and checkpoint.exists()
+    # An edit past the cut is the part not read yet: the resume goes on and reads it.
+    src.write_bytes(saved)
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+    edit_in_place(src, 2990)
+    proc = run_cli("compress", str(src), "-o", str(out), *RESUME, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert len(out.read_bytes().splitlines()) == 3000
+
+
+def test_resume_refuses_a_damaged_checkpoint(tmp_path):
+    src, out, checkpoint = interrupted(tmp_path)
+    good = json.loads(checkpoint.read_bytes())
+    # The trial set a counter out of range; here a wrong type, a cut moved forward (rows
+    # would be lost), one moved back (rows written twice), a negative sidecar offset.
+    damages = [({"skip": str(good["skip"])}, "skip is '"),
+               ({"skip": good["skip"] + 7}, "its metrics count"),
+               ({"skip": good["skip"] - 7}, "its metrics count"),
+               ({"rejects": -1}, "rejects is -1"),
+               ({"file_index": 3}, "file_index 3 is past the 1 inputs")]
+    for change, said in damages:
+        checkpoint.write_text(json.dumps({**good, **change}), encoding="utf-8")
+        proc = run_cli("compress", str(src), "-o", str(out), *RESUME, "--resume")
+        assert proc.returncode == 2, (change, proc.stderr)
+        assert f"the checkpoint {checkpoint} is damaged" in proc.stderr and said in proc.stderr
+        assert not out.exists()
+    checkpoint.write_text(json.dumps(good), encoding="utf-8")
+    proc = run_cli("compress", str(src), "-o", str(out), *RESUME, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert len(out.read_bytes().splitlines()) == 3000
+
+
+def test_a_file_name_that_is_not_utf8_still_gets_its_metrics(tmp_path):
+    # The trial gave one such file; here a folder holding a Latin-1 name beside a UTF-8
+    # one, with a rejected row in it, run twice (the rerun must recognise its outputs).
+    data = tmp_path / "data"
+    data.mkdir()
+    latin = Path(os.fsdecode(bytes(data) + b"/caf\xe9.jsonl"))
+    write_jsonl(latin, HAND_ROWS[:3], extra_lines=("{not json",))
+    write_jsonl(data / "plain.jsonl", HAND_ROWS[3:])
+    out = tmp_path / "out"
+    for _ in range(2):
+        proc = run_cli("compress", str(data), "-o", str(out), *HAND)
+        assert proc.returncode == 1, proc.stderr  # 1: the rejected row
+        assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+        metrics = json.loads((tmp_path / "out_metrics.json").read_bytes())
+        assert metrics["summary"]["total_trajectories"] == 5
+        assert metrics["summary"]["rows_rejected"] == 1
+        assert str(latin.resolve()) in metrics["run"]["inputs"]  # the same name read back
+        assert sorted(os.listdir(bytes(out))) == [b"caf\xe9.jsonl", b"plain.jsonl"]
+    assert "caf\\udce9.jsonl:4" in proc.stdout  # printed, spelled out
+    report = run_cli("report", str(out))
+    assert report.returncode == 0 and "rows" in report.stdout

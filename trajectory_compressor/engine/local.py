@@ -31,6 +31,7 @@ from .count import Item
 from .layout import OutputLayout
 from .paths import run_record
 from .progress import Progress
+from .resume_guard import ConsumedDigest, check_checkpoint
 from .stream import Entry, RowStream
 from .writer import RunWriter, StrictStop
 
@@ -121,6 +122,14 @@ class Pipeline:
         # A resume must count with the same tokenizer files, mode and template.
         settings["tokenizer"] = tokenizer_identity(self.config)
         fingerprints = (input_fingerprint(self.inputs), settings)
+        self._consumed = ConsumedDigest(self.inputs)
+        try:
+            return await self._run(fingerprints)
+        finally:
+            self._consumed.close()
+
+    async def _run(self, fingerprints: tuple[list[dict[str, Any]], dict[str, Any]]
+                   ) -> RunResult:
         resume = self._resume_point(*fingerprints)
         total = None if self.options.sample_percent is not None else count_rows(self.inputs)
         self.progress = Progress(quiet=self.options.quiet, total=total)
@@ -129,6 +138,7 @@ class Pipeline:
                          self.options.strict, resume,
                          resuming=resume is not None)
         self.writer = writer
+        writer.consumed = self._consumed
         self.metrics = writer.metrics
         if resume is None:
             self.metrics.processing_start_time = datetime.now().isoformat()
@@ -192,6 +202,8 @@ class Pipeline:
             return None
         checkpoint = Checkpoint.load(path)
         check_resumable(checkpoint, inputs, settings)
+        check_checkpoint(checkpoint, path, self.inputs, self._consumed,
+                         sampled=self.options.sample_percent is not None)
         return checkpoint
 
     def _note(self, message: str) -> None:
