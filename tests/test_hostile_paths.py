@@ -471,3 +471,35 @@ def test_a_file_name_that_is_not_utf8_still_gets_its_metrics(tmp_path):
     assert "caf\\udce9.jsonl:4" in proc.stdout  # printed, spelled out
     report = run_cli("report", str(out))
     assert report.returncode == 0 and "rows" in report.stdout
+
+
+# A DatasetDict's splits, every one of them back from datasets.load_dataset(OUTPUT)
+
+def test_every_split_of_a_dataset_dict_comes_back_from_load_dataset(tmp_path):
+    import datasets
+
+    from tests.datagen import rows
+
+    datasets.disable_progress_bars()
+    # The trial's split was "holdout" (came back inside train); here also one whose name
+    # holds a word datasets reads as another split ("my_eval.v2" came back as "test").
+    sizes = {"train": 7, "holdout": 4, "my_eval.v2": 3}
+    source = datasets.DatasetDict({
+        name: datasets.Dataset.from_list(list(rows(n, start=100 * i)))
+        for i, (name, n) in enumerate(sizes.items())})
+    folder = tmp_path / "dd"
+    source.save_to_disk(str(folder))
+    out = tmp_path / "out"
+    proc = run_cli("compress", str(folder), "-o", str(out), "--summarizer", "extractive",
+                   "--target-max-tokens", "500", "--summary-target-tokens", "60", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    back = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "cache"))
+    assert {name: back[name].num_rows for name in back} == sizes
+    for i, (name, n) in enumerate(sizes.items()):
+        assert back[name]["id"] == [r["id"] for r in rows(n, start=100 * i)]
+    # A README.md the tool did not write is never replaced.
+    (out / "README.md").write_text("# my notes\n", encoding="utf-8")
+    proc = run_cli("compress", str(folder), "-o", str(out), "--summarizer", "extractive",
+                   "--target-max-tokens", "500", "--summary-target-tokens", "60", "--quiet")
+    assert proc.returncode == 2 and "was not written by trajectory-compressor" in proc.stderr
+    assert (out / "README.md").read_text(encoding="utf-8") == "# my notes\n"

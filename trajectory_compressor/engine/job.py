@@ -14,6 +14,7 @@ from ..counting.tokens import TokenCounter
 from ..dialects import detect
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
+from ..formats.hf_card import card_path, check_card
 from ..formats.registry import discover_inputs
 from ..summarizers import make_summarizer, resolve_summarizer
 from .compressor import TrajectoryCompressor
@@ -68,6 +69,9 @@ def compress_dataset(
     if config.cache_enabled and config.cache_path is None:
         config = config.replace(cache_path=str(layout.summary_cache))
     check_writes(inputs, planned_writes(layout, config))
+    card = card_path(layout.outputs.values())
+    if card is not None and not overwrite:
+        check_card(card)
     check_existing(inputs, layout, config,
                    run_record(inputs, layout, config, sample_percent, seed),
                    overwrite=overwrite, resume=resume)

@@ -24,6 +24,7 @@ from ..counting.identity import tokenizer_identity
 from ..dialects.base import Dialect
 from ..formats import jsonio
 from ..formats.base import InputFile, Record, write_atomic
+from ..formats.hf_card import card_path, dataset_card
 from ..formats.registry import count_rows
 from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
 from .compressor import RowResult, TrajectoryCompressor
@@ -163,6 +164,9 @@ class Pipeline:
             if self._counting is not None:
                 self._counting.shutdown(wait=False)
         writer.commit()
+        card = card_path(self.layout.outputs.values())
+        if card is not None:  # every split by its name for datasets.load_dataset(OUTPUT)
+            write_atomic(card, dataset_card(self.layout.outputs.values()))
         self.metrics.processing_end_time = datetime.now().isoformat()
         self.metrics.processing_duration_seconds = writer.elapsed()
         if self.config.metrics_enabled:

@@ -25,6 +25,7 @@ from ..core.config import CompressionConfig
 from ..core.errors import ConfigError
 from ..formats import jsonio
 from ..formats.base import InputFile, temp_path
+from ..formats.hf_card import card_path
 from ..formats.registry import discover_inputs
 from .layout import OutputLayout
 
@@ -64,6 +65,9 @@ def planned_writes(layout: OutputLayout, config: CompressionConfig) -> list[Writ
     atomic(layout.over_limit, "over-limit file")
     atomic(layout.rejects, "rejects file")
     atomic(layout.checkpoint, "checkpoint")
+    card = card_path(layout.outputs.values())
+    if card is not None:
+        atomic(card, "dataset card (the splits, for datasets.load_dataset)")
     if config.cache_enabled and config.cache_path and config.summarizer != "extractive":
         cache = Path(config.cache_path)
         writes.append(Written(cache, "summary cache", "temp"))
