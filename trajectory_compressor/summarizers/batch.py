@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,44 +222,49 @@ def import_results(
     report = ImportReport(list(paths))
     accepted: set[str] = set()
     for path in paths:
-        endpoint = Endpoint(EndpointConfig(path.resolve().as_uri(), model), None, 0.0)
-        try:
-            f = open(path, "rb")  # noqa: SIM115 - closed below, line by line
-        except OSError as exc:
-            raise ConfigError(f"cannot read batch results {path}: {exc.strerror or exc}") \
-                from None
-        with f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                report.lines += 1
-                where = f"{path}:{number}"
-                endpoint.name = where  # failure reasons name the line
-                parsed = _parse_result(line, endpoint, scrubber)
-                if isinstance(parsed, str):
-                    report.unreadable.append(f"{where}: {parsed}")
-                    continue
-                key, outcome = parsed
-                if expected is not None and key not in expected:
-                    report.unknown += 1
-                if isinstance(outcome, Completion):
-                    held = cache.get_entry(key)
-                    # A summary a row already used (an earlier, maybe interrupted, phase 2)
-                    # stays as that row left it: a rerun reports it as online would.
-                    if held is None or held.origin == origin:
-                        text = finish_summary_text(scrubber.literal(outcome.text), scrubber)
-                        usage = SummaryUsage(api_calls=1, prompt_tokens=outcome.prompt_tokens,
-                                             completion_tokens=outcome.completion_tokens)
-                        cache.put(key, model, text, origin=origin, usage=usage)
-                    accepted.add(key)
-                    report.failures.pop(key, None)
-                elif key not in accepted:
-                    report.failures[key] = outcome
+        for where, endpoint, line in _result_lines(path, model):
+            report.lines += 1
+            parsed = _parse_result(line, endpoint, scrubber)
+            if isinstance(parsed, str):
+                report.unreadable.append(f"{where}: {parsed}")
+                continue
+            key, outcome = parsed
+            if expected is not None and key not in expected:
+                report.unknown += 1
+            if isinstance(outcome, Completion):
+                held = cache.get_entry(key)
+                # A summary a row already used (an earlier, maybe interrupted, phase 2)
+                # stays as that row left it: a rerun reports it as online would.
+                if held is None or held.origin == origin:
+                    text = finish_summary_text(scrubber.literal(outcome.text), scrubber)
+                    usage = SummaryUsage(api_calls=1, prompt_tokens=outcome.prompt_tokens,
+                                         completion_tokens=outcome.completion_tokens)
+                    cache.put(key, model, text, origin=origin, usage=usage)
+                accepted.add(key)
+                report.failures.pop(key, None)
+            elif key not in accepted:
+                report.failures[key] = outcome
     report.accepted = len(accepted)
     report.failed = Counter(kind for kind, _ in report.failures.values())
     if expected is not None:
         report.missing = len(expected - accepted - report.failures.keys())
     return report
+
+
+def _result_lines(path: Path, model: str) -> Iterator[tuple[str, Endpoint, bytes]]:
+    """The non-blank lines of a results file, each with its location and an endpoint
+    named after it (so that failure reasons name the line)."""
+    endpoint = Endpoint(EndpointConfig(path.resolve().as_uri(), model), None, 0.0)
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below, line by line
+    except OSError as exc:
+        raise ConfigError(f"cannot read batch results {path}: {exc.strerror or exc}") \
+            from None
+    with f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                endpoint.name = f"{path}:{number}"
+                yield endpoint.name, endpoint, line
 
 
 def _check_one_answer_each(paths: list[Path], model: str, scrubber: Scrubber) -> None:
@@ -268,24 +273,17 @@ def _check_one_answer_each(paths: list[Path], model: str, scrubber: Scrubber) ->
     answered: dict[str, str] = {}
     twice: dict[str, list[str]] = {}
     for path in paths:
-        endpoint = Endpoint(EndpointConfig(path.resolve().as_uri(), model), None, 0.0)
         in_file: dict[str, str] = {}
-        try:
-            f = open(path, "rb")  # noqa: SIM115 - closed below, line by line
-        except OSError as exc:
-            raise ConfigError(f"cannot read batch results {path}: {exc.strerror or exc}") \
-                from None
-        with f:
-            for number, line in enumerate(f, 1):
-                parsed = _parse_result(line, endpoint, scrubber) if line.strip() else None
-                if parsed is None or isinstance(parsed, str):
-                    continue
-                key, where = parsed[0], f"{path}:{number}"
-                first = in_file.setdefault(key, where)
-                if isinstance(parsed[1], Completion):
-                    first = answered.setdefault(key, where) if first == where else first
-                if first != where:
-                    twice.setdefault(key, [first]).append(where)
+        for where, endpoint, line in _result_lines(path, model):
+            parsed = _parse_result(line, endpoint, scrubber)
+            if isinstance(parsed, str):
+                continue
+            key = parsed[0]
+            first = in_file.setdefault(key, where)
+            if isinstance(parsed[1], Completion):
+                first = answered.setdefault(key, where) if first == where else first
+            if first != where:
+                twice.setdefault(key, [first]).append(where)
     if twice:
         shown = "; ".join(f"{quoted(key)} at {', '.join(places)}"
                           for key, places in list(twice.items())[:5])
