@@ -102,13 +102,16 @@ def test_report_show_prints_a_hostile_row_id_inert(tmp_path):
 
 
 def test_compress_summary_and_rejects_list_print_a_hostile_file_name_inert(tmp_path):
-    # The trial's escape was in a row id; here in the input's file name, which the summary
-    # prints (the default output is named after it) and every reject's location holds.
+    # The trial's escape was in a row id; here also in the input's file name, which the
+    # summary prints (the default output is named after it) and every reject's location
+    # holds, and in a rejected row's id and role (its reason quotes the role).
     name = "d\x1b]52;c;QUJD\x07\u2066x\r.jsonl"
-    src = write_jsonl(tmp_path / name, HAND_ROWS[:2], extra_lines=("{not json",))
+    bad = {"id": "\x1b]52;c;SUQ=\x07", "conversations": [
+        {"from": "\x1b]52;c;Uk9MRQ==\x1b\\\u202e", "value": "x"}]}
+    src = write_jsonl(tmp_path / name, [*HAND_ROWS[:2], bad], extra_lines=("{not json",))
     proc = run_cli("compress", str(src), *HAND)
-    assert proc.returncode == 1, proc.stderr  # 1: a row was rejected
-    assert "Rejected rows: 1" in proc.stdout
+    assert proc.returncode == 1, proc.stderr  # 1: rows were rejected
+    assert "Rejected rows: 2" in proc.stdout
     assert_inert(proc.stdout + proc.stderr)
     assert "\\u2066x\\u000d_compressed.jsonl" in proc.stdout
     # Errors quoting a path are inert too.
