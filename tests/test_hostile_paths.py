@@ -435,11 +435,17 @@ def test_resume_refuses_a_damaged_checkpoint(tmp_path):
     src, out, checkpoint = interrupted(tmp_path)
     good = json.loads(checkpoint.read_bytes())
     # The trial set a counter out of range; here a wrong type, a cut moved forward (rows
-    # would be lost), one moved back (rows written twice), a negative sidecar offset.
+    # would be lost), one moved back (rows written twice), a negative sidecar offset,
+    # metrics that lost rows or hold a string, an input index past the inputs.
     damages = [({"skip": str(good["skip"])}, "skip is '"),
                ({"skip": good["skip"] + 7}, "its metrics count"),
-               ({"skip": good["skip"] - 7}, "its metrics count"),
+               ({"skip": good["skip"] - 7}, "but its digest covers"),
                ({"rejects": -1}, "rejects is -1"),
+               ({"metrics": {**good["metrics"],
+                             "total_trajectories": good["metrics"]["total_trajectories"] - 5}},
+                "its metrics count"),
+               ({"metrics": {**good["metrics"], "rows_rejected": "0"}},
+                "metrics rows_rejected is '0'"),
                ({"file_index": 3}, "file_index 3 is past the 1 inputs")]
     for change, said in damages:
         checkpoint.write_text(json.dumps({**good, **change}), encoding="utf-8")
