@@ -112,6 +112,10 @@ class Pipeline:
         # stops at once instead of when that row reaches the head of the window.
         self._stop: asyncio.Future[BaseException] | None = None
 
+    # Checkpoints hold a digest of the input bytes consumed (`resume_guard`); a pipeline
+    # whose runs are never resumed from a checkpoint turns it off.
+    digest_inputs = True
+
     async def run(self) -> RunResult:
         """Process every input; commit all outputs only when everything went through.
 
@@ -123,7 +127,7 @@ class Pipeline:
         # A resume must count with the same tokenizer files, mode and template.
         settings["tokenizer"] = tokenizer_identity(self.config)
         fingerprints = (input_fingerprint(self.inputs), settings)
-        self._consumed = ConsumedDigest(self.inputs)
+        self._consumed = ConsumedDigest(self.inputs if self.digest_inputs else [])
         try:
             return await self._run(fingerprints)
         finally:
