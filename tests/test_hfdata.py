@@ -45,7 +45,8 @@ def test_save_to_disk_to_parquet_shards_that_datasets_loads_back(tmp_path):
     proc = run_cli("compress", str(folder), *SMALL)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "ds_compressed"
-    assert sorted(p.name for p in out.iterdir()) == ["train-00000-of-00002.parquet",
+    assert sorted(p.name for p in out.iterdir()) == ["README.md",
+                                                     "train-00000-of-00002.parquet",
                                                      "train-00001-of-00002.parquet"]
     back = datasets.load_dataset("parquet", data_files=str(out / "*.parquet"), split="train",
                                  cache_dir=str(tmp_path / "cache"))
@@ -67,7 +68,8 @@ def test_dataset_dict_folder_with_a_split(tmp_path):
     proc = run_cli("compress", str(folder), "--split", "test", *SMALL)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "dd_compressed"
-    assert [p.name for p in out.iterdir()] == ["test-00000-of-00001.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md",
+                                                     "test-00000-of-00001.parquet"]
     back = datasets.load_dataset("parquet", data_files=str(out / "*.parquet"), split="train",
                                  cache_dir=str(tmp_path / "cache"))
     assert back["id"] == [r["id"] for r in rows(9, start=100)]
@@ -90,7 +92,8 @@ def test_local_data_files_through_datasets_streaming(tmp_path):
     proc = run_cli("compress", "json", "--data-files", str(src / "*.jsonl"), "-o", str(out),
                    *SMALL)
     assert proc.returncode == 0, proc.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["train-00000-of-00002.parquet",
+    assert sorted(p.name for p in out.iterdir()) == ["README.md",
+                                                     "train-00000-of-00002.parquet",
                                                      "train-00001-of-00002.parquet"]
     back = datasets.load_dataset("parquet", data_files=str(out / "*.parquet"), split="train",
                                  cache_dir=str(tmp_path / "cache"))

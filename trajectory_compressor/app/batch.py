@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import CompressionConfig
 from ..core.errors import ConfigError
+from ..core.terminal import inert
 from ..engine.batch import BatchLimits, ExportResult, export_batch, finish_batch, has_endpoint
 from ..summarizers.batch import ImportReport
 from .commands import format_summary
@@ -50,7 +51,7 @@ def batch_input(
                               sample_percent=sample_percent, seed=seed, split=split,
                               data_files=data_files)
         if not quiet:
-            print(format_export(export, prices))
+            print(inert(format_export(export, prices)))
         return 0
     if prices is not None:
         raise ConfigError("--price-in/--price-out project the cost of the requests phase 1 "
@@ -60,8 +61,8 @@ def batch_input(
                                   quiet=quiet, resume=resume, overwrite=overwrite,
                                   split=split, data_files=data_files)
     if not quiet:
-        print(format_import(report, online=has_endpoint(config)))
-        print(format_summary(result))
+        print(inert(format_import(report, online=has_endpoint(config))))
+        print(inert(format_summary(result)))
     return result.exit_code
 
 

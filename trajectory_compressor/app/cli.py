@@ -13,6 +13,7 @@ import typer
 
 from ..core.config import CompressionConfig
 from ..core.errors import CompressorError, ConfigError, FatalSummaryError, InputError
+from ..core.terminal import inert
 from .flags import HELP_FILLERS, FlagCommand, FlagGroup
 from .gates import MaxFailedOpt, MaxOverLimitOpt, MaxRejectedOpt, parse_gates
 
@@ -145,7 +146,7 @@ DataFilesOpt = Annotated[
 def _load_config(path: Path | None) -> CompressionConfig:
     config = _read_config(path)
     for message in config.ignored_settings():
-        typer.echo(f"warning: {message}", err=True)
+        typer.echo(inert(f"warning: {message}"), err=True)
     return config
 
 
@@ -185,7 +186,7 @@ def _fail(exc: BaseException, debug: bool) -> NoReturn:
         text = " ".join(str(exc).split())[:300]
         code, message = 4, (f"internal error ({type(exc).__name__}: {text}); the run stopped"
                             + ("" if debug else "; --debug shows the traceback"))
-    typer.echo(f"error: {message or type(exc).__name__}", err=True)
+    typer.echo(inert(f"error: {message or type(exc).__name__}"), err=True)
     raise typer.Exit(code)
 
 

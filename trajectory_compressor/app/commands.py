@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import CompressionConfig
 from ..core.errors import ConfigError, InputError, RowError
+from ..core.terminal import inert
 from ..counting.tokens import TokenCounter
 from ..dialects.sharegpt import SHAREGPT
 from ..engine.job import compress_dataset
 from ..engine.local import RunResult
-from ..engine.paths import check_written_file
+from ..engine.paths import check_written_file, recorded_inputs
 from ..formats import jsonio
 from ..formats.base import write_atomic
 from .textfmt import one_line, reject_lines
@@ -51,7 +52,7 @@ def compress_input(
                               seed=seed, strict=strict, quiet=quiet, resume=resume,
                               overwrite=overwrite, split=split, data_files=data_files)
     if not quiet:
-        print(format_summary(result))
+        print(inert(format_summary(result)))
     if gates:
         from .gates import apply_gates, counts_of
 
@@ -160,17 +161,17 @@ def analyze_input(
     analysis = analyze(input_spec, config, targets=targets, sample_percent=sample_percent,
                        seed=seed, split=split, data_files=data_files)
     if json_path == "-":
-        sys.stdout.write(jsonio.dumps_pretty(analysis.to_dict(prices)).decode("utf-8"))
+        sys.stdout.write(inert(jsonio.dumps_pretty(analysis.to_dict(prices)).decode("utf-8")))
     else:
         if json_path is not None:
             write_atomic(Path(json_path), jsonio.dumps_pretty(analysis.to_dict(prices)))
-        sys.stdout.write(format_analysis(analysis, prices) + "\n")
+        sys.stdout.write(inert(format_analysis(analysis, prices)) + "\n")
     if analysis.rows or not analysis.rejected:
         return 0
     where, why = analysis.first_rejects[0]
     sys.stdout.flush()
-    sys.stderr.write(f"error: all {analysis.rejected:,} rows were rejected, nothing to "
-                     f"analyze (the first: {one_line(f'{where}: {why}')})\n")
+    sys.stderr.write(inert(f"error: all {analysis.rejected:,} rows were rejected, nothing "
+                           f"to analyze (the first: {one_line(f'{where}: {why}')})\n"))
     return 1
 
 
@@ -223,7 +224,7 @@ def report_output(
                                        if gates else {})}
         text = (jsonio.dumps_pretty(data).decode("utf-8") if as_json
                 else format_report(report, limit) + "\n")
-        sys.stdout.write(text)
+        sys.stdout.write(inert(text))
         return finish(checked)
     from .timeline import build_timeline
     found = find_row(report, show)
@@ -234,8 +235,8 @@ def report_output(
     counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     timeline = build_timeline(turns, counter.count_many([t["value"] for t in turns]),
                               found.metrics, config)
-    sys.stdout.write(jsonio.dumps_pretty(found_to_dict(found, timeline)).decode("utf-8")
-                     if as_json else format_found(found, timeline) + "\n")
+    sys.stdout.write(inert(jsonio.dumps_pretty(found_to_dict(found, timeline)).decode("utf-8")
+                           if as_json else format_found(found, timeline) + "\n"))
     return finish(checked)
 
 
@@ -252,13 +253,16 @@ def _write_html(report: RunReport, config: CompressionConfig, path: Path, max_ro
         if path.resolve() == sidecar.resolve():
             raise ConfigError(f"--html {path} would overwrite the run's {sidecar.name}; "
                               "choose another file name")
-    check_written_file(path, str(report.output), "--html file")
+    # The run's own inputs too: its metrics name them, and the page must not replace one.
+    check_written_file(path, str(report.output), "--html file",
+                       protected=recorded_inputs(report.metrics))
     counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     data = collect_report_data(report, config, counter, max_rows)
     write_atomic(path, render_html(data).encode("utf-8"))
     if not quiet:
-        print(f"wrote {_shown(path)}: {data.rows:,} rows, {len(data.shown):,} of "
-              f"{data.flagged_total:,} over-limit or failed rows listed with their timelines")
+        print(inert(f"wrote {_shown(path)}: {data.rows:,} rows, {len(data.shown):,} of "
+                    f"{data.flagged_total:,} over-limit or failed rows listed with their "
+                    "timelines"))
 
 
 def validate_output_text(output: str, config: CompressionConfig, *, quiet: bool = False,
@@ -270,7 +274,7 @@ def validate_output_text(output: str, config: CompressionConfig, *, quiet: bool 
 
     found = Validation()
     for problem in validate_output(output, config, found):
-        sys.stdout.write(f"{problem.location}: {problem.message}\n")
+        sys.stdout.write(inert(f"{problem.location}: {problem.message}\n"))
     if not quiet:
         sys.stdout.write(f"{found.rows:,} rows checked, {found.problems:,} problems "
                          f"(target {config.target_max_tokens:,}, counting "

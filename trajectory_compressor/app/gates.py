@@ -25,6 +25,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..core.errors import ConfigError
+from ..core.terminal import inert
 
 GATE_EXIT = 3
 PANEL = "CI gates (exit code 3 when exceeded; N rows or P% of the rows)"
@@ -161,7 +162,7 @@ def finish(results: list[GateResult], code: int = 0) -> int:
     failed = [r for r in results if not r.passed]
     sys.stdout.flush()  # the command's own output first
     for result in failed:
-        sys.stderr.write(result.line() + "\n")
+        sys.stderr.write(inert(result.line()) + "\n")
     sys.stderr.flush()
     return GATE_EXIT if failed else code
 

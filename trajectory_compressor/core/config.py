@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,7 +14,8 @@ from urllib.parse import unquote, urlsplit
 
 from .errors import ConfigError
 from .local_models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, local_model_named
-from .redact import strip_url_credentials
+from .quote import quoted
+from .redact import looks_like_key, masked, strip_url_credentials
 
 BUNDLED_TOKENIZER = "deepseek-v4"
 DEFAULT_SUMMARY_NOTICE = (
@@ -198,16 +200,18 @@ class CompressionConfig:
             value = getattr(self, f.name)
             expected = _FIELD_TYPES[f.name]
             if not _type_ok(value, expected):
+                shown = masked(value) if f.name == "api_key_env" else quoted(value)
                 raise ConfigError(
-                    f"{source}: {_key_of(f.name)} must be {_type_name(expected)}, got {value!r}"
+                    f"{source}: {_key_of(f.name)} must be {_type_name(expected)}, got {shown}"
                 )
+        self._check_key_names(source)
         checks: list[tuple[bool, str]] = [
             (self.target_max_tokens > 0, "compression.target_max_tokens must be positive"),
             (self.summary_target_tokens > 0, "compression.summary_target_tokens must be positive"),
             (
                 self.over_limit_strategy in OVER_LIMIT_STRATEGIES,
                 "compression.over_limit_strategy must be one of "
-                f"{', '.join(OVER_LIMIT_STRATEGIES)}, got {self.over_limit_strategy!r}",
+                f"{', '.join(OVER_LIMIT_STRATEGIES)}, got {quoted(self.over_limit_strategy)}",
             ),
             (
                 self.summary_target_tokens < self.target_max_tokens,
@@ -227,12 +231,12 @@ class CompressionConfig:
             (
                 self.on_low_fidelity in LOW_FIDELITY_POLICIES,
                 f"summarization.on_low_fidelity must be one of "
-                f"{', '.join(LOW_FIDELITY_POLICIES)}, got {self.on_low_fidelity!r}",
+                f"{', '.join(LOW_FIDELITY_POLICIES)}, got {quoted(self.on_low_fidelity)}",
             ),
             (
                 self.summary_references in SUMMARY_REFERENCES,
                 f"summarization.summary_references must be one of "
-                f"{', '.join(SUMMARY_REFERENCES)}, got {self.summary_references!r}",
+                f"{', '.join(SUMMARY_REFERENCES)}, got {quoted(self.summary_references)}",
             ),
             (self.request_timeout > 0, "summarization.request_timeout must be positive"),
             (self.max_input_tokens >= 512, "summarization.max_input_tokens must be >= 512"),
@@ -240,18 +244,18 @@ class CompressionConfig:
             (
                 self.summarizer in SUMMARIZER_BACKENDS,
                 f"summarization.backend must be one of {', '.join(SUMMARIZER_BACKENDS)}, "
-                f"got {self.summarizer!r}",
+                f"got {quoted(self.summarizer)}",
             ),
             (
                 "/" not in self.output_suffix and "\\" not in self.output_suffix
                 and "\0" not in self.output_suffix,
                 "output.output_suffix is added to a file or folder name, so it cannot "
-                f"contain '/', '\\' or NUL, got {self.output_suffix!r}",
+                f"contain '/', '\\' or NUL, got {quoted(self.output_suffix)}",
             ),
             (
                 self.output_format in OUTPUT_FORMATS,
                 f"output.format must be one of {', '.join(OUTPUT_FORMATS)}, "
-                f"got {self.output_format!r}",
+                f"got {quoted(self.output_format)}",
             ),
             (self.max_concurrent_requests >= 1, "processing.max_concurrent_requests must be >= 1"),
             (self.per_trajectory_timeout > 0, "processing.per_trajectory_timeout must be positive"),
@@ -263,24 +267,35 @@ class CompressionConfig:
             (self.num_workers >= 1, "processing.num_workers must be >= 1"),
             (
                 self.engine in ENGINES,
-                f"processing.engine must be one of {', '.join(ENGINES)}, got {self.engine!r}",
+                f"processing.engine must be one of {', '.join(ENGINES)}, got {quoted(self.engine)}",
             ),
             (self.ray_actors is None or self.ray_actors >= 1,
              "processing.ray_actors must be >= 1"),
             (
                 self.dataset_format in DATASET_FORMATS,
                 f"dataset.format must be one of {', '.join(DATASET_FORMATS)}, "
-                f"got {self.dataset_format!r}",
+                f"got {quoted(self.dataset_format)}",
             ),
             (
                 self.token_counting in TOKEN_COUNTING,
                 f"tokenizer.counting must be one of {', '.join(TOKEN_COUNTING)}, "
-                f"got {self.token_counting!r}",
+                f"got {quoted(self.token_counting)}",
             ),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"{source}: {message}")
+
+    def _check_key_names(self, source: str) -> None:
+        """A key given where its variable's name goes is refused, and never repeated."""
+        named = [("summarization.api_key_env (--api-key-env)", self.api_key_env)]
+        named += [(f"summarization.endpoints[{i}].api_key_env", e.api_key_env)
+                  for i, e in enumerate(self.endpoints) if isinstance(e, EndpointConfig)]
+        for where, name in named:
+            if isinstance(name, str) and name and looks_like_key(name):
+                raise ConfigError(f"{source}: {where} names the environment variable that "
+                                  f"holds the key (such as OPENROUTER_API_KEY), not the key "
+                                  f"itself; got {masked(name)}")
 
     def summarization_endpoints(self) -> list[EndpointConfig]:
         """The pool's endpoints: the `endpoints` list, or the reference's single endpoint
@@ -376,7 +391,7 @@ class CompressionConfig:
         """A warning for each accepted-but-ignored key (`IGNORED_KEYS`) set to other than
         its default: the run does not do what that value asks."""
         defaults = CompressionConfig()
-        return [f"{_key_of(attr)} is {getattr(self, attr)!r} but has no effect: {why}"
+        return [f"{_key_of(attr)} is {quoted(getattr(self, attr))} but has no effect: {why}"
                 for attr, why in IGNORED_KEYS.items()
                 if getattr(self, attr) != getattr(defaults, attr)]
 
@@ -606,10 +621,15 @@ def _endpoints(value: Any, source: str) -> list[EndpointConfig]:
         endpoint = EndpointConfig(**item)
         for key, expected in _ENDPOINT_TYPES.items():
             if not _type_ok(getattr(endpoint, key), expected):
+                value = getattr(endpoint, key)
+                shown = masked(value) if key == "api_key_env" else quoted(value)
                 raise ConfigError(f"{source}: {where}.{key} must be {_type_name(expected)}, "
-                                  f"got {getattr(endpoint, key)!r}")
+                                  f"got {shown}")
         for key in ("weight", "max_concurrency", "rpm", "tpm"):
-            if getattr(endpoint, key) is not None and getattr(endpoint, key) <= 0:
-                raise ConfigError(f"{source}: {where}.{key} must be positive")
+            value = getattr(endpoint, key)
+            # NaN compares false with everything: `value <= 0` alone lets it through.
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{source}: {where}.{key} must be positive and finite, "
+                                  f"got {quoted(value)}")
         endpoints.append(endpoint)
     return endpoints

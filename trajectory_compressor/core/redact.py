@@ -257,6 +257,24 @@ class Scrubber:
 _AUTHORITY = re.compile(r"^(?P<head>(?:[A-Za-z][A-Za-z0-9+.-]*:)?//)(?P<authority>[^/?#]*)")
 
 
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def looks_like_key(value: str) -> bool:
+    """Whether ``value`` (given where a variable's name goes) is more likely a key: it is
+    no variable name, a credential pattern finds it, or it is a long mix of upper and
+    lower case letters and digits (names are words: ``OPENROUTER_API_KEY``)."""
+    if not _VARIABLE_NAME.fullmatch(value) or redact(value) != value:
+        return True
+    return len(value) >= 32 and all(re.search(c, value) for c in ("[a-z]", "[A-Z]", "[0-9]"))
+
+
+def masked(value: Any) -> str:
+    """What a message says about a value that may be a key: its length, never its text."""
+    return f"a value of {len(str(value)) if isinstance(value, (str, int)) else '?'} " \
+           "characters (not shown: it may be a key)"
+
+
 def strip_url_credentials(url: str) -> str:
     """``url`` without ``user:password@`` and with key-like query values set to ``REDACTED``.
 

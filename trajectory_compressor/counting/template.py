@@ -76,6 +76,27 @@ class TemplateRenderError(ChatTemplateError):
     """The chat template refused or failed to render one row."""
 
 
+# transformers renders chat templates with jinja2, and refuses versions before 3.1.
+JINJA2_INSTALL = "pip install 'jinja2>=3.1'"
+
+
+def require_jinja2() -> None:
+    """Raise `ChatTemplateError` with the install line when jinja2 (3.1 or later) cannot
+    be imported: checked once when counting starts, not found missing on every row."""
+    try:
+        import jinja2
+    except ImportError:
+        found = None
+    else:
+        found = str(getattr(jinja2, "__version__", "0"))
+    if found is None or tuple(int(p) for p in re.findall(r"\d+", found)[:2]) < (3, 1):
+        have = "is not installed" if found is None else f"is version {found}"
+        raise ChatTemplateError(
+            f"token_counting: chat_template renders the chat template with jinja2 3.1 or "
+            f"later, which {have}; install it: {JINJA2_INSTALL} (it is a dependency of "
+            "trajectory-compressor: bash scripts/setup.sh installs it)")
+
+
 def template_hash(template: str | dict[str, str]) -> str:
     """First 16 hex digits of the sha256 of a template (a dict of named ones: of its JSON)."""
     text = template if isinstance(template, str) else json.dumps(template, sort_keys=True)
@@ -115,6 +136,7 @@ class TemplateCounter:
         *,
         add_generation_prompt: bool = False,
     ) -> None:
+        require_jinja2()
         own = getattr(tokenizer, "chat_template", None)
         if template is None and not own:
             name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__

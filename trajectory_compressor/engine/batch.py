@@ -29,7 +29,7 @@ from ..dialects import detect
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
 from ..formats import jsonio
-from ..formats.base import AtomicFile, InputFile, write_atomic
+from ..formats.base import AtomicFile, InputFile, temp_path, write_atomic
 from ..formats.registry import discover_inputs
 from ..summarizers.batch import (
     ENDPOINT_PATH,
@@ -48,6 +48,7 @@ from .compressor import TrajectoryCompressor
 from .job import compress_dataset
 from .layout import plan_layout
 from .local import RunResult
+from .paths import Written, check_writes
 from .stream import RowStream
 
 MANIFEST = "manifest.json"
@@ -166,6 +167,7 @@ def export_batch(
     inputs = discover_inputs(input_spec, split=split, data_files=data_files)
     folder = _batch_folder(batch_dir, input_spec)
     config = _with_cache_path(input_spec, inputs, output, config)
+    _check_batch_writes(folder, inputs)
     counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     for stale in folder.glob(".requests-*.jsonl.partial"):  # an interrupted export's
         stale.unlink()
@@ -354,6 +356,20 @@ def _batch_folder(batch_dir: str | Path, input_spec: str) -> Path:
                               "files would then include the request files; choose another")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def _check_batch_writes(folder: Path, inputs: list[InputFile]) -> None:
+    """SPEC §12 for phase 1, before anything is written: the manifest and every request
+    file an export may replace or delete (the folder's ``requests-*.jsonl``, their
+    temporary names) is no input and no device, FIFO or folder."""
+    stem = REQUEST_FILE.partition("{")[0]
+    writes = [Written(folder / MANIFEST, "batch manifest"),
+              Written(temp_path(folder / MANIFEST), "temporary file of the batch manifest",
+                      "temp")]
+    writes += [Written(p, "batch request file") for p in sorted(folder.glob(stem + "*.jsonl"))]
+    writes += [Written(p, "temporary batch request file", "temp")
+               for p in sorted(folder.glob(f".{stem}*.jsonl.partial"))]
+    check_writes(inputs, writes, "choose another --batch-dir")
 
 
 def _with_cache_path(input_spec: str, inputs: list[InputFile], output: str | None,

@@ -37,6 +37,8 @@ class Checkpoint:
     elapsed: float = 0.0  # seconds spent before this point
     started: str = ""
     version: int = VERSION
+    # Digests of the input bytes consumed before the cut (`resume_guard.ConsumedDigest`).
+    consumed: list[str] = field(default_factory=list)
 
     def save(self, path: Path) -> None:
         """Write atomically and durably (temporary name, fsync, rename)."""

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..core.config import CompressionConfig
 from ..core.summary import Summarizer
+from ..core.terminal import inert
 from ..counting.tokens import TokenCounter
 from ..dialects import detect
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
+from ..formats.hf_card import card_path, check_card
 from ..formats.registry import discover_inputs
 from ..summarizers import make_summarizer, resolve_summarizer
 from .compressor import TrajectoryCompressor
@@ -56,12 +59,20 @@ def compress_dataset(
     # `auto` is settled first: the metrics, checkpoint and output checks record the
     # backend that runs.
     config = resolve_summarizer(config or CompressionConfig())
-    inputs = discover_inputs(input_spec, split=split, data_files=data_files)
+    skipped: list[Path] = []
+    inputs = discover_inputs(input_spec, split=split, data_files=data_files, skipped=skipped)
+    if skipped and not quiet:
+        names = ", ".join(p.name for p in skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+        print(inert(f"note: {len(skipped)} file{'s' * (len(skipped) != 1)} in {input_spec} "
+                    f"passed over: side files of an earlier run ({names})"), file=sys.stderr)
     single = Path(input_spec).is_file() and inputs[0].stream is None
     layout = plan_layout(input_spec, inputs, output, config, single_file=single)
     if config.cache_enabled and config.cache_path is None:
         config = config.replace(cache_path=str(layout.summary_cache))
     check_writes(inputs, planned_writes(layout, config))
+    card = card_path(layout.outputs.values())
+    if card is not None and not overwrite:
+        check_card(card)
     # Held until the outputs, sidecars and metrics are all committed: one run at a time.
     with output_lock(layout.lock, next(iter(layout.outputs.values()), layout.stem_path)):
         check_existing(inputs, layout, config,

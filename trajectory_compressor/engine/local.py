@@ -24,6 +24,7 @@ from ..counting.identity import tokenizer_identity
 from ..dialects.base import Dialect
 from ..formats import jsonio
 from ..formats.base import InputFile, Record, write_atomic
+from ..formats.hf_card import card_path, dataset_card
 from ..formats.registry import count_rows
 from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
 from .compressor import RowResult, TrajectoryCompressor
@@ -31,6 +32,7 @@ from .count import Item
 from .layout import OutputLayout
 from .paths import run_record
 from .progress import Progress
+from .resume_guard import ConsumedDigest, check_checkpoint
 from .stream import Entry, RowStream
 from .writer import RunWriter, StrictStop
 
@@ -110,6 +112,10 @@ class Pipeline:
         # stops at once instead of when that row reaches the head of the window.
         self._stop: asyncio.Future[BaseException] | None = None
 
+    # Checkpoints hold a digest of the input bytes consumed (`resume_guard`); a pipeline
+    # whose runs are never resumed from a checkpoint turns it off.
+    digest_inputs = True
+
     async def run(self) -> RunResult:
         """Process every input; commit all outputs only when everything went through.
 
@@ -121,6 +127,14 @@ class Pipeline:
         # A resume must count with the same tokenizer files, mode and template.
         settings["tokenizer"] = tokenizer_identity(self.config)
         fingerprints = (input_fingerprint(self.inputs), settings)
+        self._consumed = ConsumedDigest(self.inputs if self.digest_inputs else [])
+        try:
+            return await self._run(fingerprints)
+        finally:
+            self._consumed.close()
+
+    async def _run(self, fingerprints: tuple[list[dict[str, Any]], dict[str, Any]]
+                   ) -> RunResult:
         resume = self._resume_point(*fingerprints)
         total = None if self.options.sample_percent is not None else count_rows(self.inputs)
         self.progress = Progress(quiet=self.options.quiet, total=total)
@@ -129,6 +143,7 @@ class Pipeline:
                          self.options.strict, resume,
                          resuming=resume is not None)
         self.writer = writer
+        writer.consumed = self._consumed
         self.metrics = writer.metrics
         if resume is None:
             self.metrics.processing_start_time = datetime.now().isoformat()
@@ -153,6 +168,9 @@ class Pipeline:
             if self._counting is not None:
                 self._counting.shutdown(wait=False)
         writer.commit()
+        card = card_path(self.layout.outputs.values())
+        if card is not None:  # every split by its name for datasets.load_dataset(OUTPUT)
+            write_atomic(card, dataset_card(self.layout.outputs.values()))
         self.metrics.processing_end_time = datetime.now().isoformat()
         self.metrics.processing_duration_seconds = writer.elapsed()
         if self.config.metrics_enabled:
@@ -192,6 +210,8 @@ class Pipeline:
             return None
         checkpoint = Checkpoint.load(path)
         check_resumable(checkpoint, inputs, settings)
+        check_checkpoint(checkpoint, path, self.inputs, self._consumed,
+                         sampled=self.options.sample_percent is not None)
         return checkpoint
 
     def _note(self, message: str) -> None:

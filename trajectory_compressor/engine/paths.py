@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from ..core.config import CompressionConfig
 from ..core.errors import ConfigError
 from ..formats import jsonio
 from ..formats.base import InputFile, temp_path
+from ..formats.hf_card import card_path
 from ..formats.registry import discover_inputs
 from .layout import OutputLayout
 
@@ -64,6 +66,9 @@ def planned_writes(layout: OutputLayout, config: CompressionConfig) -> list[Writ
     atomic(layout.rejects, "rejects file")
     atomic(layout.checkpoint, "checkpoint")
     writes.append(Written(layout.lock, "lock file", "temp"))
+    card = card_path(layout.outputs.values())
+    if card is not None:
+        atomic(card, "dataset card (the splits, for datasets.load_dataset)")
     if config.cache_enabled and config.cache_path and config.summarizer != "extractive":
         cache = Path(config.cache_path)
         writes.append(Written(cache, "summary cache", "temp"))
@@ -72,9 +77,10 @@ def planned_writes(layout: OutputLayout, config: CompressionConfig) -> list[Writ
     return writes
 
 
-def check_writes(inputs: list[InputFile], writes: list[Written]) -> None:
+def check_writes(inputs: list[InputFile], writes: list[Written], choose: str = _CHOOSE) -> None:
     """Raise `ConfigError` naming both paths when a written path is an input or another
-    written path, is not a regular file, or lies where no file can be created."""
+    written path, is not a regular file, or lies where no file can be created; ``choose``
+    says what to do instead."""
     for item in writes:
         _check_kind(item)
         _check_folder(item.path)
@@ -87,22 +93,22 @@ def check_writes(inputs: list[InputFile], writes: list[Written]) -> None:
             if where == real or (inode is not None and inode == ident):
                 raise ConfigError(f"{item.path} (the {item.what}) would overwrite the input "
                                   f"{path}{_via(item.path, path, where, real)}; nothing "
-                                  f"was written; {_CHOOSE}")
+                                  f"was written; {choose}")
         if item.kind == "folder":
             for path, (real, _) in files:
                 if real.is_relative_to(where):
                     raise ConfigError(f"the input {path} lies in {item.path} (the "
-                                      f"{item.what}), which the run deletes; {_CHOOSE}")
+                                      f"{item.what}), which the run deletes; {choose}")
         else:
             for folder, real_folder in folders:
                 if where.is_relative_to(real_folder):
                     raise ConfigError(f"{item.path} (the {item.what}) lies in {folder.path} "
-                                      f"(the {folder.what}); {_CHOOSE}")
+                                      f"(the {folder.what}); {choose}")
         for key in (where, ident):
             other = seen.get(key)
             if other is not None:
                 raise ConfigError(f"{item.path} (the {item.what}) and {other.path} (the "
-                                  f"{other.what}) are the same file; {_CHOOSE}")
+                                  f"{other.what}) are the same file; {choose}")
             if key is not None:
                 seen.setdefault(key, item)
 
@@ -271,8 +277,10 @@ def _first_difference(metrics: Path, config: CompressionConfig) -> str:
     return ""
 
 
-def check_written_file(path: Path, input_spec: str, what: str) -> None:
-    """A single file another command writes (``analyze --json``): not an input, not a
+def check_written_file(path: Path, input_spec: str, what: str,
+                       protected: Sequence[str | Path] = ()) -> None:
+    """A single file another command writes (``analyze --json``, ``report --html``): not
+    an input, not one of ``protected`` (a run's own inputs and sidecars, say), not a
     device or folder, in a folder that can be written."""
     inputs: list[InputFile] = []
     local = Path(input_spec).exists() or any(ch in input_spec for ch in "*?[")
@@ -281,5 +289,16 @@ def check_written_file(path: Path, input_spec: str, what: str) -> None:
             inputs = discover_inputs(input_spec)
         except Exception:  # the command itself reports a bad input, in its words
             inputs = []
+    inputs += [InputFile(Path(p), "file") for p in protected]
     writes = [Written(path, what), Written(temp_path(path), f"temporary file of {what}", "temp")]
     check_writes(inputs, writes)
+
+
+def recorded_inputs(metrics: Any) -> list[Path]:
+    """The local input files a run's metrics (``run.inputs``) name: what a command that
+    reads the run must never write over."""
+    run = metrics.get("run") if isinstance(metrics, dict) else None
+    names = run.get("inputs") if isinstance(run, dict) else None
+    if not isinstance(names, list):
+        return []
+    return [Path(n) for n in names if isinstance(n, str) and os.path.lexists(n)]

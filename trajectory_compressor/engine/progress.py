@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from ..core.metrics import AggregateMetrics, TrajectoryMetrics
+from ..core.terminal import inert
 
 
 class Progress:
@@ -82,9 +83,9 @@ class Progress:
     def write(self, message: str) -> None:
         """A line on stderr that does not break the bar."""
         if self._bar is not None:
-            self._bar.write(message, file=sys.stderr)
+            self._bar.write(inert(message), file=sys.stderr)
         else:
-            print(message, file=sys.stderr)
+            print(inert(message), file=sys.stderr)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -35,6 +35,7 @@ from ..core.errors import (
     OutputError,
 )
 from ..core.summary import Summarizer
+from ..core.terminal import inert
 from ..counting.tokens import TokenCounter
 from ..dialects import detect
 from ..dialects.base import Dialect
@@ -282,9 +283,9 @@ class _Progress:
 
     def write(self, message: str) -> None:
         if self._bar is not None:
-            self._bar.write(message, file=sys.stderr)
+            self._bar.write(inert(message), file=sys.stderr)
         else:
-            print(message, file=sys.stderr, flush=True)
+            print(inert(message), file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -257,6 +257,10 @@ class _ShardPipeline(Pipeline):
     the summary cache recognises what this row paid for in an interrupted attempt) and
     collecting the summarizer's notes instead of printing them."""
 
+    # A shard starts afresh on every attempt (never from a checkpoint), and its rows lie
+    # deep in its file: hashing everything before them would read the file again per shard.
+    digest_inputs = False
+
     def __init__(self, compressor: TrajectoryCompressor, job: ShardJob, shard: Shard,
                  dialect: Dialect | Callable[[list[Any]], Dialect],
                  die_after: tuple[Path, int] | None) -> None:

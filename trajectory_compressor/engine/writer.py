@@ -26,6 +26,7 @@ from .checkpoint import Checkpoint
 from .compressor import RowResult
 from .layout import OutputLayout
 from .progress import Progress
+from .resume_guard import ConsumedDigest
 
 MAX_WARNINGS = 20
 
@@ -77,6 +78,7 @@ class RunWriter:
         self.sink: Sink | None = None
         self._done: list[Sink] = []  # finished outputs, renamed at `commit`
         self._uncleaned: list[Sink] = []  # finished, their parts dropped at the next checkpoint
+        self.consumed: ConsumedDigest | None = None  # set by a run over local files
 
     # files
 
@@ -221,6 +223,7 @@ class RunWriter:
             metrics=aggregate_state(self.metrics),
             elapsed=self.elapsed(),
             started=self.metrics.processing_start_time,
+            consumed=self.consumed.at(self.file_index, self.skip) if self.consumed else [],
         ).save(self.layout.checkpoint)
         self._since_checkpoint = 0
         self._last_checkpoint = time.monotonic()

@@ -166,4 +166,9 @@ def _default(value: Any) -> Any:
 
 def dumps_pretty(obj: Any) -> bytes:
     """Indented JSON for small human-facing files (metrics)."""
-    return json.dumps(obj, ensure_ascii=False, indent=2).encode("utf-8") + b"\n"
+    try:
+        return json.dumps(obj, ensure_ascii=False, indent=2).encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        # A lone surrogate (a file name that is not UTF-8, as Python decodes it) has no
+        # UTF-8 form: escaped as \uXXXX it reads back as the same string.
+        return json.dumps(obj, ensure_ascii=True, indent=2).encode("ascii") + b"\n"

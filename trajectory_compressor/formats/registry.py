@@ -8,6 +8,8 @@ recognised, read, counted and written. A new container is one module plus one ro
 from __future__ import annotations
 
 import glob
+import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import import_module
@@ -72,8 +74,45 @@ SUFFIXES = tuple(s for s, _ in _BY_SUFFIX)
 _NAMED = ", ".join(s for c in CONTAINERS.values() for s in c.suffixes)
 
 
-# A run's own side files are never inputs of a folder or glob.
+# A run's own side files are never inputs of a folder or glob: a file named like one is
+# passed over when the metrics file of its run says this tool wrote it (`tool_sidecar`).
 SIDECARS = ("_metrics.json", "_over_limit.jsonl", "_rejects.jsonl")
+_METRICS = SIDECARS[0]
+
+
+def tool_sidecar(path: Path) -> bool:
+    """Whether ``path`` is a sidecar a run of this tool wrote: named like one, with the
+    run's metrics file (``<stem>_metrics.json``, the file itself for a metrics file)
+    beside it recording the run (its ``run.settings_fingerprint``)."""
+    suffix = next((s for s in SIDECARS if path.name.endswith(s)), None)
+    if suffix is None:
+        return False
+    metrics = path.with_name(path.name[:-len(suffix)] + _METRICS)
+    try:
+        if metrics.stat().st_size > 64 << 20:  # a metrics file is small; this is data
+            return False
+        from . import jsonio
+
+        data = jsonio.loads(metrics.read_bytes())
+    except (OSError, ValueError):
+        return False
+    run = data.get("run") if isinstance(data, dict) else None
+    return isinstance(run, dict) and isinstance(run.get("settings_fingerprint"), str)
+
+
+def _kind_of(path: Path) -> str:
+    """What a path that is neither file nor folder is, for a message."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a symbolic link to nothing"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
 
 
 def file_format(path: Path) -> str | None:
@@ -172,9 +211,13 @@ def discover_inputs(
     *,
     split: str | None = None,
     data_files: str | list[str] | dict[str, Any] | None = None,
+    skipped: list[Path] | None = None,
 ) -> list[InputFile]:
     """The inputs named by ``spec``: a file, a folder (its supported files), a glob, a
     Hugging Face `save_to_disk` folder, or a dataset name for `datasets` streaming.
+
+    A folder's or glob's files that a run of this tool wrote beside its output
+    (`tool_sidecar`) are passed over, and added to ``skipped`` when it is given.
 
     ``split`` and ``data_files`` are passed to `datasets` as it understands them; giving
     either makes ``spec`` a dataset (unless it is a `save_to_disk` folder).
@@ -202,10 +245,17 @@ def discover_inputs(
         candidates = sorted(Path(p) for p in glob.glob(spec, recursive=True) if Path(p).is_file())
     elif file_format(path) is None and hf.looks_like_dataset_name(spec):
         return hf.stream_inputs(spec, None, None)
+    elif os.path.lexists(spec):
+        raise InputError(f"{spec} is {_kind_of(path)}, not a file or folder; the run reads "
+                         "its input more than once (to count, then to compress), so write "
+                         "the data to a regular file and give that")
     else:
         raise InputError(f"input not found: {spec}")
+    ours = [p for p in candidates if tool_sidecar(p)]
+    if skipped is not None:
+        skipped += ours
     files = [InputFile(p, fmt, name=file_stem(p)) for p in candidates
-             if (fmt := file_format(p)) is not None and not p.name.endswith(SIDECARS)]
+             if (fmt := file_format(p)) is not None and p not in ours]
     if not files:
         raise InputError(f"{spec}: no {_NAMED} files found")
     return files

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ import orjson
 from ..core.config import CompressionConfig, EndpointConfig
 from ..core.conversation import SUMMARY_PREFIX
 from ..core.errors import ConfigError
+from ..core.quote import quoted
 from ..core.redact import Scrubber
 from ..core.summary import (
     Summarizer,
@@ -49,6 +50,7 @@ from ..core.summary import (
 from ..counting.identity import tokenizer_identity
 from .cache import SummaryCache, cache_key, origin_digest
 from .chat import ChatRequest, Completion, parse_reply
+from .dotenv import key_environ
 from .endpoint import Endpoint
 from .prompt import FULL, PromptStyle, build_prompt
 
@@ -60,10 +62,13 @@ _CUSTOM_ID = re.compile(rb'^\{"custom_id":"([^"\\]+)"')
 
 
 def batch_request(
-    config: CompressionConfig, model: str, request: SummaryRequest, style: PromptStyle = FULL
+    config: CompressionConfig, model: str, request: SummaryRequest, style: PromptStyle = FULL,
+    scrub: Scrubber | None = None,
 ) -> tuple[ChatRequest, str]:
-    """What the `openai` backend sends ``model`` for ``request``, and its cache key."""
-    prompt = build_prompt(request, config.max_input_tokens, config.temperature, style)
+    """What the `openai` backend sends ``model`` for ``request`` (its turns passed through
+    ``scrub`` as online), and its cache key."""
+    prompt = build_prompt(request, config.max_input_tokens, config.temperature, style,
+                          scrub=scrub or Scrubber(config.secret_values(key_environ())))
     key = cache_key(model, prompt.messages, prompt.max_tokens, prompt.temperature,
                     style.options)
     return prompt.chat_request(), key
@@ -136,13 +141,14 @@ class BatchExporter(Summarizer):
         self.cached = cached
         self.stats = ExportStats()
         self._seen: set[str] = set()
+        self.scrubber = Scrubber(config.secret_values(key_environ()))
 
     async def summarize(self, request: SummaryRequest) -> Summary:
         if getattr(request, "repair", None) is not None:
             # A repair asks about a first summary the batch has not written yet: phase 2
             # sends it online when it can (`BatchSummarizer`).
             return Summary(SUMMARY_PREFIX, "batch")
-        chat, key = batch_request(self.config, self.model, request)
+        chat, key = batch_request(self.config, self.model, request, scrub=self.scrubber)
         stats = self.stats
         stats.summaries += 1
         if key in self._seen:
@@ -206,51 +212,86 @@ def import_results(
     The reply is judged as the online path judges one (`chat.parse_reply`), then
     scrubbed, redacted and prefixed (`finish_summary_text`); its length is bounded when a
     row uses it (`BatchSummarizer`), where its budget is known. A request with several
-    results keeps its last acceptable one; an entry a row has already used is left alone
-    (importing again, after an interruption or a finished run, changes nothing a row of
-    that run was told).
+    results may fail in all but one (a second batch for the failed requests); two answers
+    for one request, or one request twice in a file, are a `ConfigError` naming them,
+    before anything is stored. An entry a row has already used is left alone (importing
+    again, after an interruption or a finished run, changes nothing a row of that run was
+    told).
     """
+    _check_one_answer_each(paths, model, scrubber)
     report = ImportReport(list(paths))
     accepted: set[str] = set()
     for path in paths:
-        endpoint = Endpoint(EndpointConfig(path.resolve().as_uri(), model), None, 0.0)
-        try:
-            f = open(path, "rb")  # noqa: SIM115 - closed below, line by line
-        except OSError as exc:
-            raise ConfigError(f"cannot read batch results {path}: {exc.strerror or exc}") \
-                from None
-        with f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                report.lines += 1
-                where = f"{path}:{number}"
-                endpoint.name = where  # failure reasons name the line
-                parsed = _parse_result(line, endpoint, scrubber)
-                if isinstance(parsed, str):
-                    report.unreadable.append(f"{where}: {parsed}")
-                    continue
-                key, outcome = parsed
-                if expected is not None and key not in expected:
-                    report.unknown += 1
-                if isinstance(outcome, Completion):
-                    held = cache.get_entry(key)
-                    # A summary a row already used (an earlier, maybe interrupted, phase 2)
-                    # stays as that row left it: a rerun reports it as online would.
-                    if held is None or held.origin == origin:
-                        text = finish_summary_text(scrubber.literal(outcome.text), scrubber)
-                        usage = SummaryUsage(api_calls=1, prompt_tokens=outcome.prompt_tokens,
-                                             completion_tokens=outcome.completion_tokens)
-                        cache.put(key, model, text, origin=origin, usage=usage)
-                    accepted.add(key)
-                    report.failures.pop(key, None)
-                elif key not in accepted:
-                    report.failures[key] = outcome
+        for where, endpoint, line in _result_lines(path, model):
+            report.lines += 1
+            parsed = _parse_result(line, endpoint, scrubber)
+            if isinstance(parsed, str):
+                report.unreadable.append(f"{where}: {parsed}")
+                continue
+            key, outcome = parsed
+            if expected is not None and key not in expected:
+                report.unknown += 1
+            if isinstance(outcome, Completion):
+                held = cache.get_entry(key)
+                # A summary a row already used (an earlier, maybe interrupted, phase 2)
+                # stays as that row left it: a rerun reports it as online would.
+                if held is None or held.origin == origin:
+                    text = finish_summary_text(scrubber.literal(outcome.text), scrubber)
+                    usage = SummaryUsage(api_calls=1, prompt_tokens=outcome.prompt_tokens,
+                                         completion_tokens=outcome.completion_tokens)
+                    cache.put(key, model, text, origin=origin, usage=usage)
+                accepted.add(key)
+                report.failures.pop(key, None)
+            elif key not in accepted:
+                report.failures[key] = outcome
     report.accepted = len(accepted)
     report.failed = Counter(kind for kind, _ in report.failures.values())
     if expected is not None:
         report.missing = len(expected - accepted - report.failures.keys())
     return report
+
+
+def _result_lines(path: Path, model: str) -> Iterator[tuple[str, Endpoint, bytes]]:
+    """The non-blank lines of a results file, each with its location and an endpoint
+    named after it (so that failure reasons name the line)."""
+    endpoint = Endpoint(EndpointConfig(path.resolve().as_uri(), model), None, 0.0)
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below, line by line
+    except OSError as exc:
+        raise ConfigError(f"cannot read batch results {path}: {exc.strerror or exc}") \
+            from None
+    with f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                endpoint.name = f"{path}:{number}"
+                yield endpoint.name, endpoint, line
+
+
+def _check_one_answer_each(paths: list[Path], model: str, scrubber: Scrubber) -> None:
+    """Raise `ConfigError` naming the custom_ids with two answers in the results, or two
+    lines in one file: which of them a row should get is not for this tool to guess."""
+    answered: dict[str, str] = {}
+    twice: dict[str, list[str]] = {}
+    for path in paths:
+        in_file: dict[str, str] = {}
+        for where, endpoint, line in _result_lines(path, model):
+            parsed = _parse_result(line, endpoint, scrubber)
+            if isinstance(parsed, str):
+                continue
+            key = parsed[0]
+            first = in_file.setdefault(key, where)
+            if isinstance(parsed[1], Completion):
+                first = answered.setdefault(key, where) if first == where else first
+            if first != where:
+                twice.setdefault(key, [first]).append(where)
+    if twice:
+        shown = "; ".join(f"{quoted(key)} at {', '.join(places)}"
+                          for key, places in list(twice.items())[:5])
+        more = f" and {len(twice) - 5} more" if len(twice) > 5 else ""
+        raise ConfigError(f"{len(twice)} custom_id{'s' * (len(twice) != 1)} of the batch "
+                          f"results {'have' if len(twice) != 1 else 'has'} more than one "
+                          f"result: {shown}{more}; a request gets one answer: remove the "
+                          "extra lines, or give each results file once")
 
 
 def _parse_result(
@@ -319,6 +360,7 @@ class BatchSummarizer(Summarizer):
         self.online = online
         self.cache: SummaryCache | None = None
         self._own_cache = False
+        self.scrubber = Scrubber(config.secret_values(key_environ()))
 
     def live_counters(self) -> dict[str, int]:
         return self.online.live_counters() if self.online is not None else {}
@@ -346,7 +388,7 @@ class BatchSummarizer(Summarizer):
 
     async def summarize(self, request: SummaryRequest) -> Summary:
         """The batch's summary for ``request``; else the online path; else `SummaryFailed`."""
-        _, key = batch_request(self.config, self.model, request)
+        _, key = batch_request(self.config, self.model, request, scrub=self.scrubber)
         failure = self.failures.get(key)
         found = self._from_cache(key, request)
         if isinstance(found, Summary):

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+MAX_DOTENV_BYTES = 1 << 20
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
 
@@ -27,10 +29,11 @@ def dotenv_paths(environ: Mapping[str, str] | None = None, cwd: Path | None = No
 
 def read_dotenv(path: Path) -> dict[str, str]:
     """``NAME=value`` lines of ``path`` (``export`` prefixes, quotes and ``#`` comments as
-    in python-dotenv, without interpolation); an unreadable file reads as empty."""
-    try:
-        text = path.read_text(encoding="utf-8-sig", errors="replace")
-    except OSError:
+    in python-dotenv, without interpolation); an unreadable file reads as empty, and so
+    does anything but a regular file (a FIFO would block the run until someone wrote to
+    it). Only the first `MAX_DOTENV_BYTES` are read."""
+    text = _regular_file_text(path)
+    if text is None:
         return {}
     values: dict[str, str] = {}
     for line in text.splitlines():
@@ -48,6 +51,20 @@ def read_dotenv(path: Path) -> dict[str, str]:
             value = re.split(r"\s+#", value, maxsplit=1)[0].strip()
         values[name] = value
     return values
+
+
+def _regular_file_text(path: Path) -> str | None:
+    """The text of ``path`` when it is a regular file (opened without blocking, so that
+    a FIFO or device is seen for what it is before a read could wait), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = f.read(MAX_DOTENV_BYTES)
+    return data.decode("utf-8-sig", errors="replace")
 
 
 class KeyEnviron(Mapping[str, str]):

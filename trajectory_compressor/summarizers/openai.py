@@ -21,6 +21,7 @@ from ..core.summary import (
     finish_summary_text,
     summary_limit,
 )
+from ..core.terminal import inert
 from ..counting.identity import tokenizer_identity
 from .cache import SummaryCache, cache_key, origin_digest
 from .chat import ChatRequest, Failure
@@ -32,7 +33,7 @@ Finish = Callable[[str], tuple[str, bool] | None]
 
 
 def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr, flush=True)
+    print(inert(f"warning: {message}"), file=sys.stderr, flush=True)
 
 
 class OpenAISummarizer(Summarizer):
@@ -116,7 +117,7 @@ class OpenAISummarizer(Summarizer):
         """A summary from the cache, a duplicate in flight, or the endpoints."""
         finish = self._finisher(request.target_tokens)
         prompt = build_prompt(request, self.config.max_input_tokens, self.config.temperature,
-                              self.style, finish)
+                              self.style, finish, scrub=self.scrubber)
         if request.repair is not None:
             # A repair is asked once for one row: neither cached nor shared with twins.
             return await self._repair(prompt.chat_request(), request)

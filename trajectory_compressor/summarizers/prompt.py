@@ -171,6 +171,8 @@ class Prompt:
     # Turns a reply into the summary to keep (see `ChatRequest.finish`).
     finish: Callable[[str], tuple[str, bool] | None] | None = field(default=None,
                                                                    compare=False)
+    # Takes the run's key values and credential patterns out of the transcript.
+    scrub: Callable[[str], str] | None = field(default=None, compare=False)
 
     @property
     def max_tokens(self) -> int:
@@ -197,7 +199,7 @@ class Prompt:
         if max_chars < self.style.min_transcript_chars:
             return None
         smaller = _build(self.request, max_chars, self.tokens_per_char, self.temperature,
-                         self.style, self.finish)
+                         self.style, self.finish, self.scrub)
         return smaller.chat_request()
 
 
@@ -207,11 +209,14 @@ def build_prompt(
     temperature: float | None,
     style: PromptStyle = FULL,
     finish: Callable[[str], tuple[str, bool] | None] | None = None,
+    scrub: Callable[[str], str] | None = None,
 ) -> Prompt:
     """The prompt for ``request``, its transcript bounded to ``max_input_tokens``.
 
     The bound is converted to characters with the region's own tokens-per-character
     ratio when the request carries its token count (no re-tokenizing on the hot path).
+    ``scrub`` (a `Scrubber`) takes secrets out of the turns before they go into the
+    prompt: what an endpoint receives holds neither the run's keys nor key-like strings.
     """
     chars = sum(len(turn.get("value", "")) for turn in request.turns)
     ratio = DEFAULT_TOKENS_PER_CHAR
@@ -219,7 +224,7 @@ def build_prompt(
         ratio = request.region_tokens / chars
     budget = max(max_input_tokens - style.overhead_tokens, 1)
     max_chars = max(int(budget / ratio), style.min_transcript_chars)
-    return _build(request, max_chars, ratio, temperature, style, finish)
+    return _build(request, max_chars, ratio, temperature, style, finish, scrub)
 
 
 def _build(
@@ -229,15 +234,18 @@ def _build(
     temperature: float | None,
     style: PromptStyle,
     finish: Callable[[str], tuple[str, bool] | None] | None = None,
+    scrub: Callable[[str], str] | None = None,
 ) -> Prompt:
-    transcript = defuse(render_turns(request, max_chars, long_turn=style.long_turn,
-                                     keep_head=style.keep_head, keep_tail=style.keep_tail))
+    clean = scrub or (lambda text: text)
+    transcript = defuse(clean(render_turns(request, max_chars, long_turn=style.long_turn,
+                                           keep_head=style.keep_head,
+                                           keep_tail=style.keep_tail)))
     repair = request.repair
     previous = facts = ""
     if repair is not None:
-        previous = defuse(repair.previous)
-        facts = defuse("\n".join(f"- {' '.join(item.split())}"
-                                  for item in repair.missing[:MAX_REPAIR_FACTS]))
+        previous = defuse(clean(repair.previous))
+        facts = defuse(clean("\n".join(f"- {' '.join(item.split())}"
+                                        for item in repair.missing[:MAX_REPAIR_FACTS])))
     fence = fence_nonce(transcript, previous, facts)
     target = request.target_tokens
     words = style.target_words(target)
@@ -251,7 +259,7 @@ def _build(
                                         line[2:] for line in facts.splitlines()))
     messages = ({"role": "system", "content": system}, {"role": "user", "content": user})
     return Prompt(request, max_chars, ratio, temperature, messages, len(transcript), style,
-                  finish)
+                  finish, scrub)
 
 
 def defuse(text: str) -> str:
