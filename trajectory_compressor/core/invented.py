@@ -126,7 +126,8 @@ class SummaryCheck:
         fidelity = self.probe.measure(text)
         model = fidelity if own is None else self.probe.measure(own)
         invented = tuple(self.context.invented(text if own is None else own))
-        return dataclasses.replace(fidelity, model_kept=model.kept, invented=len(invented),
+        own_kept = None if model.kept == fidelity.kept else model.kept  # None: as `kept`
+        return dataclasses.replace(fidelity, model_kept=own_kept, invented=len(invented),
                                    invented_items=invented)
 
 
