@@ -242,3 +242,24 @@ def test_nothing_configured_with_the_local_extra_installed_runs_extractive(tmp_p
     subprocess.run([sys.executable, "-S", "-m", "llama_cpp.server"], env=env, check=True,
                    timeout=60)
     assert marker.exists()
+
+
+def test_report_and_the_html_page_show_the_invented_rows(tmp_path, agent_jsonl):
+    with FakeLLMServer(reply=inventing_reply).in_thread() as server:
+        rows, metrics = run(tmp_path, agent_jsonl, "out", summarizer="openai",
+                            base_url=server.url, **SMALL)
+    flagged = sum(f["invented"] > 0 for f in fidelities(rows))
+    items = sum(f["invented"] for f in fidelities(rows))
+    page = tmp_path / "run.html"
+    assert cli("report", str(tmp_path / "out.jsonl"), "--html", str(page),
+               cwd=tmp_path).returncode == 0
+    proc = cli("report", str(tmp_path / "out.jsonl"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    share = f"{flagged / ROWS:.2f}"
+    assert f"invented facts{flagged:>13}   rows ({share} of summaries), {items} items" \
+        in proc.stdout
+    model = sum(f["model_ratio"] for f in fidelities(rows)) / ROWS
+    assert f"model fidelity{model:>13.2f}   mean of its own text" in proc.stdout
+    html = page.read_text(encoding="utf-8")
+    assert f"rows with invented facts <b>{flagged / ROWS:.3f}</b>" in html
+    assert metrics["fidelity"]["mean_model_ratio"] == round(model, 4)
