@@ -165,6 +165,7 @@ async def measure_started(compressor: TrajectoryCompressor, data: list[dict[str,
     ratios: list[float] = []
     model_ratios: list[float] = []
     invented: list[int] = []
+    examples: list[str] = []  # the first invented items, for a person to judge
     tails: list[float] = []
     tokens: list[int] = []
     seconds: list[float] = []
@@ -194,6 +195,7 @@ async def measure_started(compressor: TrajectoryCompressor, data: list[dict[str,
         ratios.append(m.fidelity.ratio)
         model_ratios.append(m.fidelity.model_ratio)
         invented.append(m.fidelity.invented)
+        examples += list(m.fidelity.invented_items[:2])[:8 - len(examples)]
         if m.fidelity.tail_items:
             tails.append(m.fidelity.tail_kept / m.fidelity.tail_items)
         summary = result.turns[m.turns_compressed_start_idx]["value"]
@@ -208,6 +210,7 @@ async def measure_started(compressor: TrajectoryCompressor, data: list[dict[str,
         "model_mean": round(statistics.fmean(model_ratios), 3) if model_ratios else None,
         "invented_rows": sum(n > 0 for n in invented),
         "invented_per_summary": round(statistics.fmean(invented), 2) if invented else None,
+        "invented_examples": examples,
         "tail_mean": round(statistics.fmean(tails), 3) if tails else None,
         "summary_tokens": round(statistics.fmean(tokens)) if tokens else None,
         "seconds": round(statistics.fmean(seconds), 3) if seconds else None,
