@@ -139,3 +139,35 @@ def test_fuzz_the_extractive_summary_invents_nothing(counter, head, region, tail
     request = SummaryRequest(region, len(head), budget, tail_items=tuple(check.tail_items))
     summary = asyncio.run(ExtractiveSummarizer(counter.count).summarize(request))
     assert check.measure(summary_body(summary.text)).invented_items == ()
+
+
+def test_the_invented_rows_and_own_text_ratio_fold_into_the_aggregate_by_hand() -> None:
+    from trajectory_compressor.core.metrics import (
+        AggregateMetrics,
+        TrajectoryMetrics,
+        aggregate_from_state,
+        aggregate_state,
+    )
+
+    rows = [Fidelity(10, 8, 4, 2, (), ("/x/y.py", "3 GB"), 2, model_kept=5),
+            Fidelity(5, 5, 0, 0, ()),
+            Fidelity(4, 1, 0, 0, (), ("KeyError",), 1)]
+    whole, first, second = AggregateMetrics(), AggregateMetrics(), AggregateMetrics()
+    for i, f in enumerate(rows):
+        m = TrajectoryMetrics(was_compressed=True, fidelity=f)
+        whole.add(m)
+        (first if i < 2 else second).add(m)
+    # Own-text ratios 5/10, 5/5 (as `kept`), 1/4: mean 0.5833; 2 of 3 rows invent, 3 items.
+    section = whole.to_dict()["fidelity"]
+    assert (section["mean_model_ratio"], section["invented_rows"], section["invented_share"],
+            section["invented_items"]) == (0.5833, 2, 0.6667, 3)
+    restored = aggregate_from_state(json.loads(json.dumps(aggregate_state(first))))
+    restored.merge(second)
+    assert restored.to_dict()["fidelity"] == section
+    # The row keeps the first 10 items and the reason; read back the same.
+    row = TrajectoryMetrics(was_compressed=True, fidelity=rows[0], low_fidelity=True,
+                            low_fidelity_reason="2 invented item(s) (/x/y.py, 3 GB), over "
+                            "max_invented 1")
+    back = TrajectoryMetrics.from_dict(json.loads(json.dumps(row.to_dict())))
+    assert back.fidelity == rows[0]
+    assert back.low_fidelity_reason == row.low_fidelity_reason
