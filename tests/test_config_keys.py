@@ -135,18 +135,10 @@ def fidelity_seen(cfg: CompressionConfig, _tmp: Path) -> Any:
     return json.dumps(result.row, sort_keys=True), summarizer.budgets
 
 
-def invented_seen(cfg: CompressionConfig, _tmp: Path) -> Any:
-    """The row written when the summary names a file no turn does, and the requests the
-    summarizer got (a repair is a second one)."""
-    summarizer = Recording("[CONTEXT SUMMARY]: read /etc/made_up.conf.")
-
-    async def go() -> RowResult:
-        async with TrajectoryCompressor(cfg, summarizer=summarizer,
-                                        counter=counter()) as compressor:
-            return await compressor.compress_row(the_row(), list(TOKENS))
-
-    result = asyncio.run(go())
-    return json.dumps(result.row, sort_keys=True), summarizer.budgets
+def invented_seen(cfg: CompressionConfig, tmp: Path) -> Any:
+    """`compressed` with a summary naming a file no turn does (a repair is a second
+    request)."""
+    return compressed(cfg, tmp, "[CONTEXT SUMMARY]: read /etc/made_up.conf.")
 
 
 def planned(roles: str) -> Observe:

@@ -282,13 +282,15 @@ def _is_word(char: str) -> bool:
     return char.isalnum() or char == "_"  # what `\w` matches in a str pattern
 
 
-def _occurs(form: str, text: str) -> bool:
-    """``form`` occurs in ``text`` not glued to a word character where its own edge is one.
+def _occurs(form: str, text: str, open_left: bool = False, open_right: bool = False) -> bool:
+    """``form`` occurs in ``text`` not glued to a word character where its own edge is one
+    (an open side may be glued: a clipped quotation, `core.invented`).
 
     Substring search, not a regex: a pattern that starts with a lookbehind is tried at
     every position, and a row measures up to `MAX_ITEMS` items against its whole tail.
     """
-    head, tail = _is_word(form[0]), _is_word(form[-1])
+    head = _is_word(form[0]) and not open_left
+    tail = _is_word(form[-1]) and not open_right
     start = text.find(form)
     while start >= 0:
         end = start + len(form)

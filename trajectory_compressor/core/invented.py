@@ -51,7 +51,7 @@ from .fidelity import (
     Fidelity,
     FidelityProbe,
     _forms,
-    _is_word,
+    _occurs,
     _token_items,
     _word_set,
     normalize,
@@ -229,20 +229,6 @@ def claims(summary: str) -> Iterator[tuple[str, bool, bool]]:
         open_right = text[end:end + 3] == _ELLIPSIS or (start == last
                                                          and end >= end_of_text - 1)
         yield item, open_left, open_right
-
-
-def _occurs(form: str, text: str, open_left: bool, open_right: bool) -> bool:
-    """`fidelity._occurs`, with the edge check waived on an open side."""
-    head = _is_word(form[0]) and not open_left
-    tail = _is_word(form[-1]) and not open_right
-    start = text.find(form)
-    while start >= 0:
-        end = start + len(form)
-        if not (head and start > 0 and _is_word(text[start - 1])) and not (
-                tail and end < len(text) and _is_word(text[end])):
-            return True
-        start = text.find(form, start + 1)
-    return False
 
 
 def _decimal(number: str) -> Decimal | None:
