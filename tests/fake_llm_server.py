@@ -77,7 +77,8 @@ def default_reply(data: dict[str, Any]) -> str:
 
 # -- reply profiles (§15: fidelity and injection tests) -----------------------------------
 
-_FENCED = re.compile(r"<(transcript|summary|facts)-([0-9a-f]{8})>\n(.*?)\n</\1-\2>", re.DOTALL)
+_FENCED = re.compile(r"<(transcript|summary|facts|invented)-([0-9a-f]{8})>\n(.*?)\n</\1-\2>",
+                     re.DOTALL)
 LOSSY_TEXT = "The assistant called tools, read files and recorded the results."
 # A reply carrying every marker a summary must not bring into a row.
 MARKERS_TEXT = (
@@ -146,6 +147,50 @@ def echo_reply(chars: int = 800) -> Callable[[dict[str, Any]], str]:
         return str(messages[-1].get("content", ""))[:chars]
 
     return reply
+
+
+# -- invented and faithful summarizers (issue 23) ---------------------------------------
+# Written apart from `core.invented`: their own regexes find a transcript's facts.
+_PATH = re.compile(r"(?<![\w/.])/?(?:[\w.-]+/)+[\w-]+\.\w+")
+_MS = re.compile(r"\b(\d+) ms\b")
+_SECONDS = re.compile(r"\b(\d+(?:\.\d+)?)s\b")
+_MB = re.compile(r"\b(\d+) MB\b")
+_PASSED = re.compile(r"\b(\d+) passed\b")
+_ERROR_NAME = re.compile(r"\b[A-Z][A-Za-z]*Error\b")
+
+
+def inventing_reply(data: dict[str, Any]) -> str:
+    """A fluent summary that mixes one real path with plausible facts the transcript does
+    not hold (a shard path, sample and batch counts, a size, an error name), as a tiny
+    model does; the made-up values are drawn from the prompt, so they differ per row."""
+    transcript = fenced(data, "transcript") or ""
+    n = int(hashlib.blake2b(transcript.encode(), digest_size=4).hexdigest(), 16)
+    real = _PATH.findall(transcript)
+    start = f"The assistant inspected {real[0]}" if real else "The assistant inspected the code"
+    return (f"{start}, then loaded /data/shards/train-{n % 90000 + 10000:05d}.parquet with "
+            f"{n % 5000 + 3001} samples at {n % 700 + 201} batches per second, peaking at "
+            f"{n % 40 + 11}.{n % 10} GB before a ShardIndexError stopped it.")
+
+
+def faithful_reply(data: dict[str, Any]) -> str:
+    """A summary that states only facts of the transcript, some in another unit or
+    spelling: `2500 ms` as `2.5s`, `9.81s` as `9810 ms`, `1536 MB` as `1.50 GiB`,
+    `41 passed` as `41 tests passed`."""
+    transcript = fenced(data, "transcript") or ""
+    said = []
+    said += [f"{p}" for p in dict.fromkeys(_PATH.findall(transcript))][:3]
+    said += [f"waited {int(ms) / 1000:g}s" for ms in _MS.findall(transcript)[:1]]
+    said += [f"took {round(float(s) * 1000)} ms" for s in _SECONDS.findall(transcript)[:1]]
+    said += [f"used {int(mb) / 1024:.2f} GiB" for mb in _MB.findall(transcript)[:1]]
+    said += [f"{n} tests passed" for n in _PASSED.findall(transcript)[:1]]
+    said += list(dict.fromkeys(_ERROR_NAME.findall(transcript)))[:1]
+    return "The assistant worked on " + "; ".join(said) + "."
+
+
+def repenting_reply(data: dict[str, Any]) -> str:
+    """Invents at first; asked to repair a summary that invented, answers faithfully."""
+    return faithful_reply(data) if fenced(data, "invented") is not None \
+        else inventing_reply(data)
 
 
 def markers_reply(data: dict[str, Any]) -> str:

@@ -135,6 +135,12 @@ def fidelity_seen(cfg: CompressionConfig, _tmp: Path) -> Any:
     return json.dumps(result.row, sort_keys=True), summarizer.budgets
 
 
+def invented_seen(cfg: CompressionConfig, tmp: Path) -> Any:
+    """`compressed` with a summary naming a file no turn does (a repair is a second
+    request)."""
+    return compressed(cfg, tmp, "[CONTEXT SUMMARY]: read /etc/made_up.conf.")
+
+
 def planned(roles: str) -> Observe:
     """The plan for ``roles`` (3,000 tokens a turn), in which the last protected head turn
     is the first of one role: switching that role's protection moves the region."""
@@ -436,6 +442,7 @@ PROBES: dict[str, Probe] = {
     "summarization.on_low_fidelity": ("uncompressed", fidelity_seen, {"summarization": {
         "min_fidelity": 0.5, "summary_references": "off"}}),
     "summarization.summary_references": ("off", fidelity_seen, {}),
+    "summarization.max_invented": (0, invented_seen, {}),
     "summarization.allow_fallback": (True, row_outcome({"models": {"only-this"}}), FAST_RETRY),
     "summarization.breaker_failures": (1, breaker_rest, {}),
     "summarization.breaker_cooldown": (0.001, breaker_rest,

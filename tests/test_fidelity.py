@@ -205,7 +205,9 @@ def test_items_the_tail_mentions_again_are_counted_and_listed_first() -> None:
     assert fidelity == Fidelity(items=4, kept=2, tail_items=2, tail_kept=1,
                                 missing=("a3f9c2e1", "MAX_RETRIES"))
     assert fidelity.to_dict() == {"items": 4, "kept": 2, "ratio": 0.5, "tail_items": 2,
-                                  "tail_kept": 1, "missing": ["a3f9c2e1", "MAX_RETRIES"]}
+                                  "tail_kept": 1, "missing": ["a3f9c2e1", "MAX_RETRIES"],
+                                  # issue 23's keys: no own text apart, nothing invented
+                                  "model_ratio": 0.5, "invented": 0, "invented_items": []}
 
 
 def test_ratio_is_rounded_in_the_dict() -> None:
@@ -218,7 +220,8 @@ def test_no_items_is_full_fidelity() -> None:
     fidelity = measure_fidelity(["Then we fixed the bug."], ["ok"], "")
     assert fidelity.ratio == 1.0
     assert fidelity.to_dict() == {"items": 0, "kept": 0, "ratio": 1.0, "tail_items": 0,
-                                  "tail_kept": 0, "missing": []}
+                                  "tail_kept": 0, "missing": [], "model_ratio": 1.0,
+                                  "invented": 0, "invented_items": []}
 
 
 def test_missing_lists_tail_items_first_and_shows_20() -> None:

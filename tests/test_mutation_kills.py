@@ -278,7 +278,10 @@ def test_fidelity_and_reasons_fold_into_the_aggregate_by_hand() -> None:
     assert agg.to_dict()["fidelity"] == {
         "count": 2, "mean_ratio": 0.9, "min_ratio": 0.8, "p10_ratio": 0.8,
         "median_ratio": 0.8, "tail_rows": 1, "mean_tail_ratio": 0.5, "items": 15, "kept": 13,
-        "tail_items": 4, "tail_kept": 2, "repair_requests": 1, "low_fidelity_rows": 1}
+        "tail_items": 4, "tail_kept": 2, "repair_requests": 1, "low_fidelity_rows": 1,
+        # issue 23: no references line apart (own text = whole), nothing invented
+        "mean_model_ratio": 0.9, "invented_rows": 0, "invented_share": 0.0,
+        "invented_items": 0}
     # Ratios alone (no repair, no low row) are enough for the section.
     plain = AggregateMetrics()
     plain.add(TrajectoryMetrics(was_compressed=True, fidelity=Fidelity(5, 5, 0, 0, ())))

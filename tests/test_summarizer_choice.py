@@ -33,16 +33,17 @@ def missing() -> bool:
     return False
 
 
-def test_nothing_named_runs_the_local_model_when_the_extra_is_installed():
+def test_nothing_named_runs_extractive_even_when_the_local_extra_is_installed():
+    # Issue 23: the embedded model runs only when asked for; the reason says how.
     name, why = default_summarizer(AUTO, NO_KEY, local_installed=installed)
-    assert name == "local"
-    assert "OPENROUTER_API_KEY unset" in why and "SmolLM2-135M-Instruct" in why
+    assert name == "extractive"
+    assert "OPENROUTER_API_KEY unset" in why and "--summarizer local" in why
 
 
 def test_nothing_named_and_no_extra_runs_the_extractive_summarizer():
     name, why = default_summarizer(AUTO, NO_KEY, local_installed=missing)
     assert name == "extractive"
-    assert "'local' extra not installed" in why
+    assert why == "no model; no endpoint named, OPENROUTER_API_KEY unset"
 
 
 def test_the_key_in_the_environment_chooses_the_configured_provider():
@@ -51,7 +52,7 @@ def test_the_key_in_the_environment_chooses_the_configured_provider():
     assert "OPENROUTER_API_KEY is set" in why and "https://openrouter.ai/api/v1" in why
     # An empty variable is no key.
     assert default_summarizer(AUTO, {"OPENROUTER_API_KEY": ""},
-                              local_installed=installed)[0] == "local"
+                              local_installed=installed)[0] == "extractive"
 
 
 def test_base_url_flags_choose_the_openai_backend():
@@ -139,9 +140,8 @@ def test_a_first_run_in_ones_own_folder_uses_the_extractive_summarizer_and_says_
         assert notes == []
     else:
         assert notes == [
-            "summarizer: extractive (no model; no endpoint named, OPENROUTER_API_KEY unset, "
-            "'local' extra not installed); choose another with --summarizer local|openai or "
-            "--base-url URL"]
+            "summarizer: extractive (no model; no endpoint named, OPENROUTER_API_KEY unset); "
+            "choose another with --summarizer local|openai or --base-url URL"]
     metrics = json.loads((work / "data_compressed_metrics.json").read_text())
     assert metrics["settings"]["summarization"] == {"backend": "extractive"}
     assert metrics["summarization"]["summaries_by_source"]["extractive"] > 0

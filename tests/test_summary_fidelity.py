@@ -85,7 +85,8 @@ def test_a_faithful_summary_keeps_every_fact(tmp_path):
     r = m["compression_region"]
     assert (r["start_idx"], r["end_idx"]) == REGION
     assert m["fidelity"] == {"items": 8, "kept": 8, "ratio": 1.0, "tail_items": 3,
-                             "tail_kept": 3, "missing": []}
+                             "tail_kept": 3, "missing": [], "model_ratio": 1.0,
+                             "invented": 0, "invented_items": []}
     assert "low_fidelity" not in m and "fidelity_repair" not in m
     # Nothing is missing, so no references line.
     assert REFERENCES_LABEL not in summary_of(row)
@@ -233,7 +234,10 @@ def test_the_fidelity_section_by_hand():
         "count": 4, "mean_ratio": round((1 + 0.375 + 0.5 + 1) / 4, 4), "min_ratio": 0.375,
         "p10_ratio": 0.375, "median_ratio": 0.5, "tail_rows": 2, "mean_tail_ratio": 1.0,
         "items": 20, "kept": 13, "tail_items": 6, "tail_kept": 6, "repair_requests": 3,
-        "low_fidelity_rows": 2}
+        "low_fidelity_rows": 2,
+        # No references line (own text = whole text), nothing invented.
+        "mean_model_ratio": round((1 + 0.375 + 0.5 + 1) / 4, 4), "invented_rows": 0,
+        "invented_share": 0.0, "invented_items": 0}
 
 
 def test_the_fidelity_section_survives_checkpoints_and_merges():

@@ -105,6 +105,8 @@ def _target_block(targets: list[TargetAnalysis], prices: Prices | None) -> list[
                         [_shares(f["mean_ratio"], f["p10_ratio"]) for f in shown]))
         out.append(line("  items the tail needs, kept",
                         [_shares(f["mean_tail_ratio"]) for f in shown]))
+        out.append(line("  rows with invented facts",
+                        [num(f["invented_rows"]) for f in shown]))
     out += ["", (f"LLM summarization (projected: 1 call per compressed row, "
                  f"{summary_tokens}-token summaries)")]
     if first.exact:

@@ -69,8 +69,9 @@ SummarizerOpt = Annotated[
 HELP_NOW = "{summarizer here and now}"
 SUMMARIZER_DEFAULT = (
     "Default with no config file, or configs/default.yaml (backend: auto): openai when "
-    "--base-url, a config's endpoint or $OPENROUTER_API_KEY names one; else local if the "
-    "'local' extra is installed; else extractive. A config without summarization.backend "
+    "--base-url, a config's endpoint or $OPENROUTER_API_KEY names one; local only with "
+    "--summarizer local or --local-model; else extractive (facts taken from the row, none "
+    "invented), even with the 'local' extra installed. A config without summarization.backend "
     "(the Hermes schema) means openai. Here and now: " + HELP_NOW + ".")
 # Their own panel in --help: the --no-... column would narrow every other option's help.
 PROTECTED = "Protected turns (never summarized; default: the last 4 and each role's first)"
@@ -268,6 +269,13 @@ def compress(
                      "its repair: keep it, use the extractive summary, or leave the row "
                      "uncompressed (keep|extractive|uncompressed; default keep)."),
     ] = None,
+    max_invented: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--max-invented", min=0, help="Most facts (identifiers, paths, URLs, "
+                     "numbers with units, error names) a summary may state that the row "
+                     "does not: over it, one repair request naming them, then "
+                     "--on-low-fidelity (default: no cap; 0 allows none)."),
+    ] = None,
     summary_references: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option("--summary-references", help="Append the identifiers a summary lacks "
@@ -391,6 +399,7 @@ def compress(
             summary_tolerance=summary_tolerance,
             min_fidelity=min_fidelity,
             on_low_fidelity=on_low_fidelity,
+            max_invented=max_invented,
             summary_references=summary_references,
             allow_fallback=True if allow_fallback else None,
             allow_insecure_http=True if allow_insecure_http else None,

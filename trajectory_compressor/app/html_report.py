@@ -272,7 +272,9 @@ def _fidelity_card(data: ReportData) -> str:
     stats = ""
     if isinstance(agg, dict):
         names = (("mean", "mean_ratio"), ("median", "median_ratio"), ("p10", "p10_ratio"),
-                 ("min", "min_ratio"), ("tail items kept", "mean_tail_ratio"))
+                 ("min", "min_ratio"), ("tail items kept", "mean_tail_ratio"),
+                 ("summarizer's own text", "mean_model_ratio"),
+                 ("rows with invented facts", "invented_share"))
         shown = [f"{label} <b>{agg[key]:.3f}</b>" for label, key in names
                  if isinstance(agg.get(key), (int, float))]
         stats = f'<div class="stats">{" · ".join(shown)}</div>' if shown else ""

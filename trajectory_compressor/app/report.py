@@ -344,6 +344,12 @@ def _fidelity_lines(fidelity: Any) -> list[str]:
         lines.append(f"  {'fidelity':<17}{share('mean_ratio'):>10}   mean; p10 "
                      f"{share('p10_ratio')}, min {share('min_ratio')}; tail items kept "
                      f"{share('mean_tail_ratio')}")
+    if fidelity.get("count") and "invented_rows" in fidelity:
+        lines.append(f"  {'model fidelity':<17}{share('mean_model_ratio'):>10}   mean of "
+                     "its own text, without references")
+        lines.append(f"  {'invented facts':<17}{num(fidelity['invented_rows']):>10}   rows "
+                     f"({share('invented_share')} of summaries), "
+                     f"{num(fidelity.get('invented_items', 0))} items")
     repairs, low = fidelity.get("repair_requests", 0), fidelity.get("low_fidelity_rows", 0)
     if repairs or low:
         lines.append(f"  {'low fidelity':<17}{num(low):>10}   rows below the bar after "

@@ -99,6 +99,9 @@ class CompressionConfig:
     # the tail-referenced identifiers a summary lacks
     min_fidelity: float | None = None
     on_low_fidelity: str = "keep"
+    # issue 23: a summary stating more than max_invented facts its row does not gets the
+    # same repair request, then on_low_fidelity (None: no cap)
+    max_invented: int | None = None
     summary_references: str = "tail"
     # output
     add_summary_notice: bool = True
@@ -228,6 +231,8 @@ class CompressionConfig:
             (self.breaker_cooldown > 0, "summarization.breaker_cooldown must be positive"),
             (self.min_fidelity is None or 0 <= self.min_fidelity <= 1,
              "summarization.min_fidelity must be between 0 and 1 (or null: no bar)"),
+            (self.max_invented is None or self.max_invented >= 0,
+             "summarization.max_invented must be a whole number >= 0 (or null: no cap)"),
             (
                 self.on_low_fidelity in LOW_FIDELITY_POLICIES,
                 f"summarization.on_low_fidelity must be one of "
@@ -463,6 +468,7 @@ SECTIONS: dict[str, dict[str, str]] = {
         "breaker_cooldown": "breaker_cooldown",
         "min_fidelity": "min_fidelity",
         "on_low_fidelity": "on_low_fidelity",
+        "max_invented": "max_invented",
         "summary_references": "summary_references",
     },
     "output": {
@@ -517,7 +523,8 @@ _FIELD_TYPES: dict[str, str] = {
     "max_input_tokens": "int", "cache_enabled": "bool", "cache_path": "str?",
     "local_model": "str?", "summary_tolerance": "number", "allow_fallback": "bool",
     "allow_insecure_http": "bool", "breaker_failures": "int", "breaker_cooldown": "number",
-    "min_fidelity": "number?", "on_low_fidelity": "str", "summary_references": "str",
+    "min_fidelity": "number?", "on_low_fidelity": "str", "max_invented": "int?",
+    "summary_references": "str",
     "add_summary_notice": "bool", "summary_notice_text": "str", "output_suffix": "str",
     "output_format": "str",
     "num_workers": "int", "max_concurrent_requests": "int", "skip_under_target": "bool",

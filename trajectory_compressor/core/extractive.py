@@ -70,7 +70,9 @@ def _describe_call(payload: str) -> str:
         keys = [k for k in KEY_ARGS if k in args] or [k for k in args if k not in _BULK_ARGS][:2]
         for key in keys[:3]:
             shown.append(f"{key}={clip(str(args[key]), _ARG_CHARS)}")
-        shown += [f"{key}=<{len(str(args[key]))} chars>" for key in _BULK_ARGS if key in args]
+        # Counts the extractive text makes up itself are not written as "<n> <unit>": a
+        # reader (and `core.invented`) would take them for facts of the row.
+        shown += [f"{key}=<length {len(str(args[key]))}>" for key in _BULK_ARGS if key in args]
     return f"{name}({', '.join(shown)})"
 
 
@@ -80,7 +82,7 @@ def _first_last_lines(text: str) -> str:
         return ""
     if len(lines) <= 2:
         return " | ".join(clip(line, _LINE_CHARS) for line in lines)
-    return (f"{clip(lines[0], _LINE_CHARS)} … ({len(lines) - 2} lines) … "
+    return (f"{clip(lines[0], _LINE_CHARS)} … ({len(lines) - 2} more lines) … "
             f"{clip(lines[-1], _LINE_CHARS)}")
 
 

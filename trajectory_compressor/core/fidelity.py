@@ -46,6 +46,7 @@ from typing import Any
 
 MAX_ITEMS = 200
 MISSING_SHOWN = 20
+INVENTED_SHOWN = 10
 _VALUE_CHARS = 80
 _MESSAGE_CHARS = 60
 # Longer runs without a delimiter are blobs (base64, minified code), not facts; skipping
@@ -132,15 +133,28 @@ class Fidelity:
     tail_items: int
     tail_kept: int
     missing: tuple[str, ...]
+    # Claims of the summary its row never stated (`core.invented`), and the items the
+    # summarizer's own text kept, without the references line (None: as `kept`).
+    invented_items: tuple[str, ...] = ()
+    invented: int = 0
+    model_kept: int | None = None
 
     @property
     def ratio(self) -> float:
         return self.kept / self.items if self.items else 1.0
 
+    @property
+    def model_ratio(self) -> float:
+        """The region-fact recall of the summarizer's own text (no references line)."""
+        kept = self.kept if self.model_kept is None else self.model_kept
+        return kept / self.items if self.items else 1.0
+
     def to_dict(self) -> dict[str, Any]:
         return {"items": self.items, "kept": self.kept, "ratio": round(self.ratio, 4),
                 "tail_items": self.tail_items, "tail_kept": self.tail_kept,
-                "missing": list(self.missing[:MISSING_SHOWN])}
+                "missing": list(self.missing[:MISSING_SHOWN]),
+                "model_ratio": round(self.model_ratio, 4), "invented": self.invented,
+                "invented_items": list(self.invented_items[:INVENTED_SHOWN])}
 
     @classmethod
     def from_dict(cls, data: Any) -> Fidelity | None:
@@ -154,7 +168,17 @@ class Fidelity:
             return None
         missing = data.get("missing")
         shown = tuple(str(m) for m in missing) if isinstance(missing, list) else ()
-        return cls(whole[0], whole[1], whole[2], whole[3], shown)
+        invented = data.get("invented")
+        invented = invented if isinstance(invented, int) and invented >= 0 else 0
+        items = data.get("invented_items")
+        named = tuple(str(i) for i in items) if isinstance(items, list) else ()
+        model = data.get("model_ratio")
+        model_kept = round(model * whole[0]) if isinstance(model, (int, float)) \
+            and not isinstance(model, bool) and 0 <= model <= 1 else None
+        if model_kept == whole[1]:
+            model_kept = None  # as `kept`: no references line added to
+        return cls(whole[0], whole[1], whole[2], whole[3], shown, named, invented,
+                   model_kept)
 
 
 def normalize_text(text: str) -> str:
@@ -258,13 +282,15 @@ def _is_word(char: str) -> bool:
     return char.isalnum() or char == "_"  # what `\w` matches in a str pattern
 
 
-def _occurs(form: str, text: str) -> bool:
-    """``form`` occurs in ``text`` not glued to a word character where its own edge is one.
+def _occurs(form: str, text: str, open_left: bool = False, open_right: bool = False) -> bool:
+    """``form`` occurs in ``text`` not glued to a word character where its own edge is one
+    (an open side may be glued: a clipped quotation, `core.invented`).
 
     Substring search, not a regex: a pattern that starts with a lookbehind is tried at
     every position, and a row measures up to `MAX_ITEMS` items against its whole tail.
     """
-    head, tail = _is_word(form[0]), _is_word(form[-1])
+    head = _is_word(form[0]) and not open_left
+    tail = _is_word(form[-1]) and not open_right
     start = text.find(form)
     while start >= 0:
         end = start + len(form)

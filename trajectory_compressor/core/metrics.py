@@ -45,6 +45,7 @@ class TrajectoryMetrics:
     fidelity: Fidelity | None = None  # what the summary kept of the region's facts (§15)
     fidelity_repair: bool = False  # a repair request was sent for a summary below the bar
     low_fidelity: bool = False  # below the bar after the repair: on_low_fidelity applied
+    low_fidelity_reason: str = ""  # which bar it failed (min_fidelity, max_invented)
     # Tool outputs the second pass shortened (`core.elide`): {turn, tokens_before, after}.
     elisions: list[dict[str, int]] = field(default_factory=list)
     # Not part of the row's `compression_metrics`: aggregate-only bookkeeping.
@@ -89,6 +90,8 @@ class TrajectoryMetrics:
             d["fidelity_repair"] = True
         if self.low_fidelity:
             d["low_fidelity"] = True
+            if self.low_fidelity_reason:
+                d["low_fidelity_reason"] = self.low_fidelity_reason
         if self.elisions:
             d["elisions"] = [dict(e) for e in self.elisions]
         return d
@@ -119,6 +122,7 @@ class TrajectoryMetrics:
             fidelity=Fidelity.from_dict(d.get("fidelity")),
             fidelity_repair=bool(d.get("fidelity_repair", False)),
             low_fidelity=bool(d.get("low_fidelity", False)),
+            low_fidelity_reason=str(d.get("low_fidelity_reason") or ""),
             elisions=[dict(e) for e in d.get("elisions") or [] if isinstance(e, dict)],
         )
 
@@ -280,6 +284,11 @@ class AggregateMetrics:
     fidelity_tail_kept: int = 0
     fidelity_repairs: int = 0
     low_fidelity_rows: int = 0
+    # Written summaries stating facts their row does not (issue 23), and the sum of the
+    # summarizers' own recall (no references line) for its mean.
+    invented_rows: int = 0
+    invented_items: int = 0
+    model_ratio_sum: float = 0.0
     # Still-over-limit and failed rows by reason code (`core.reasons`), and the second
     # pass's work (`over_limit_strategy: elide_tool_outputs`).
     reasons: dict[str, int] = field(default_factory=dict)
@@ -337,6 +346,9 @@ class AggregateMetrics:
             self.fidelity_kept += f.kept
             self.fidelity_tail_items += f.tail_items
             self.fidelity_tail_kept += f.tail_kept
+            self.invented_rows += f.invented > 0
+            self.invented_items += f.invented
+            self.model_ratio_sum += f.model_ratio
             if f.tail_items:
                 self.fidelity_tail_rows += 1
                 self.fidelity_tail_ratio_sum += f.tail_kept / f.tail_items
@@ -450,6 +462,10 @@ class AggregateMetrics:
             "tail_kept": self.fidelity_tail_kept,
             "repair_requests": self.fidelity_repairs,
             "low_fidelity_rows": self.low_fidelity_rows,
+            "mean_model_ratio": round(self.model_ratio_sum / n, 4) if n else None,
+            "invented_rows": self.invented_rows,
+            "invented_share": round(self.invented_rows / n, 4) if n else None,
+            "invented_items": self.invented_items,
         }
 
 

@@ -73,11 +73,13 @@ class SummaryUsage:
 
 @dataclass(frozen=True)
 class Repair:
-    """A second request for a summary that dropped facts (§15): the first summary's text
-    (without its prefix) and the items it lacks, those the later turns need first."""
+    """A second request for a summary that dropped facts (§15) or invented some (issue
+    23): the first summary's text (without its prefix), the items it lacks, those the
+    later turns need first, and the claims it made that the transcript does not."""
 
     previous: str
     missing: tuple[str, ...]
+    invented: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

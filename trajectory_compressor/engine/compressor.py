@@ -15,7 +15,8 @@ from ..core.deadline import Deadline
 from ..core.errors import RowError
 from ..core.explain import RowReason, explain
 from ..core.extractive import ExtractiveSummarizer
-from ..core.fidelity import MISSING_SHOWN, Fidelity, FidelityProbe
+from ..core.fidelity import MISSING_SHOWN, Fidelity
+from ..core.invented import INVENTED_SHOWN, SummaryCheck
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
 from ..core.plan import Plan, plan_trajectory
 from ..core.redact import Scrubber
@@ -77,6 +78,7 @@ class _Chosen:
     usage: SummaryUsage  # of every request made for the row
     repaired: bool = False  # a repair request was sent
     low: bool = False  # below the bar after it: on_low_fidelity applied
+    why: str = ""  # what `low` failed: the fidelity bar, the invented cap, or both
 
 
 class TrajectoryCompressor:
@@ -200,8 +202,10 @@ class TrajectoryCompressor:
         deadline = Deadline(self.config.per_trajectory_timeout)
         # One extraction per row (bounded: `fidelity.MAX_ITEMS`), measured against every
         # summary the row is offered.
-        probe = FidelityProbe([str(t.get("value", "")) for t in turns[region.start:region.end]],
-                              [str(t.get("value", "")) for t in turns[region.end:]])
+        texts = [str(t.get("value", "")) for t in turns]
+        # A summary may state what the turns before its position (head, region) state.
+        probe = SummaryCheck(texts[:region.start], texts[region.start:region.end],
+                             texts[region.end:])
         request = SummaryRequest(
             turns[region.start:region.end], region.start, self._summary_budget(turns, plan),
             plan.region_tokens, deadline, origin=origin, tail_items=tuple(probe.tail_items),
@@ -231,25 +235,30 @@ class TrajectoryCompressor:
         new_turns = assemble(turns, region, summary.text, self.config)
         return self._with_metrics(row, new_turns, metrics, plan, dialect, region.start)
 
-    async def _choose(self, request: SummaryRequest, probe: FidelityProbe,
+    async def _choose(self, request: SummaryRequest, probe: SummaryCheck,
                       requests: list[SummaryRequest]) -> _Chosen:
-        """The summary for ``request`` and its fidelity, through the bar (§15): below
-        ``min_fidelity``, one repair request naming what the summary dropped (for a model's
-        summary); still below, ``on_low_fidelity`` decides. A backend that defers its
-        cache write gets the accepted summary only."""
+        """The summary for ``request`` and its fidelity, through the bars (§15): below
+        ``min_fidelity`` or over ``max_invented``, one repair request naming what the
+        summary dropped and what it invented (for a model's summary); still short,
+        ``on_low_fidelity`` decides. A backend that defers its cache write gets the
+        accepted summary only."""
         first = await self._summarize(request)
         usage = first.usage
         best, fidelity = self._referenced(first, request, probe)
-        bar = self.config.min_fidelity
-        if bar is None or fidelity.ratio >= bar:
+        why = self._shortfall(fidelity)
+        if not why:
             if first.commit is not None and first.source == "llm":
                 first.commit(first)
             return _Chosen(best, fidelity, usage)
         repaired = first.source in ("llm", "cache")
         if repaired:
-            dropped = probe.measure(summary_body(first.text)).missing
-            repair = dataclasses.replace(request, usage=SummaryUsage(),
-                                         repair=Repair(summary_body(first.text), dropped))
+            own = probe.measure(summary_body(first.text))
+            bar = self.config.min_fidelity
+            dropped = own.missing if bar is not None and own.ratio < bar else ()
+            invented = own.invented_items if self._over_cap(own) else ()
+            repair = dataclasses.replace(
+                request, usage=SummaryUsage(),
+                repair=Repair(summary_body(first.text), dropped, invented))
             requests.append(repair)
             second = await self._summarize(repair)
             usage = SummaryUsage()
@@ -257,26 +266,53 @@ class TrajectoryCompressor:
             usage.add(second.usage)
             if second.source != "fallback":  # a failed repair leaves the first summary
                 candidate, measured = self._referenced(second, request, probe)
-                if measured.ratio >= fidelity.ratio:
+                if self._rank(measured) >= self._rank(fidelity):
                     best, fidelity = candidate, measured
-                if measured.ratio >= bar:
+                    why = self._shortfall(fidelity)
+                if not why:
                     if first.commit is not None:
                         first.commit(dataclasses.replace(second, usage=usage))
                     return _Chosen(best, fidelity, usage, repaired=True)
         policy = self.config.on_low_fidelity
         if policy == "uncompressed":
-            return _Chosen(None, fidelity, usage, repaired, low=True)
+            return _Chosen(None, fidelity, usage, repaired, low=True, why=why)
         if policy == "extractive" and best.source not in ("extractive", "fallback"):
             extractive = await self._extractive.summarize(request)
             extractive.text = finish_summary_text(self.scrubber.literal(extractive.text),
                                                   self.scrubber)
             best, fidelity = self._referenced(extractive, request, probe)
-        return _Chosen(best, fidelity, usage, repaired, low=True)
+        return _Chosen(best, fidelity, usage, repaired, low=True, why=why)
+
+    def _over_cap(self, fidelity: Fidelity) -> bool:
+        cap = self.config.max_invented
+        return cap is not None and fidelity.invented > cap
+
+    def _shortfall(self, fidelity: Fidelity) -> str:
+        """Which bar ``fidelity`` fails (`min_fidelity`, `max_invented`), for a person;
+        empty when it fails none."""
+        bar = self.config.min_fidelity
+        short = []
+        if bar is not None and fidelity.ratio < bar:
+            short.append(f"kept {fidelity.ratio:.2f} of the region's facts, under "
+                         f"min_fidelity {bar:g}")
+        if self._over_cap(fidelity):
+            named = ", ".join(fidelity.invented_items[:3])
+            short.append(f"{fidelity.invented} invented item(s) ({named}), over max_invented "
+                         f"{self.config.max_invented}")
+        return "; ".join(short)
+
+    def _rank(self, fidelity: Fidelity) -> tuple[bool, int, float]:
+        """Better summaries rank higher: through the bars, fewer invented items over the
+        cap, more of the region's facts."""
+        cap = self.config.max_invented
+        excess = max(fidelity.invented - cap, 0) if cap is not None else 0
+        return not self._shortfall(fidelity), -excess, fidelity.ratio
 
     def _referenced(self, summary: Summary, request: SummaryRequest,
-                    probe: FidelityProbe) -> tuple[Summary, Fidelity]:
+                    probe: SummaryCheck) -> tuple[Summary, Fidelity]:
         """``summary`` with its references line (`summary_references`), and its fidelity."""
-        fidelity = probe.measure(summary_body(summary.text))
+        own = summary_body(summary.text)
+        fidelity = probe.measure(own)
         mode = self.config.summary_references
         items = fidelity.missing
         if mode == "tail":
@@ -289,7 +325,7 @@ class TrajectoryCompressor:
         if text == summary.text:
             return summary, fidelity
         summary = dataclasses.replace(summary, text=text, truncated=summary.truncated or cut)
-        return summary, probe.measure(summary_body(text))
+        return summary, probe.measure(summary_body(text), own)
 
     def _summary_budget(self, turns: Trajectory, plan: Plan) -> int:
         """`summary_target_tokens`, or less when the region is barely larger than that: the
@@ -401,9 +437,11 @@ def _add_fidelity(metrics: TrajectoryMetrics, chosen: _Chosen, scrubber: Scrubbe
     fidelity = chosen.fidelity
     # The row shows the missing items: the trajectory's own text, scrubbed like a summary.
     shown = tuple(scrubber(item) for item in fidelity.missing[:MISSING_SHOWN])
-    metrics.fidelity = dataclasses.replace(fidelity, missing=shown)
+    invented = tuple(scrubber(item) for item in fidelity.invented_items[:INVENTED_SHOWN])
+    metrics.fidelity = dataclasses.replace(fidelity, missing=shown, invented_items=invented)
     metrics.fidelity_repair = chosen.repaired
     metrics.low_fidelity = chosen.low
+    metrics.low_fidelity_reason = scrubber(chosen.why) if chosen.low else ""
 
 
 def _add_usage(metrics: TrajectoryMetrics, usage: SummaryUsage) -> None:

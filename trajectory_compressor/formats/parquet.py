@@ -66,9 +66,12 @@ METRICS_TYPE = pa.struct([
     # §15: what the summary kept of the region's facts, and what the fidelity bar did
     ("fidelity", pa.struct([("items", _INT), ("kept", _INT), ("ratio", pa.float64()),
                             ("tail_items", _INT), ("tail_kept", _INT),
-                            ("missing", pa.list_(pa.string()))])),
+                            ("missing", pa.list_(pa.string())),
+                            ("model_ratio", pa.float64()), ("invented", _INT),
+                            ("invented_items", pa.list_(pa.string()))])),
     ("fidelity_repair", pa.bool_()),
     ("low_fidelity", pa.bool_()),
+    ("low_fidelity_reason", pa.string()),
     # §16: tool outputs the second pass shortened
     ("elisions", pa.list_(pa.struct([("turn", _INT), ("tokens_before", _INT),
                                      ("tokens_after", _INT)]))),

@@ -2,9 +2,11 @@
 
 `auto` is what the command line runs with when no config file is used, and what the
 shipped ``configs/default.yaml`` says: an LLM endpoint only when one is named (or its key
-is in the environment), else the embedded model when the ``local`` extra is installed,
-else the extractive summarizer. A config in the Hermes schema names no backend and means
-`openai`, as in Hermes (`CompressionConfig`'s default).
+is in the environment), the embedded model only when asked for (``--summarizer local``
+or ``--local-model``), else the extractive summarizer, whether or not the ``local`` extra
+is installed: a tiny model's summaries state facts the row does not (issue 23), and the
+extractive ones, taken from the row, cannot. A config in the Hermes schema names no
+backend and means `openai`, as in Hermes (`CompressionConfig`'s default).
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ def default_summarizer(
     endpoint is named (``--base-url``, ``summarization.endpoints``, a
     ``summarization.base_url`` other than the default) or the key variable is set in
     ``environ`` (default: the environment, then the ``.env`` files the `openai` backend
-    reads keys from); else `local` when the ``local`` extra is installed
-    (``local_installed``); else `extractive`.
+    reads keys from); else `extractive`. ``local_installed`` only changes the reason:
+    with the ``local`` extra installed it says how to use it.
     """
     if config.summarizer != AUTO:
         return config.summarizer, "set by --summarizer or summarization.backend"
@@ -67,9 +69,10 @@ def default_summarizer(
         return "openai", f"{config.summarization_model} at {DEFAULT_BASE_URL}; {key_env} is set"
     unset = f"{key_env} unset" if key_env else "no key variable"
     if local_installed():
-        return "local", f"{BUNDLED_LOCAL_MODEL} on this machine; no endpoint named, {unset}"
-    return "extractive", (f"no model; no endpoint named, {unset}, 'local' extra not "
-                          "installed")
+        return "extractive", (f"no endpoint named, {unset}; the 'local' extra is installed "
+                              f"but {BUNDLED_LOCAL_MODEL} runs only when asked for: "
+                              "--summarizer local")
+    return "extractive", f"no model; no endpoint named, {unset}"
 
 
 def resolve_summarizer(

@@ -1,0 +1,270 @@
+"""Facts a summary states that its row never did (issue 23): no model needed.
+
+A summary's *claims* are the kinds of item `core.fidelity` extracts that a reader would
+take as facts: identifiers, paths, URLs, hashes and IDs, ``--flags``, ``$VARS``, error
+names (``KeyError``) and numbers with a unit (``512 MB``, ``30s``, ``12 tests``). Quoted
+text and error messages are not claims (a summary may paraphrase them), nor are ordinary
+words or bare numbers. A claim is *invented* when the row's turns before the summary's
+position (the head and the summarized region) state it nowhere.
+
+Matching, on the text as `fidelity.normalize_text` sees it (NFKC, case-folded, quotes as
+spaces), with the JSON of tool calls and responses also read decoded (``\\u00e9`` is
+``é``, an escaped ``\\n`` a line break):
+
+- an identifier, path, URL or ID is found where it occurs not glued to a letter, digit or
+  underscore at an edge that is one (as `fidelity` matches the region's items): ``app.py``
+  is found in ``src/app.py``, ``user_id`` is not found in ``user_ids``;
+- a claim that touches an ellipsis (``…`` or ``...``) is a clipped quotation, and so is
+  the summary's last claim (a text cut at its budget): that side may be glued, so
+  ``src/very_lo…`` is found in ``src/very_long_name.py``; a hex word of 7 or more digits
+  may be the start of a longer one (an abbreviated commit hash);
+- a number with a unit of size (B, kB/KiB … PB, either 1000 or 1024 for kB, MB, GB, TB,
+  PB), time (ns … weeks), frequency (Hz … GHz) or percent is found where the row states
+  the same quantity in any unit of that kind, equal to the precision the summary wrote it
+  in: ``1.5 GB`` stands for 1.45–1.55 GB, so ``1536 MB`` (1.536 GB, or 1.5 GiB) states it,
+  and so do ``1,536 MB`` and ``1536MB``; ``2 s`` is found from ``2345 ms``, ``3 s`` is not;
+- a number of countable things (``12 tests``, ``3 failed``, ``400 lines``, ``8 workers``)
+  is found where the row has the same number, with any unit or none (``12 passed``,
+  ``"workers": 8``): the unit is the summary's own word for it;
+- any other number with a unit (``60 fps``, ``4k``, ``2x``) only as the same number and unit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Iterator, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from unicodedata import normalize as unicode_normalize
+
+from .fidelity import (
+    _NUMBER_UNIT,
+    _NUMBER_UNIT_PARTS,
+    _STOP_WORDS,
+    _TAG,
+    _TOKEN,
+    _URL,
+    _URL_TAIL,
+    INVENTED_SHOWN,
+    Fidelity,
+    FidelityProbe,
+    _forms,
+    _occurs,
+    _token_items,
+    _word_set,
+    normalize,
+    normalize_text,
+)
+
+__all__ = ["INVENTED_SHOWN", "InventedCheck", "SummaryCheck", "claims"]
+
+_ELLIPSIS = "..."
+_HEX_WORD = re.compile(r"[0-9a-f]{7,}")
+_ANY_NUMBER = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])")
+_JSON_DEPTH = 4
+
+
+def _units(scale: float, *names: str) -> dict[str, tuple[float, ...]]:
+    return {name: (scale,) for name in names}
+
+
+_DECIMAL_BYTES = {"kb": 1, "mb": 2, "gb": 3, "tb": 4, "pb": 5}
+# Unit -> (dimension, scales to the dimension's base unit); a decimal byte prefix has two.
+_MEASURES: dict[str, tuple[str, tuple[float, ...]]] = {
+    **{u: ("bytes", s) for u, s in {
+        **_units(1, "b", "byte", "bytes"),
+        **{u: (1000.0 ** k, 1024.0 ** k) for u, k in _DECIMAL_BYTES.items()},
+        **_units(1024.0, "kib"), **_units(1024.0 ** 2, "mib"), **_units(1024.0 ** 3, "gib"),
+        **_units(1024.0 ** 4, "tib")}.items()},
+    **{u: ("seconds", s) for u, s in {
+        **_units(1e-9, "ns"), **_units(1e-6, "µs", "μs"), **_units(1e-3, "ms"),
+        **_units(1, "s", "sec", "secs", "second", "seconds"),
+        **_units(60, "m", "min", "mins", "minute", "minutes"),
+        **_units(3600, "h", "hr", "hrs", "hour", "hours"),
+        **_units(86400, "d", "day", "days"), **_units(604800, "week", "weeks")}.items()},
+    **{u: ("hertz", s) for u, s in {
+        **_units(1, "hz"), **_units(1e3, "khz"), **_units(1e6, "mhz"),
+        **_units(1e9, "ghz")}.items()},
+    "%": ("percent", (1.0,)),
+}
+_COUNTS = _word_set("""
+test tests passed failed error errors warning warnings file files line lines row rows
+record records item items request requests retries worker workers thread threads core
+cores cpu cpus gpu gpus epoch epochs step steps char chars character characters token
+tokens
+""")
+# Countable things `fidelity` does not take as units, which summaries count too (`4016
+# samples`, `900 batches`): claims here, matched like the counts above.
+_MORE_COUNTS = ("samples|batches|examples|iterations|documents|shards|chunks|pages|entries"
+                "|commits|packages|dependencies|modules|functions|classes|columns|tables"
+                "|queries|users|nodes|pods|containers|images|layers|parameters|params"
+                "|spaces|bugs|issues|failures|calls|attempts|jobs|tasks|processes")
+_COUNT_CLAIM = re.compile(
+    rf"(?<![\w.,])(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?[ \t](?:{_MORE_COUNTS})(?!\w)",
+    re.IGNORECASE)
+
+
+class SummaryCheck:
+    """Measures any summary offered for one region: the region's facts it keeps
+    (`FidelityProbe`) and the claims it makes that the turns before it never state."""
+
+    def __init__(self, head_texts: Sequence[str], region_texts: Sequence[str],
+                 tail_texts: Sequence[str]) -> None:
+        self.probe = FidelityProbe(region_texts, tail_texts)
+        self.context = InventedCheck([*head_texts, *region_texts])
+
+    @property
+    def tail_items(self) -> list[str]:
+        return self.probe.tail_items
+
+    def measure(self, text: str, own: str | None = None) -> Fidelity:
+        """The fidelity of the summary body ``text``; ``own`` is the summarizer's own text
+        when ``text`` adds a references line to it (`model_ratio` and `invented` are of
+        the summarizer's text alone)."""
+        fidelity = self.probe.measure(text)
+        model = fidelity if own is None else self.probe.measure(own)
+        invented = tuple(self.context.invented(text if own is None else own))
+        own_kept = None if model.kept == fidelity.kept else model.kept  # None: as `kept`
+        return dataclasses.replace(fidelity, model_kept=own_kept, invented=len(invented),
+                                   invented_items=invented)
+
+
+class InventedCheck:
+    """The facts of a row's turns before a summary, against which summaries are checked."""
+
+    def __init__(self, context_texts: Sequence[str]) -> None:
+        texts = [t for text in context_texts for t in (text, *_decoded(text))]
+        self.text = normalize_text("\n".join(texts))
+        self._numbers: set[Decimal] | None = None
+        self._quantities: dict[str, list[float]] | None = None
+
+    def invented(self, summary: str) -> list[str]:
+        """The claims of ``summary`` the context does not state, in order, deduplicated."""
+        seen: set[str] = set()
+        found: list[str] = []
+        for item, open_left, open_right in claims(summary):
+            key = normalize(item)
+            if key in seen:
+                continue
+            seen.add(key)
+            if not self._states(item, key, open_left, open_right):
+                found.append(item)
+        return found
+
+    def _states(self, item: str, key: str, open_left: bool, open_right: bool) -> bool:
+        open_right = open_right or bool(_HEX_WORD.fullmatch(key) and not key.isdigit())
+        if any(_occurs(form, self.text, open_left, open_right) for form in _forms(item)):
+            return True
+        parts = _NUMBER_UNIT_PARTS.fullmatch(key)
+        if not parts:
+            return False
+        number, unit = parts[1], parts[2].strip()
+        if _COUNT_CLAIM.fullmatch(item) or (unit in _COUNTS and _NUMBER_UNIT.fullmatch(key)):
+            return _decimal(number) in self.numbers()
+        measure = _MEASURES.get(unit)
+        if measure is None:
+            return False
+        dimension, scales = measure
+        value = float(number.replace(",", ""))
+        decimals = len(number.partition(".")[2])
+        stated = self.quantities().get(dimension, ())
+        for scale in scales:
+            # Half a unit of the last digit written, and a hair for float rounding.
+            tolerance = 0.5 * 10.0 ** -decimals * scale * (1 + 1e-9)
+            if any(abs(value * scale - q) <= tolerance for q in stated):
+                return True
+        return False
+
+    def numbers(self) -> set[Decimal]:
+        """Every number the context writes, bare or with a unit."""
+        if self._numbers is None:
+            self._numbers = {n for m in _ANY_NUMBER.finditer(self.text)
+                             if (n := _decimal(m.group())) is not None}
+        return self._numbers
+
+    def quantities(self) -> dict[str, list[float]]:
+        """The measured quantities the context states, in base units, by dimension."""
+        if self._quantities is None:
+            self._quantities = {}
+            for m in _NUMBER_UNIT.finditer(self.text):
+                parts = _NUMBER_UNIT_PARTS.fullmatch(normalize(m.group()))
+                measure = _MEASURES.get(parts[2].strip()) if parts else None
+                if parts is None or measure is None:
+                    continue
+                value = float(parts[1].replace(",", ""))
+                self._quantities.setdefault(measure[0], []).extend(
+                    value * scale for scale in measure[1])
+        return self._quantities
+
+
+def claims(summary: str) -> Iterator[tuple[str, bool, bool]]:
+    """``(claim, open_left, open_right)`` for each claim of ``summary``, in order; an open
+    side touches an ellipsis (or the end of the text) and may be glued there."""
+    text = _TAG.sub(lambda m: "\n" * len(m.group()), unicode_normalize("NFKC", summary))
+    end_of_text = len(text.rstrip())
+    found: list[tuple[int, int, str]] = []
+    for m in _URL.finditer(text):
+        found.append((m.start(), 0, m.group().rstrip(_URL_TAIL)))
+    text = _URL.sub(lambda m: " " * len(m.group()), text)
+    numbers: list[tuple[int, int]] = []
+    for pattern in (_NUMBER_UNIT, _COUNT_CLAIM):
+        for m in pattern.finditer(text):
+            found.append((m.start(), 0, m.group()))
+            numbers.append((m.start(), m.end()))
+    for m in _TOKEN.finditer(text):
+        for offset, item in _token_items(m.group()):
+            start = m.start() + offset
+            if not any(a <= start < b for a, b in numbers):
+                found.append((start, 1, item))
+    found.sort()
+    last = max((start for start, _, _ in found), default=-1)
+    for start, _, item in found:
+        key = normalize(item)
+        if len(key) < 2 or key in _STOP_WORDS:
+            continue
+        end = start + len(item)
+        open_left = text[max(start - 3, 0):start] == _ELLIPSIS
+        open_right = text[end:end + 3] == _ELLIPSIS or (start == last
+                                                         and end >= end_of_text - 1)
+        yield item, open_left, open_right
+
+
+def _decimal(number: str) -> Decimal | None:
+    try:
+        return Decimal(number.replace(",", "")).normalize()
+    except InvalidOperation:
+        return None
+
+
+def _decoded(text: str) -> Iterator[str]:
+    """The strings (keys and values) of the JSON in ``text``'s tool calls and responses
+    (or of ``text`` itself), decoded, JSON inside a string read too."""
+    bodies = re.findall(r"<tool_(?:call|response)>(.*?)(?:</tool_(?:call|response)>|$)",
+                        text, re.DOTALL)
+    for body in [text, *bodies]:
+        yield from _json_strings(body.strip(), 0)
+
+
+def _json_strings(text: str, depth: int) -> Iterator[str]:
+    if depth > _JSON_DEPTH or not text.startswith(("{", "[")):
+        return
+    try:
+        value: Any = json.loads(text)
+    except (ValueError, RecursionError):
+        return
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, child in node.items():
+                yield str(key)
+                stack.append(child)
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str):
+            yield node
+            yield from _json_strings(node.strip(), depth + 1)
+        elif node is not None:
+            yield json.dumps(node)
