@@ -63,6 +63,24 @@ TARGETS: dict[str, list[str]] = {
     "engine/checkpoint.py": ["tests/test_checkpoint.py"],
     "formats/jsonl.py": ["tests/test_reader_rejects.py", "tests/test_writer_routing.py"],
     "engine/writer.py": ["tests/test_writer_routing.py"],
+    # issue 26, item 5: the newer modules (the kills_* files first: they are fast, so a
+    # killed mutant stops early).
+    "dialects/__init__.py": ["tests/test_dialects.py", "tests/test_convert.py"],
+    "dialects/base.py": ["tests/test_dialects.py", "tests/test_convert.py"],
+    "dialects/messages.py": ["tests/test_dialects.py", "tests/test_convert.py"],
+    "dialects/openai.py": ["tests/test_dialects.py", "tests/test_convert.py"],
+    "dialects/sharegpt.py": ["tests/test_dialects.py", "tests/test_convert.py"],
+    "core/extractive.py": ["tests/test_summary.py"],
+    "core/summary.py": ["tests/test_summary.py", "tests/test_summary_bounds.py"],
+    "app/report_data.py": ["tests/test_html_report.py"],
+    "app/gates.py": ["tests/test_gates.py"],
+    "formats/registry.py": ["tests/test_parquet.py", "tests/test_reader_rejects.py"],
+    "formats/json_array.py": ["tests/test_dialects.py"],
+    "formats/parquet.py": ["tests/test_parquet.py"],
+    "counting/template.py": ["tests/test_template_counting.py"],
+    "summarizers/pool.py": ["tests/test_llm_pool.py"],
+    "summarizers/batch.py": ["tests/test_formats.py"],
+    "engine/batch.py": ["tests/test_batch.py"],
 }
 
 COPY_IGNORE = shutil.ignore_patterns(".venv", ".git", ".hypothesis", ".mypy_cache",
