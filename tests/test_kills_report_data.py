@@ -1,0 +1,76 @@
+"""The HTML report's numbers, unit by unit (issue 26, item 5).
+
+From their documentation (app/report_data.py, SPEC §16): a histogram counts values in
+``[edges[i], edges[i+1])`` with the last bin closed and values outside going to the
+nearest end bin; ratios and fidelity use 20 bins of 0.05 over [0, 1]; a row is "over" when
+its tokens exceed the target (a row exactly at the target fits); the detail line of a
+flagged row is ``code · head N · middle N · tail N · region N · summary N · target N``.
+"""
+
+from __future__ import annotations
+
+from trajectory_compressor.app import report_data
+from trajectory_compressor.app.report_data import Histogram, reason_detail, unit_edges
+
+
+def test_histogram_bins_are_half_open_the_last_closed_and_outliers_clamped():
+    h = Histogram.empty([0.0, 10.0, 20.0, 30.0])
+    assert h.counts == [0, 0, 0]
+    for value in (0, 9.99, 10, 19, 20, 30, -5, 99):
+        h.add(value)
+    # 0, 9.99, -5 -> bin 0; 10, 19 -> bin 1; 20, 30 (closed end), 99 -> bin 2
+    assert h.counts == [3, 2, 3]
+    assert h.total == 8
+    flat = Histogram.empty([5.0, 5.0])
+    flat.add(7)
+    assert flat.counts == [1]
+
+
+def test_unit_edges_are_twenty_bins_of_a_twentieth():
+    edges = unit_edges()
+    assert len(edges) == 21 and edges[0] == 0 and edges[-1] == 1 and edges[1] == 0.05
+    h = Histogram.empty(edges)
+    for ratio in (0.0, 0.05, 0.5, 0.999, 1.0):
+        h.add(ratio)
+    expected = [0] * 20
+    for i in (0, 1, 10, 19, 19):
+        expected[i] += 1
+    assert h.counts == expected
+
+
+def test_rows_over_the_target_are_those_strictly_above_it():
+    tokens = report_data._Tokens(high=400, target=100)
+    for before, after in ((100, 100), (101, 100), (300, 101), (50, 50)):
+        tokens.add(before, after)
+    assert tokens.over == [2, 1]
+    before, after = tokens.histograms()
+    assert before.total == after.total == 4
+    assert before.edges[0] == 0 and before.edges[-1] >= 400
+    # Without a recorded maximum, the same rows binned at the end.
+    free = report_data._Tokens(high=None, target=100)
+    for before_tokens, after_tokens in ((100, 100), (101, 100), (300, 101), (50, 50)):
+        free.add(before_tokens, after_tokens)
+    assert free.over == [2, 1]
+    b, a = free.histograms()
+    assert b.total == a.total == 4 and b.edges[-1] >= 300
+    empty_before, _ = report_data._Tokens(high=None, target=100).histograms()
+    assert empty_before.total == 0 and empty_before.edges[-1] >= 100
+
+
+def test_reason_detail_names_the_numbers_in_order():
+    numbers = {"target": 16000, "tail_tokens": 9000, "head_tokens": 1200, "other": 5,
+               "summary_target": 750, "region_tokens": "n/a"}
+    assert reason_detail("protected_turns_exceed_target", numbers) == (
+        "protected_turns_exceed_target \u00b7 head 1,200 \u00b7 tail 9,000 \u00b7 "
+        "target 16,000 \u00b7 summary target 750")
+    assert reason_detail("failed", {}) == "failed"
+    assert reason_detail("", {"target": 1}) == ""
+
+
+def test_a_row_s_fidelity_is_its_ratio_or_a_bare_number():
+    assert report_data._fidelity_ratio({"fidelity": {"ratio": 0.75}}) == 0.75
+    assert report_data._fidelity_ratio({"fidelity": 1}) == 1.0
+    assert report_data._fidelity_ratio({"fidelity": True}) is None
+    assert report_data._fidelity_ratio({"fidelity": {"ratio": "high"}}) is None
+    assert report_data._fidelity_ratio({}) is None
+    assert report_data._fidelity_ratio(None) is None
