@@ -226,6 +226,13 @@ def test_the_summary_content_takes_the_row_s_own_spelling():
     plain = _summary_row([{"role": "system", "content": None}, {"role": "user",
                                                                "content": "old"}])
     assert plain["messages"][1]["content"] == "SUM"
+    # No message with text content to copy the spelling from: a plain string.
+    bare = _summary_row([{"role": "system", "content": None}, {"role": "user"}])
+    assert bare["messages"][1]["content"] == "SUM"
+
+
+def test_openai_regions_never_start_or_end_on_a_tool_message():
+    assert Messages().boundaries([]) == ANY_BUT_TOOL
 
 
 def test_unchanged_messages_are_the_objects_read_and_a_configured_summary_role_is_used():

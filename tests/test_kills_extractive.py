@@ -92,6 +92,14 @@ def test_a_call_without_key_arguments_shows_its_first_two_other_arguments():
     assert "- turn 0: search(alpha=1, beta=2, text=<1 chars>)" in text
     assert "- turn 1: not json" in text
     assert "- turn 2: a(path=p1, file=f1, command=c)" in text
+    # OpenAI-style arguments are a JSON string; text that is not JSON is the input itself.
+    strings = [{"from": "gpt", "value": "<tool_call>" + json.dumps(
+        {"name": "ls", "arguments": json.dumps({"path": "/a/b"})}) + "</tool_call>"},
+        {"from": "gpt", "value": "<tool_call>" + json.dumps(
+            {"name": "sh", "arguments": "echo hi"}) + "</tool_call>"}]
+    text = summary(strings, first=0)
+    assert "- turn 0: ls(path=/a/b)" in text
+    assert "- turn 1: sh(input=echo hi)" in text
 
 
 def test_the_summary_stays_within_its_budget_at_every_size():
