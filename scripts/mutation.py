@@ -79,7 +79,7 @@ TARGETS: dict[str, list[str]] = {
     "formats/json_array.py": ["tests/test_kills_formats.py", "tests/test_dialects.py"],
     "formats/parquet.py": ["tests/test_parquet.py"],
     "counting/template.py": ["tests/test_template_counting.py"],
-    "summarizers/pool.py": ["tests/test_llm_pool.py"],
+    "summarizers/pool.py": ["tests/test_kills_pool.py", "tests/test_llm_pool.py"],
     "summarizers/batch.py": ["tests/test_formats.py"],
     "engine/batch.py": ["tests/test_batch.py"],
 }
