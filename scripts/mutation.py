@@ -80,7 +80,7 @@ TARGETS: dict[str, list[str]] = {
     "formats/parquet.py": ["tests/test_parquet.py"],
     "counting/template.py": ["tests/test_template_counting.py"],
     "summarizers/pool.py": ["tests/test_kills_pool.py", "tests/test_llm_pool.py"],
-    "summarizers/batch.py": ["tests/test_formats.py"],
+    "summarizers/batch.py": ["tests/test_kills_batch_import.py", "tests/test_formats.py"],
     "engine/batch.py": ["tests/test_batch.py"],
 }
 

@@ -1,0 +1,139 @@
+"""Phase 2 of batch inference, line by line (issue 26, item 5).
+
+From summarizers/batch.py's documentation and SPEC §17: each results line is
+``{"custom_id", "response": {"status_code", "body"}, "error"}`` as OpenAI and `vllm
+run-batch` write them; a reply is accepted as the online path accepts one (2xx, choices,
+content not empty, ``finish_reason`` not ``length``) and stored prefixed under its
+custom_id; a request with several results keeps its last acceptable one, and a failure
+after an accepted result does not undo it; results for requests the export does not
+hold are counted as unknown, exported requests without any result as missing; a line
+that cannot be read is named ``file:line: why``. Export lines embed the body byte for
+byte.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from trajectory_compressor.core.errors import ConfigError
+from trajectory_compressor.core.redact import Scrubber
+from trajectory_compressor.summarizers.batch import (
+    BATCH_ERROR,
+    import_results,
+    request_keys,
+    request_line,
+)
+from trajectory_compressor.summarizers.cache import SummaryCache
+
+PREFIX = "[CONTEXT SUMMARY]:"
+ORIGIN = "batch-origin"
+
+
+def ok(key: str, text: str, finish: str = "stop", status: int = 200) -> dict:
+    return {"custom_id": key, "response": {"status_code": status, "body": {
+        "choices": [{"message": {"role": "assistant", "content": text},
+                     "finish_reason": finish}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7}}}, "error": None}
+
+
+def write(path: Path, *lines: object) -> Path:
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n"
+                            for x in lines))
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path):
+    c = SummaryCache(tmp_path / "cache.sqlite")
+    yield c
+    c.close()
+
+
+def run(paths, cache, expected=None):
+    return import_results(paths, cache, "m", Scrubber(), ORIGIN, expected)
+
+
+def test_an_accepted_result_is_stored_prefixed_with_its_cost(tmp_path, cache):
+    report = run([write(tmp_path / "out.jsonl", ok("k1", "Did a thing."))], cache)
+    assert (report.lines, report.accepted, dict(report.failed)) == (1, 1, {})
+    entry = cache.get_entry("k1")
+    assert entry is not None and entry.text == f"{PREFIX} Did a thing."
+    assert entry.origin == ORIGIN
+    assert entry.usage is not None and (entry.usage.api_calls, entry.usage.prompt_tokens,
+                                        entry.usage.completion_tokens) == (1, 11, 7)
+
+
+def test_a_failure_after_an_accepted_result_does_not_undo_it(tmp_path, cache):
+    out = write(tmp_path / "out.jsonl", ok("k1", "First."),
+                {"custom_id": "k1", "response": None, "error": {"code": "x", "message": "y"}})
+    errors = write(tmp_path / "err.jsonl", ok("k1", "cut", finish="length"))
+    report = run([out, errors], cache, expected={"k1"})
+    assert report.accepted == 1 and report.failures == {} and report.missing == 0
+    assert cache.get_entry("k1").text == f"{PREFIX} First."
+
+
+def test_the_last_acceptable_result_wins_and_clears_an_earlier_failure(tmp_path, cache):
+    out = write(tmp_path / "out.jsonl", ok("k1", "", status=200),  # empty: not acceptable
+                ok("k1", "Second."), ok("k1", "Third."))
+    report = run([out], cache)
+    assert report.accepted == 1 and report.failures == {}
+    assert cache.get_entry("k1").text == f"{PREFIX} Third."
+
+
+def test_failures_by_kind_unknown_and_missing_requests(tmp_path, cache):
+    out = write(tmp_path / "out.jsonl",
+                ok("a", "Fine."),
+                ok("b", "cut", finish="length"),
+                {"custom_id": "c", "error": {"code": "server_error", "message": "boom"}},
+                ok("stranger", "Not ours."),
+                {"custom_id": "d", "response": {"status_code": 500, "body": {"error": "x"}}})
+    report = run([out], cache, expected={"a", "b", "c", "d", "e", "f"})
+    assert report.accepted == 2  # a and stranger (imported anyway)
+    assert report.unknown == 1
+    assert report.missing == 2  # e and f
+    assert set(report.failures) == {"b", "c", "d"}
+    assert report.failures["c"][0] == BATCH_ERROR
+    assert "server_error: boom" in report.failures["c"][1]
+    assert report.failed[BATCH_ERROR] == 1 and sum(report.failed.values()) == 3
+    assert run([out], cache).missing is None  # nothing expected: unknown
+
+
+def test_unreadable_lines_are_named_and_blank_lines_skipped(tmp_path, cache):
+    out = write(tmp_path / "out.jsonl", "{oops", "", "[1]", json.dumps({"custom_id": 5}),
+                {"custom_id": "k"}, ok("z", "Fine."))
+    report = run([out], cache)
+    assert report.lines == 5
+    assert report.unreadable == [f"{out}:1: not a JSON line", f"{out}:3: no custom_id",
+                                 f"{out}:4: no custom_id"]
+    assert report.failures["k"][0] == "invalid"
+    assert report.accepted == 1
+
+
+def test_an_entry_a_row_already_used_is_left_alone(tmp_path, cache):
+    cache.put("k1", "m", f"{PREFIX} Used.", origin="a-row")
+    report = run([write(tmp_path / "out.jsonl", ok("k1", "New."))], cache)
+    assert report.accepted == 1
+    assert cache.get_entry("k1").text == f"{PREFIX} Used."
+
+
+def test_a_missing_results_file_is_a_config_error(tmp_path, cache):
+    with pytest.raises(ConfigError, match="cannot read batch results"):
+        run([tmp_path / "gone.jsonl"], cache)
+
+
+def test_request_lines_and_their_keys(tmp_path):
+    body = b'{"model":"m","messages":[]}'
+    line = request_line("key-1", body)
+    assert orjson.loads(line) == {"custom_id": "key-1", "method": "POST",
+                                  "url": "/v1/chat/completions",
+                                  "body": {"model": "m", "messages": []}}
+    assert body in line and line.endswith(b"}\n")
+    a = tmp_path / "a.jsonl"
+    a.write_bytes(line + request_line("key-2", body) + b"\n")
+    assert request_keys([a]) == {"key-1", "key-2"}
+    assert request_keys([a, tmp_path / "gone.jsonl"]) is None
+    assert request_keys([]) == set()
