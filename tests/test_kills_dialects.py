@@ -556,3 +556,101 @@ def test_dialect_for_puts_a_configured_tag_first_and_keeps_the_defaults():
 def test_turns_remember_their_source_items():
     row = {"messages": [{"role": "user", "content": "x"}]}
     assert Messages().turns(row)[0][SOURCE] is row["messages"][0]
+
+
+# -- more survivors: conversion edge cases, variant rewrites --------------------------------
+
+def test_assistant_text_before_its_calls_is_the_content():
+    # The Hermes rendering: TEXT + "\n" + the blocks; the text is the message's content.
+    messages = sharegpt_to_openai([{"from": "gpt", "value": "Looking.\n" + CALL_LS}])
+    assert messages[0]["content"] == "Looking."
+    assert [c["function"]["name"] for c in messages[0]["tool_calls"]] == ["ls"]
+    assert openai_to_sharegpt(messages) == [{"from": "gpt", "value": "Looking.\n" + CALL_LS}]
+
+
+def test_a_call_block_that_is_not_a_call_object_stays_text():
+    value = "<tool_call>\n[1, 2]\n</tool_call>"
+    assert sharegpt_to_openai([{"from": "gpt", "value": value}]) == [
+        {"role": "assistant", "content": value}]
+
+
+def test_a_response_id_is_given_to_one_call_only():
+    # Two calls of the same tool; both responses claim the id "x": the first call takes
+    # it, the second keeps its generated id call_<turn>_<k>.
+    calls = "\n".join([CALL_LS, CALL_LS])
+    responses = "\n".join(
+        '<tool_response>\n' + json.dumps({"tool_call_id": "x", "name": "ls", "content": c})
+        + '\n</tool_response>' for c in ("a", "b"))
+    messages = sharegpt_to_openai([{"from": "gpt", "value": calls},
+                                   {"from": "tool", "value": responses}])
+    assert [c["id"] for c in messages[0]["tool_calls"]] == ["x", "call_0_1"]
+    assert [(m["tool_call_id"], m["name"]) for m in messages[1:]] == [("x", "ls"),
+                                                                     ("call_0_1", "ls")]
+
+
+def test_a_tool_turn_answering_no_call_has_no_name():
+    (message,) = sharegpt_to_openai([{"from": "tool", "value": "plain output"}])
+    assert message["role"] == "tool" and message["content"] == "plain output"
+    assert "name" not in message and isinstance(message["tool_call_id"], str)
+
+
+def test_tool_messages_take_their_name_from_the_message_or_the_call_they_answer():
+    messages = [{"role": "assistant", "content": [{"type": "text", "text": "Two."}],
+                 "tool_calls": [
+                     {"id": "x1", "function": {"name": "ls", "arguments": "{}"}},
+                     {"id": "x2", "function": {"name": "cat", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "x1", "content": "r1"},
+                {"role": "tool", "tool_call_id": "x2", "name": "cat", "content": "r2"}]
+    turns = openai_to_sharegpt(messages)
+    assert turns[0]["value"].startswith("Two.\n<tool_call>")
+    assert turns[1] == {"from": "tool", "value": '<tool_response>\n{"tool_call_id": "x1", '
+                        '"name": "ls", "content": "r1"}\n</tool_response>'}
+    assert turns[2] == {"from": "tool", "value": '<tool_response>\n{"tool_call_id": "x2", '
+                        '"name": "cat", "content": "r2"}\n</tool_response>'}
+
+
+def test_hermes_helpers():
+    from trajectory_compressor.dialects.sharegpt import is_hermes
+
+    assert is_hermes({"from": "gpt", "value": "x"})
+    assert not is_hermes({"from": "assistant", "value": "x"})
+    assert not is_hermes({"from": "gpt", "value": None})
+    assert SHAREGPT.text_chars({"other": 1}) == 0
+    turns = [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b", "weight": 1}]
+    row = {"conversations": turns}
+    out = SHAREGPT.with_turns(row, turns, summary_at=0)
+    # The summary gets weight 0 in the new row; the turns given are left as they were.
+    assert out["conversations"][0] == {"from": "human", "value": "a", "weight": 0}
+    assert turns == [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b", "weight": 1}]
+
+
+def test_tags_are_a_frozen_hashable_value():
+    import dataclasses
+
+    assert hash(ShareGPTTags()) == hash(ShareGPTTags())
+    assert ShareGPTTags(user_tag=("me",)) != ShareGPTTags()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ShareGPTTags().messages = "x"  # type: ignore[misc]
+
+
+def test_variant_summary_after_several_pairs_keeps_every_turn_before_it():
+    variant = ShareGPTVariant()
+    items = [{"from": "human", "value": "q1"}, {"from": "gpt", "value": "a1"},
+             {"from": "human", "value": "q2"}, {"from": "function_call", "value": "c"},
+             {"from": "observation", "value": "o"}, {"from": "gpt", "value": "a2"},
+             {"from": "human", "value": "q3"}, {"from": "gpt", "value": "a3"}]
+    row = {"conversations": items}
+    turns = variant.turns(row)
+    new = [*turns[:3], {"from": "human", "value": "SUM"}, *turns[6:]]
+    out = variant.with_turns(row, new, summary_at=3)
+    assert out["conversations"] == [items[0], items[1], {"from": "human", "value": "q2\n\nSUM"},
+                                    items[6], items[7]]
+
+
+def test_a_variant_summary_built_from_a_replaced_turn_is_still_a_user_turn():
+    variant = ShareGPTVariant()
+    row = {"conversations": [{"from": "gpt", "value": "hello", "weight": 1},
+                             {"from": "human", "value": "q"}]}
+    turns = variant.turns(row)
+    out = variant.with_turns(row, [{**turns[0], "value": "S"}, turns[1]], summary_at=0)
+    assert out["conversations"][0] == {"from": "human", "value": "S", "weight": 0}
