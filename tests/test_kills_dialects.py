@@ -537,6 +537,15 @@ def test_detection_by_the_first_rows():
     assert detect([{"messages": [{"content": "no role"}]}], config) is SHAREGPT
 
 
+def test_the_format_option_wins_over_detection():
+    hermes = [{"conversations": [{"from": "human", "value": "x"}]}]
+    assert detect(hermes, CompressionConfig(dataset_format="openai")).name == "openai"
+    assert detect(hermes, CompressionConfig(dataset_format="sharegpt-variant")).name == \
+        "sharegpt-variant"
+    openai = [{"messages": [{"role": "user", "content": "x"}]}]
+    assert detect(openai, CompressionConfig(dataset_format="sharegpt")) is SHAREGPT
+
+
 def test_dialect_for_puts_a_configured_tag_first_and_keeps_the_defaults():
     config = CompressionConfig(dataset_user_tag="me", dataset_assistant_tag="bot")
     dialect = dialect_for(config, "sharegpt")
@@ -546,7 +555,17 @@ def test_dialect_for_puts_a_configured_tag_first_and_keeps_the_defaults():
     assert dialect.tags.observation_tag == ("observation", "tool")
     again = dialect_for(CompressionConfig(dataset_user_tag="user"), "sharegpt-variant")
     assert again.tags.user_tag == ("user", "human")
-    assert detect([], config) is not SHAREGPT
+    assert isinstance(detect([{"conversations": []}], config), ShareGPTVariant)
+    # Tags not configured keep LLaMA-Factory's defaults.
+    t = dialect.tags
+    assert (t.messages, t.role_tag, t.content_tag, t.system, t.tools) == (
+        "conversations", "from", "value", "system", "tools")
+    custom = dialect_for(CompressionConfig(dataset_role_tag="role", dataset_system="sys",
+                                           dataset_tools="fns", dataset_messages="msgs",
+                                           dataset_content_tag="text"), "sharegpt")
+    t = custom.tags
+    assert (t.messages, t.role_tag, t.content_tag, t.system, t.tools) == (
+        "msgs", "role", "text", "sys", "fns")
     assert dialect_for(CompressionConfig(), "sharegpt") is SHAREGPT
     openai = dialect_for(CompressionConfig(summary_role="system"), "openai")
     assert isinstance(openai, Messages) and openai.summary_role == "system"
@@ -654,3 +673,11 @@ def test_a_variant_summary_built_from_a_replaced_turn_is_still_a_user_turn():
     turns = variant.turns(row)
     out = variant.with_turns(row, [{**turns[0], "value": "S"}, turns[1]], summary_at=0)
     assert out["conversations"][0] == {"from": "human", "value": "S", "weight": 0}
+
+
+def test_a_custom_system_column_is_written_back_under_its_own_name():
+    variant = ShareGPTVariant(ShareGPTTags(system="prompt"))
+    row = {"conversations": [{"from": "human", "value": "q"}], "prompt": "P"}
+    turns = variant.turns(row)
+    out = variant.with_turns(row, [{**turns[0], "value": "P2"}, turns[1]])
+    assert out["prompt"] == "P2" and "system" not in out
