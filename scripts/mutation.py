@@ -81,7 +81,7 @@ TARGETS: dict[str, list[str]] = {
     "counting/template.py": ["tests/test_template_counting.py"],
     "summarizers/pool.py": ["tests/test_kills_pool.py", "tests/test_llm_pool.py"],
     "summarizers/batch.py": ["tests/test_kills_batch_import.py", "tests/test_formats.py"],
-    "engine/batch.py": ["tests/test_batch.py"],
+    "engine/batch.py": ["tests/test_kills_batch_files.py", "tests/test_batch.py"],
 }
 
 COPY_IGNORE = shutil.ignore_patterns(".venv", ".git", ".hypothesis", ".mypy_cache",
