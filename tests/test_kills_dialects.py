@@ -681,3 +681,10 @@ def test_a_custom_system_column_is_written_back_under_its_own_name():
     turns = variant.turns(row)
     out = variant.with_turns(row, [{**turns[0], "value": "P2"}, turns[1]])
     assert out["prompt"] == "P2" and "system" not in out
+
+
+def test_a_tool_turn_in_another_shape_answers_the_pending_call_verbatim():
+    messages = sharegpt_to_openai([{"from": "gpt", "value": CALL_LS},
+                                   {"from": "tool", "value": "plain output"}])
+    assert messages[1] == {"role": "tool", "tool_call_id": messages[0]["tool_calls"][0]["id"],
+                           "name": "ls", "content": "plain output"}
