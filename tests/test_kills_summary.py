@@ -11,6 +11,8 @@ worked out by hand.
 
 from __future__ import annotations
 
+import pytest
+
 from trajectory_compressor.core.summary import (
     SummaryRequest,
     SummaryUsage,
@@ -147,3 +149,54 @@ def test_usage_adds_up_and_reads_back():
     assert SummaryUsage.from_dict(usage.to_dict()) == usage
     assert SummaryUsage.from_dict({"api_calls": True, "errors": "2",
                                    "errors_by_kind": []}) == SummaryUsage()
+
+
+def test_the_summary_is_not_cut_when_that_names_no_more_items():
+    text = f"{PREFIX} First part. Second part is long."
+    # Even cut to "…First part." (30 characters) an item of 100 characters cannot fit.
+    assert add_references(text, ["x" * 100], 60, chars) == (text, False)
+
+
+def test_requests_are_equal_whatever_their_deadline_and_usage():
+    from trajectory_compressor.core.deadline import Deadline
+
+    turns = [{"from": "gpt", "value": "x"}]
+    plain = SummaryRequest(turns=turns, first_index=0, target_tokens=10)
+    busy = SummaryRequest(turns=turns, first_index=0, target_tokens=10,
+                          deadline=Deadline(5.0), usage=SummaryUsage(api_calls=3))
+    assert plain == busy
+    assert plain != SummaryRequest(turns=turns, first_index=1, target_tokens=10)
+
+
+def test_a_repair_is_a_frozen_value():
+    import dataclasses
+
+    from trajectory_compressor.core.summary import Repair
+
+    repair = Repair("old text", ("a.py",))
+    assert hash(repair) == hash(Repair("old text", ("a.py",)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        repair.previous = "x"  # type: ignore[misc]
+
+
+def test_a_summarizer_used_with_async_with_starts_and_closes():
+    import asyncio
+
+    from trajectory_compressor.core.summary import Summarizer
+
+    calls = []
+
+    class Recording(Summarizer):
+        async def start(self) -> None:
+            calls.append("start")
+
+        async def aclose(self) -> None:
+            calls.append("close")
+
+    async def use() -> None:
+        async with Recording() as summarizer:
+            assert isinstance(summarizer, Recording)
+            calls.append("use")
+
+    asyncio.run(use())
+    assert calls == ["start", "use", "close"]
