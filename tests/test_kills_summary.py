@@ -200,3 +200,9 @@ def test_a_summarizer_used_with_async_with_starts_and_closes():
 
     asyncio.run(use())
     assert calls == ["start", "use", "close"]
+
+
+def test_the_cut_is_the_longest_that_fits_among_many_sentence_ends():
+    text = " ".join(["Aa."] * 7)  # 27 characters; sentence ends at 3, 7, ..., 27
+    assert bound_summary(text, 20, 1.0, chars) == ("Aa. Aa. Aa. Aa. Aa.", True)  # 19
+    assert bound_summary(text, 11, 1.0, chars) == ("Aa. Aa. Aa.", True)  # 11 exactly
