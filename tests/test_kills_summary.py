@@ -157,13 +157,14 @@ def test_the_summary_is_not_cut_when_that_names_no_more_items():
     assert add_references(text, ["x" * 100], 60, chars) == (text, False)
 
 
-def test_requests_are_equal_whatever_their_deadline_and_usage():
+def test_requests_are_equal_whatever_their_deadline_usage_and_origin():
     from trajectory_compressor.core.deadline import Deadline
 
     turns = [{"from": "gpt", "value": "x"}]
     plain = SummaryRequest(turns=turns, first_index=0, target_tokens=10)
     busy = SummaryRequest(turns=turns, first_index=0, target_tokens=10,
-                          deadline=Deadline(5.0), usage=SummaryUsage(api_calls=3))
+                          deadline=Deadline(5.0), usage=SummaryUsage(api_calls=3),
+                          origin="run:row 7")
     assert plain == busy
     assert plain != SummaryRequest(turns=turns, first_index=1, target_tokens=10)
 
