@@ -688,3 +688,12 @@ def test_a_tool_turn_in_another_shape_answers_the_pending_call_verbatim():
                                    {"from": "tool", "value": "plain output"}])
     assert messages[1] == {"role": "tool", "tool_call_id": messages[0]["tool_calls"][0]["id"],
                            "name": "ls", "content": "plain output"}
+
+
+def test_assistant_text_without_calls_is_kept_exactly_and_text_after_calls_is_kept():
+    assert sharegpt_to_openai([{"from": "gpt", "value": "Hello\n"}]) == [
+        {"role": "assistant", "content": "Hello\n"}]
+    (message,) = sharegpt_to_openai([{"from": "gpt", "value": "Text\n" + CALL_LS + "\nAfter"}])
+    # Not exact (documented): text after the blocks moves before them, but is kept.
+    assert message["content"].startswith("Text") and message["content"].endswith("After")
+    assert len(message["tool_calls"]) == 1
