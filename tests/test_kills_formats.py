@@ -196,3 +196,19 @@ def test_a_resumed_writer_continues_the_same_array(tmp_path):
     second.commit()
     assert json.loads(final.read_text()) == [{"n": 1}, {"n": 2}]
     assert second.rows == 1
+
+
+def test_records_are_read_from_the_first_line_and_sinks_open_in_their_container(tmp_path):
+    from trajectory_compressor.formats.registry import read_records
+
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"n": 1}\n{"n": 2}\n')
+    rows = [r.row for r in read_records(InputFile(source, "jsonl"))]
+    assert rows == [{"n": 1}, {"n": 2}]
+    assert [r.row for r in read_records(InputFile(source, "jsonl"), 1)] == [{"n": 2}]
+    final = tmp_path / "out.json"
+    sink = open_sink("json", final, InputFile(source, "jsonl"))
+    sink.write_row({"n": 1})
+    sink.finish()
+    sink.commit()
+    assert json.loads(final.read_text()) == [{"n": 1}]

@@ -80,3 +80,16 @@ def test_counts_from_the_metrics_summary():
                            "trajectories_failed": 1, "rows_rejected": 2}}
     assert counts_of(metrics) == Counts(9, 3, 1, 2)
     assert counts_of({}) == Counts(0, 0, 0, 0)
+
+
+def test_gates_counts_and_results_are_frozen_values():
+    import dataclasses
+
+    gate = parse_gate("failed", "2")
+    counts = Counts(10, 1, 2, 3)
+    result = GateResult(gate, 2, 10)
+    for value, again in ((gate, parse_gate("failed", "2")), (counts, Counts(10, 1, 2, 3)),
+                         (result, GateResult(parse_gate("failed", "2"), 2, 10))):
+        assert value == again and hash(value) == hash(again)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            value.what = "x"  # type: ignore[misc, union-attr]
