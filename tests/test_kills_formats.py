@@ -212,3 +212,26 @@ def test_records_are_read_from_the_first_line_and_sinks_open_in_their_container(
     sink.finish()
     sink.commit()
     assert json.loads(final.read_text()) == [{"n": 1}]
+
+
+def test_data_files_do_not_apply_to_a_save_to_disk_folder(tmp_path):
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "dataset_dict.json").write_text('{"splits": ["train"]}')
+    with pytest.raises(InputError, match="save_to_disk folder; --data-files does not apply"):
+        discover_inputs(str(saved), data_files="train-*.parquet")
+
+
+def test_a_json_array_is_read_from_its_first_element_by_default(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text('[{"n": 1}, {"n": 2}]')
+    assert [r.row for r in read_json_array(InputFile(path, "json"))] == [{"n": 1}, {"n": 2}]
+
+
+def test_containers_are_frozen_values():
+    import dataclasses
+
+    from trajectory_compressor.formats.registry import CONTAINERS
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        CONTAINERS["jsonl"].extension = ".txt"  # type: ignore[misc]
