@@ -235,3 +235,12 @@ def test_containers_are_frozen_values():
 
     with pytest.raises(dataclasses.FrozenInstanceError):
         CONTAINERS["jsonl"].extension = ".txt"  # type: ignore[misc]
+
+
+def test_a_discarded_json_array_output_leaves_no_file(tmp_path):
+    final = tmp_path / "o.json"
+    sink = JsonArraySink(final)
+    sink.write_row({"n": 1})
+    sink.flush()
+    sink.discard()
+    assert list(tmp_path.iterdir()) == []

@@ -9,6 +9,8 @@ flagged row is ``code · head N · middle N · tail N · region N · summary N �
 
 from __future__ import annotations
 
+import json
+
 from trajectory_compressor.app import report_data
 from trajectory_compressor.app.report_data import Histogram, reason_detail, unit_edges
 
@@ -74,3 +76,32 @@ def test_a_row_s_fidelity_is_its_ratio_or_a_bare_number():
     assert report_data._fidelity_ratio({"fidelity": {"ratio": "high"}}) is None
     assert report_data._fidelity_ratio({}) is None
     assert report_data._fidelity_ratio(None) is None
+
+
+def test_a_run_without_metrics_is_counted_from_its_output_and_a_lost_row_is_noted(
+        tmp_path, counter):
+    from pathlib import Path
+
+    from trajectory_compressor.app.report import FlaggedRow, RunReport
+    from trajectory_compressor.core.config import CompressionConfig
+    from trajectory_compressor.core.metrics import TrajectoryMetrics
+    from trajectory_compressor.formats.base import Location
+
+    out = tmp_path / "out.jsonl"
+    rows = [{"id": "a", "conversations": [{"from": "human", "value": "hello there"}]},
+            {"id": "b", "conversations": [{"from": "gpt", "value": "hi"}]}]
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    over = TrajectoryMetrics(original_tokens=500, compressed_tokens=400, still_over_limit=True)
+    ghost = FlaggedRow(Location(str(out), line=9), "ghost", "still over", over, {})
+    report = RunReport(output=Path(out), layout=None, metrics=None,  # type: ignore[arg-type]
+                       rows=[ghost])
+    data = report_data.collect_report_data(report, CompressionConfig(target_max_tokens=100),
+                                           counter)
+    # Without a metrics file every figure is counted in the pass: two rows left as they
+    # were (no metrics: under the target), none compressed, over or failed.
+    assert (data.rows, data.compressed, data.skipped, data.over_limit, data.failed) == (
+        2, 0, 2, 0, 0)
+    assert data.tokens_before.total == data.tokens_after.total == 2
+    assert data.flagged_total == 1
+    assert data.shown[0].note == "this row was not found in the output; no timeline"
+    assert data.shown[0].timeline is None
