@@ -207,3 +207,15 @@ def test_the_cut_is_the_longest_that_fits_among_many_sentence_ends():
     text = " ".join(["Aa."] * 7)  # 27 characters; sentence ends at 3, 7, ..., 27
     assert bound_summary(text, 20, 1.0, chars) == ("Aa. Aa. Aa. Aa. Aa.", True)  # 19
     assert bound_summary(text, 11, 1.0, chars) == ("Aa. Aa. Aa.", True)  # 11 exactly
+
+
+def test_a_request_without_its_token_count_is_bounded_as_unknown():
+    from trajectory_compressor.summarizers.prompt import build_prompt
+
+    turns = [{"from": "tool", "value": f"line {i} " * 400} for i in range(20)]  # ~60k chars
+    implicit = build_prompt(SummaryRequest(turns=turns, first_index=0, target_tokens=50),
+                            2000, None)
+    unknown = build_prompt(SummaryRequest(turns=turns, first_index=0, target_tokens=50,
+                                          region_tokens=0), 2000, None)
+    assert implicit.messages == unknown.messages
+    assert sum(len(m["content"]) for m in implicit.messages) < 30_000  # bounded
