@@ -89,7 +89,12 @@ def test_a_run_without_metrics_is_counted_from_its_output_and_a_lost_row_is_note
 
     out = tmp_path / "out.jsonl"
     rows = [{"id": "a", "conversations": [{"from": "human", "value": "hello there"}]},
-            {"id": "b", "conversations": [{"from": "gpt", "value": "hi"}]}]
+            {"id": "b", "conversations": [{"from": "gpt", "value": "hi"}]},
+            {"id": "c", "conversations": [{"from": "human", "value": "s"}],
+             "compression_metrics": {"original_tokens": 300, "compressed_tokens": 90,
+                                     "compression_ratio": 0.3, "was_compressed": True,
+                                     "summary_source": "extractive",
+                                     "fidelity": {"ratio": 0.5}}}]
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     over = TrajectoryMetrics(original_tokens=500, compressed_tokens=400, still_over_limit=True)
     ghost = FlaggedRow(Location(str(out), line=9), "ghost", "still over", over, {})
@@ -98,10 +103,14 @@ def test_a_run_without_metrics_is_counted_from_its_output_and_a_lost_row_is_note
     data = report_data.collect_report_data(report, CompressionConfig(target_max_tokens=100),
                                            counter)
     # Without a metrics file every figure is counted in the pass: two rows left as they
-    # were (no metrics: under the target), none compressed, over or failed.
+    # were (no metrics: under the target), one compressed, none over or failed.
     assert (data.rows, data.compressed, data.skipped, data.over_limit, data.failed) == (
-        2, 0, 2, 0, 0)
-    assert data.tokens_before.total == data.tokens_after.total == 2
+        3, 1, 2, 0, 0)
+    assert data.tokens_before.total == data.tokens_after.total == 3
+    assert (data.over_before, data.over_after) == (1, 0)  # 300 > 100, 90 <= 100
+    assert data.sources == {"extractive": 1}
+    assert data.ratios.counts[6] == 1 and data.ratios.total == 1  # 0.3 in [0.30, 0.35)
+    assert data.fidelity is not None and data.fidelity.counts[10] == 1  # 0.5
     assert data.flagged_total == 1
     assert data.shown[0].note == "this row was not found in the output; no timeline"
     assert data.shown[0].timeline is None
