@@ -23,6 +23,10 @@ def test_histogram_bins_are_half_open_the_last_closed_and_outliers_clamped():
     # 0, 9.99, -5 -> bin 0; 10, 19 -> bin 1; 20, 30 (closed end), 99 -> bin 2
     assert h.counts == [3, 2, 3]
     assert h.total == 8
+    shifted = Histogram.empty([10.0, 20.0, 30.0])
+    for value in (10, 15, 19.9, 20, 25, 30):
+        shifted.add(value)
+    assert shifted.counts == [3, 3]
     flat = Histogram.empty([5.0, 5.0])
     flat.add(7)
     assert flat.counts == [1]
@@ -55,6 +59,8 @@ def test_rows_over_the_target_are_those_strictly_above_it():
     assert free.over == [2, 1]
     b, a = free.histograms()
     assert b.total == a.total == 4 and b.edges[-1] >= 300
+    # Only the "before" values reach 300, the top of the range: the last bin of each.
+    assert (b.counts[-1], a.counts[-1]) == (1, 0)
     empty_before, _ = report_data._Tokens(high=None, target=100).histograms()
     assert empty_before.total == 0 and empty_before.edges[-1] >= 100
 

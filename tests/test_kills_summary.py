@@ -219,3 +219,18 @@ def test_a_request_without_its_token_count_is_bounded_as_unknown():
                                           region_tokens=0), 2000, None)
     assert implicit.messages == unknown.messages
     assert sum(len(m["content"]) for m in implicit.messages) < 30_000  # bounded
+
+
+def test_a_summary_exactly_at_the_budget_may_be_cut_for_its_references():
+    text = f"{PREFIX} First part. Second part is long."  # 57 characters
+    # Budget 57: no room for "\nReferences: a.py" (17); cut to leave a quarter (14):
+    # "…First part." (30) + 17 = 47 <= 57.
+    assert add_references(text, ["a.py"], 57, chars) == (
+        f"{PREFIX} First part.\nReferences: a.py", True)
+
+
+def test_a_runaway_text_exactly_at_the_limit_is_kept():
+    # 720 characters > 40 x 16: judged through the window, then whole; at 18 characters a
+    # token the whole is 40 tokens, exactly the limit of 20 x 2.
+    text = "Abcdefghijklm. " + "y" * 705
+    assert bound_summary(text, 20, 2.0, lambda t: len(t) // 18) == (text, False)
