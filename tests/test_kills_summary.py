@@ -128,7 +128,7 @@ def test_references_name_as_many_items_as_fit_the_budget():
 
 
 def test_references_may_cut_the_summary_to_a_quarter_of_the_budget():
-    text = f"{PREFIX} First part. Second part is long."  # 57 characters
+    text = f"{PREFIX} First part. Second part is long."  # 51 characters
     budget = 60  # a quarter is 15: the text may be cut to 45 to make room
     out, cut = add_references(text, ["a.py"], budget, chars)
     assert (out, cut) == (f"{PREFIX} First part.\nReferences: a.py", True)
@@ -222,10 +222,10 @@ def test_a_request_without_its_token_count_is_bounded_as_unknown():
 
 
 def test_a_summary_exactly_at_the_budget_may_be_cut_for_its_references():
-    text = f"{PREFIX} First part. Second part is long."  # 57 characters
-    # Budget 57: no room for "\nReferences: a.py" (17); cut to leave a quarter (14):
-    # "…First part." (30) + 17 = 47 <= 57.
-    assert add_references(text, ["a.py"], 57, chars) == (
+    text = f"{PREFIX} First part. Second part is long."  # 51 characters
+    # Budget 51: no room for "\nReferences: a.py" (17); cut to leave a quarter (12):
+    # "…First part." (30) + 17 = 47 <= 51.
+    assert add_references(text, ["a.py"], 51, chars) == (
         f"{PREFIX} First part.\nReferences: a.py", True)
 
 
