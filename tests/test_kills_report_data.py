@@ -120,3 +120,20 @@ def test_a_run_without_metrics_is_counted_from_its_output_and_a_lost_row_is_note
     assert data.flagged_total == 1
     assert data.shown[0].note == "this row was not found in the output; no timeline"
     assert data.shown[0].timeline is None
+
+
+def test_output_rows_without_a_conversation_are_left_out_of_the_charts_and_said(
+        tmp_path, counter):
+    from pathlib import Path
+
+    from trajectory_compressor.app.report import RunReport
+    from trajectory_compressor.core.config import CompressionConfig
+
+    out = tmp_path / "out.jsonl"
+    rows = [{"id": "a", "conversations": [{"from": "human", "value": "hello"}]},
+            {"id": "z", "text": "no conversation in any dialect"}]
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = RunReport(output=Path(out), layout=None, metrics=None)  # type: ignore[arg-type]
+    data = report_data.collect_report_data(report, CompressionConfig(), counter)
+    assert data.rows == 2 and data.tokens_before.total == 1
+    assert len(data.notes) == 1 and data.notes[0].startswith("1 output rows without")
