@@ -137,3 +137,24 @@ def test_output_rows_without_a_conversation_are_left_out_of_the_charts_and_said(
     data = report_data.collect_report_data(report, CompressionConfig(), counter)
     assert data.rows == 2 and data.tokens_before.total == 1
     assert len(data.notes) == 1 and data.notes[0].startswith("1 output rows without")
+
+
+def test_a_flagged_row_written_unchanged_is_found_by_its_id(tmp_path, counter):
+    from pathlib import Path
+
+    from trajectory_compressor.app.report import FlaggedRow, RunReport
+    from trajectory_compressor.core.config import CompressionConfig
+    from trajectory_compressor.core.metrics import TrajectoryMetrics
+    from trajectory_compressor.formats.base import Location
+
+    out = tmp_path / "out.jsonl"
+    row = {"id": "a", "conversations": [{"from": "human", "value": "hello"},
+                                        {"from": "gpt", "value": "hi"}]}
+    out.write_text(json.dumps(row) + "\n")
+    failed = TrajectoryMetrics(original_tokens=500, compressed_tokens=500, error="boom")
+    flagged = FlaggedRow(Location(str(out), line=1), "a", "failed", failed, {"error": "boom"})
+    report = RunReport(output=Path(out), layout=None, metrics=None,  # type: ignore[arg-type]
+                       rows=[flagged])
+    data = report_data.collect_report_data(report, CompressionConfig(), counter)
+    assert data.shown[0].note == ""
+    assert data.shown[0].timeline is not None
