@@ -137,3 +137,91 @@ def test_request_lines_and_their_keys(tmp_path):
     assert request_keys([a]) == {"key-1", "key-2"}
     assert request_keys([a, tmp_path / "gone.jsonl"]) is None
     assert request_keys([]) == set()
+
+
+# -- phase 1's exporter and phase 2's summarizer -------------------------------------------
+
+def _request(text: str = "Ran the tests; 3 failed.", **kw) -> object:
+    from trajectory_compressor.core.summary import SummaryRequest
+
+    turns = [{"from": "gpt", "value": text}, {"from": "tool", "value": "FAILED test_a"}]
+    return SummaryRequest(turns=turns, first_index=2, target_tokens=60, **kw)
+
+
+def test_the_exporter_writes_one_line_per_distinct_request_not_cached(tmp_path):
+    import asyncio
+
+    from trajectory_compressor.core.config import CompressionConfig
+    from trajectory_compressor.core.summary import Repair
+    from trajectory_compressor.summarizers.batch import BatchExporter, CachedKeys, batch_request
+
+    config = CompressionConfig(summarization_model="m1")
+    _, cached_key = batch_request(config, "m1", _request("Another region."))
+    store = SummaryCache(tmp_path / "c.sqlite")
+    store.put(cached_key, "m1", f"{PREFIX} Old.")
+    store.close()
+    lines: list[bytes] = []
+    exporter = BatchExporter(config, lines.append, len, CachedKeys(tmp_path / "c.sqlite"))
+
+    async def go() -> list:
+        return [await exporter.summarize(r) for r in (
+            _request(), _request(), _request("Another region."),
+            _request(repair=Repair("x", ("a",))))]
+
+    summaries = asyncio.run(go())
+    assert [(s.text, s.source) for s in summaries] == [(PREFIX, "batch")] * 4
+    chat, key = batch_request(config, "m1", _request())
+    assert len(lines) == 1
+    line = orjson.loads(lines[0])
+    assert line["custom_id"] == key and line["body"]["model"] == "m1"
+    assert line["method"] == "POST" and line["url"] == "/v1/chat/completions"
+    stats = exporter.stats
+    assert (stats.summaries, stats.requests, stats.duplicates, stats.cached) == (3, 1, 1, 1)
+    assert stats.max_output_tokens == chat.max_tokens
+    assert stats.prompt_tokens == sum(len(m["content"]) for m in chat.messages)
+
+
+def test_the_batch_summarizer_reports_a_paid_summary_once_then_as_a_cache_hit(tmp_path):
+    import asyncio
+
+    from trajectory_compressor.core.config import CompressionConfig
+    from trajectory_compressor.core.summary import SummaryFailed, SummaryUsage
+    from trajectory_compressor.summarizers.batch import (
+        MISSING,
+        BatchSummarizer,
+        batch_request,
+    )
+
+    config = CompressionConfig(summarization_model="m1",
+                               cache_path=str(tmp_path / "c.sqlite"))
+    _, paid = batch_request(config, "m1", _request())
+    _, failed = batch_request(config, "m1", _request("Failed region."))
+    store = SummaryCache(tmp_path / "c.sqlite")
+    store.put(paid, "m1", f"{PREFIX} Tests ran; 3 failed.", origin=ORIGIN,
+              usage=SummaryUsage(api_calls=1, prompt_tokens=40, completion_tokens=9))
+    store.close()
+    summarizer = BatchSummarizer(config, ORIGIN, {failed: ("http", "HTTP 500")},
+                                 count_tokens=len)
+
+    async def go() -> tuple:
+        async with summarizer:
+            first = await summarizer.summarize(_request(origin="run:1"))
+            second = await summarizer.summarize(_request(origin="run:2"))
+            errors = []
+            for text in ("Failed region.", "Never exported."):
+                request = _request(text)
+                try:
+                    await summarizer.summarize(request)
+                except SummaryFailed as exc:
+                    errors.append((exc.reason, request.usage.api_calls,
+                                   dict(request.usage.errors_by_kind)))
+            return first, second, errors
+
+    first, second, errors = asyncio.run(go())
+    assert (first.text, first.source) == (f"{PREFIX} Tests ran; 3 failed.", "llm")
+    assert (first.usage.api_calls, first.usage.prompt_tokens) == (1, 40)
+    assert (second.source, second.usage.api_calls) == ("cache", 0)
+    assert errors == [("HTTP 500", 1, {"http": 1}),
+                      ("no result for this request in the batch results", 0, {MISSING: 1})]
+    with pytest.raises(ConfigError, match="cache_path"):
+        BatchSummarizer(CompressionConfig(), ORIGIN, {}, count_tokens=len)
