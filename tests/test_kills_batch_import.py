@@ -218,6 +218,12 @@ def test_the_batch_summarizer_reports_a_paid_summary_once_then_as_a_cache_hit(tm
             return first, second, errors
 
     first, second, errors = asyncio.run(go())
+    # The cache was closed with the run: the row that paid is on record for a rerun.
+    from trajectory_compressor.summarizers.cache import origin_digest
+
+    again = SummaryCache(tmp_path / "c.sqlite")
+    assert again.get_entry(paid).origin == origin_digest("run:1")
+    again.close()
     assert (first.text, first.source) == (f"{PREFIX} Tests ran; 3 failed.", "llm")
     assert (first.usage.api_calls, first.usage.prompt_tokens) == (1, 40)
     assert (second.source, second.usage.api_calls) == ("cache", 0)
@@ -225,3 +231,44 @@ def test_the_batch_summarizer_reports_a_paid_summary_once_then_as_a_cache_hit(tm
                       ("no result for this request in the batch results", 0, {MISSING: 1})]
     with pytest.raises(ConfigError, match="cache_path"):
         BatchSummarizer(CompressionConfig(), ORIGIN, {}, count_tokens=len)
+
+
+def test_a_batch_summary_too_long_to_cut_goes_online_with_its_failure_counted(tmp_path):
+    import asyncio
+
+    from trajectory_compressor.core.config import CompressionConfig
+    from trajectory_compressor.core.summary import Summarizer, Summary, SummaryUsage
+    from trajectory_compressor.summarizers.batch import BatchSummarizer, batch_request
+
+    class Online(Summarizer):
+        def __init__(self) -> None:
+            self.cache = SummaryCache(tmp_path / "online.sqlite")
+            self.asked = 0
+
+        async def summarize(self, request):
+            self.asked += 1
+            return Summary(f"{PREFIX} Online.", "llm", request.usage)
+
+        async def aclose(self) -> None:
+            self.cache.close()
+
+    config = CompressionConfig(summarization_model="m1",
+                               cache_path=str(tmp_path / "unused.sqlite"))
+    _, key = batch_request(config, "m1", _request())
+    online = Online()
+    # One endless sentence, far over 60 x 2 tokens: no cut can keep it.
+    online.cache.put(key, "m1", f"{PREFIX} " + "x" * 5000, origin=ORIGIN,
+                     usage=SummaryUsage(api_calls=1))
+    summarizer = BatchSummarizer(config, ORIGIN, {}, count_tokens=len, online=online)
+
+    async def go():
+        async with summarizer:
+            assert summarizer.cache is online.cache  # one connection: the online one
+            request = _request()
+            return await summarizer.summarize(request), request
+
+    result, request = asyncio.run(go())
+    assert result.text == f"{PREFIX} Online." and online.asked == 1
+    assert request.usage.errors_by_kind == {"too_long": 1}
+    assert request.usage.api_calls == 1  # the batch sent it
+    assert not (tmp_path / "unused.sqlite").exists()
