@@ -272,3 +272,18 @@ def test_a_batch_summary_too_long_to_cut_goes_online_with_its_failure_counted(tm
     assert request.usage.errors_by_kind == {"too_long": 1}
     assert request.usage.api_calls == 1  # the batch sent it
     assert not (tmp_path / "unused.sqlite").exists()
+
+
+def test_cached_keys_hold_none_once_closed_or_without_a_cache(tmp_path):
+    from trajectory_compressor.summarizers.batch import CachedKeys
+
+    store = SummaryCache(tmp_path / "c.sqlite")
+    store.put("k", "m", f"{PREFIX} S.")
+    store.close()
+    keys = CachedKeys(tmp_path / "c.sqlite")
+    assert "k" in keys and "other" not in keys
+    keys.close()
+    assert "k" not in keys
+    assert "k" not in CachedKeys(None) and "k" not in CachedKeys(tmp_path / "none.sqlite")
+    (tmp_path / "bad.sqlite").write_text("not a database")
+    assert "k" not in CachedKeys(tmp_path / "bad.sqlite")

@@ -487,7 +487,7 @@ def test_row_id_summary_weights_and_parse_tools():
     assert row_id([1]) is None and row_id({"x": 1}) is None
     assert summary_weights([{"loss_weight": 1}, {"weight": 2}, "x"]) == {"weight": 0,
                                                                           "loss_weight": 0}
-    assert summary_weights("x") == {}
+    assert summary_weights("x") == {} and summary_weights(None) == {}
     assert parse_tools('[{"a": 1}]') == [{"a": 1}]
     assert parse_tools(" ") is None and parse_tools("[") is None and parse_tools([]) is None
     assert parse_tools({"a": 1}) is None
