@@ -127,3 +127,15 @@ def test_each_kind_of_failure_is_told_once_per_endpoint():
 def test_a_pool_needs_an_endpoint():
     with pytest.raises(ValueError, match="at least one endpoint"):
         Pool([])
+
+
+def test_a_failure_with_retry_after_cools_its_endpoint_for_that_long():
+    import time
+
+    a, b = endpoint("a"), endpoint("b")
+    pool = Pool([a, b])
+    pool._take(a, 0, time.monotonic())
+    pool._release(a, Failure("http", "503", retry_after=30.0), 0)
+    assert a.cool_until >= time.monotonic() + 25
+    assert (pool.in_flight, a.in_flight, a.failures) == (0, 0, 1)
+    assert pool._pick(None, time.monotonic()) is b  # a is cooling down
