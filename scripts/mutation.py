@@ -52,6 +52,8 @@ PACKAGE = "trajectory_compressor"
 # module (under the package) -> the tests that speak for it (fast ones; the slow
 # end-to-end files are left out on purpose: a mutant they alone would kill needs a
 # faster test).
+_DIALECT_TESTS = ["tests/test_kills_dialects.py", "tests/test_dialects.py",
+                  "tests/test_convert.py"]
 TARGETS: dict[str, list[str]] = {
     "core/plan.py": ["tests/test_mutation_kills.py", "tests/test_plan_spec.py",
                      "tests/test_plan.py"],
@@ -63,6 +65,23 @@ TARGETS: dict[str, list[str]] = {
     "engine/checkpoint.py": ["tests/test_checkpoint.py"],
     "formats/jsonl.py": ["tests/test_reader_rejects.py", "tests/test_writer_routing.py"],
     "engine/writer.py": ["tests/test_writer_routing.py"],
+    # issue 26, item 5: the newer modules (the kills_* files first: they are fast, so a
+    # killed mutant stops early).
+    **{f"dialects/{name}": _DIALECT_TESTS
+       for name in ("__init__.py", "base.py", "messages.py", "openai.py", "sharegpt.py")},
+    "core/extractive.py": ["tests/test_kills_extractive.py", "tests/test_summary.py"],
+    "core/summary.py": ["tests/test_kills_summary.py", "tests/test_summary.py",
+                        "tests/test_summary_bounds.py"],
+    "app/report_data.py": ["tests/test_kills_report_data.py", "tests/test_html_report.py"],
+    "app/gates.py": ["tests/test_kills_gates.py", "tests/test_gates.py"],
+    "formats/registry.py": ["tests/test_kills_formats.py", "tests/test_parquet.py",
+                            "tests/test_reader_rejects.py"],
+    "formats/json_array.py": ["tests/test_kills_formats.py", "tests/test_dialects.py"],
+    "formats/parquet.py": ["tests/test_parquet.py"],
+    "counting/template.py": ["tests/test_template_counting.py"],
+    "summarizers/pool.py": ["tests/test_kills_pool.py", "tests/test_llm_pool.py"],
+    "summarizers/batch.py": ["tests/test_kills_batch_import.py", "tests/test_formats.py"],
+    "engine/batch.py": ["tests/test_kills_batch_files.py", "tests/test_batch.py"],
 }
 
 COPY_IGNORE = shutil.ignore_patterns(".venv", ".git", ".hypothesis", ".mypy_cache",
