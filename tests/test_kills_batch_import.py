@@ -4,8 +4,7 @@ From summarizers/batch.py's documentation and SPEC §17: each results line is
 ``{"custom_id", "response": {"status_code", "body"}, "error"}`` as OpenAI and `vllm
 run-batch` write them; a reply is accepted as the online path accepts one (2xx, choices,
 content not empty, ``finish_reason`` not ``length``) and stored prefixed under its
-custom_id; a request with several results keeps its last acceptable one, and a failure
-after an accepted result does not undo it; results for requests the export does not
+custom_id; a request with several results is an error naming them (issue 24); results for requests the export does not
 hold are counted as unknown, exported requests without any result as missing; a line
 that cannot be read is named ``file:line: why``. Export lines embed the body byte for
 byte.
@@ -67,21 +66,17 @@ def test_an_accepted_result_is_stored_prefixed_with_its_cost(tmp_path, cache):
                                         entry.usage.completion_tokens) == (1, 11, 7)
 
 
-def test_a_failure_after_an_accepted_result_does_not_undo_it(tmp_path, cache):
-    out = write(tmp_path / "out.jsonl", ok("k1", "First."),
-                {"custom_id": "k1", "response": None, "error": {"code": "x", "message": "y"}})
-    errors = write(tmp_path / "err.jsonl", ok("k1", "cut", finish="length"))
-    report = run([out, errors], cache, expected={"k1"})
-    assert report.accepted == 1 and report.failures == {} and report.missing == 0
-    assert cache.get_entry("k1").text == f"{PREFIX} First."
-
-
-def test_the_last_acceptable_result_wins_and_clears_an_earlier_failure(tmp_path, cache):
-    out = write(tmp_path / "out.jsonl", ok("k1", "", status=200),  # empty: not acceptable
-                ok("k1", "Second."), ok("k1", "Third."))
-    report = run([out], cache)
-    assert report.accepted == 1 and report.failures == {}
-    assert cache.get_entry("k1").text == f"{PREFIX} Third."
+def test_a_custom_id_answered_twice_is_an_error_naming_it_and_its_lines(tmp_path, cache):
+    # Issue 24: a request gets one answer; two are never resolved silently, whether in one
+    # results file or across the output and error files.
+    out = write(tmp_path / "out.jsonl", ok("k1", "First."), ok("k1", "Second."))
+    with pytest.raises(ConfigError, match=r"'k1'.*out\.jsonl:1.*out\.jsonl:2"):
+        run([out], cache, expected={"k1"})
+    first = write(tmp_path / "a.jsonl", ok("k2", "Second."))
+    errors = write(tmp_path / "err.jsonl", ok("k2", "cut", finish="length"))
+    with pytest.raises(ConfigError, match=r"'k2'.*a\.jsonl:1.*err\.jsonl:1"):
+        run([first, errors], cache)
+    assert cache.get_entry("k1") is None and cache.get_entry("k2") is None
 
 
 def test_failures_by_kind_unknown_and_missing_requests(tmp_path, cache):

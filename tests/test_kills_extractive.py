@@ -63,13 +63,13 @@ def test_every_documented_section_in_order_with_turn_numbers():
     sections = ["Tool calls:", "Errors:", "Files and paths:", "Outputs:", "Messages:"]
     positions = [text.index(s) for s in sections]
     assert positions == sorted(positions)
-    assert "- turn 4: read_file(path=/src/app/main.py, content=<50 chars>)" in text
+    assert "- turn 4: read_file(path=/src/app/main.py, content=<length 50>)" in text
     assert "- turn 6: run(command=pytest -q)" in text
     assert "- turn 5: exit code 2" in text
     assert "- turn 7: ValueError: bad input" in text  # the last error line of a traceback
     assert "exit code 0" not in text.split("Errors:")[1].split("Files")[0]
     assert "- /src/app/main.py" in text
-    assert "- turn 5: one … (3 lines) … five" in text
+    assert "- turn 5: one … (3 more lines) … five" in text
     assert "- turn 3 (user): Please fix the failing test." in text
     assert "- turn 4 (assistant): I will read it." in text
     assert "secret plan" not in text  # a <think> block is not what the assistant did
@@ -89,7 +89,7 @@ def test_a_call_without_key_arguments_shows_its_first_two_other_arguments():
              {"from": "gpt", "value": "<tool_call>\nnot json\n</tool_call>"},
              {"from": "gpt", "value": call("a", path="p1", file="f1", command="c", url="u")}]
     text = summary(turns, first=0)
-    assert "- turn 0: search(alpha=1, beta=2, text=<1 chars>)" in text
+    assert "- turn 0: search(alpha=1, beta=2, text=<length 1>)" in text
     assert "- turn 1: not json" in text
     assert "- turn 2: a(path=p1, file=f1, command=c)" in text
     # OpenAI-style arguments are a JSON string; text that is not JSON is the input itself.

@@ -89,8 +89,11 @@ def test_count_rows_only_when_every_input_knows_it(tmp_path):
 
 def test_discover_inputs_in_a_folder_and_a_glob_skips_side_files(tmp_path):
     for name in ("b.jsonl", "a.json", "c.parquet", "d.jsonl.gz", "notes.txt",
-                 "out_metrics.json", "out_over_limit.jsonl", "out_rejects.jsonl"):
+                 "out_over_limit.jsonl", "out_rejects.jsonl"):
         (tmp_path / name).write_text("[]" if name.endswith(".json") else "")
+    # Side files are passed over only when their run's metrics file says this tool wrote
+    # them (issue 24): a metrics file recording the run.
+    (tmp_path / "out_metrics.json").write_text('{"run": {"settings_fingerprint": "f"}}')
     (tmp_path / "sub.jsonl").mkdir()
     found = discover_inputs(str(tmp_path))
     assert [(f.path.name, f.format, f.stem) for f in found] == [
