@@ -4,9 +4,9 @@ From summarizers/batch.py's documentation and SPEC §17: each results line is
 ``{"custom_id", "response": {"status_code", "body"}, "error"}`` as OpenAI and `vllm
 run-batch` write them; a reply is accepted as the online path accepts one (2xx, choices,
 content not empty, ``finish_reason`` not ``length``) and stored prefixed under its
-custom_id; a request with several results is an error naming them (issue 24); results for requests the export does not
-hold are counted as unknown, exported requests without any result as missing; a line
-that cannot be read is named ``file:line: why``. Export lines embed the body byte for
+custom_id; a request with two answers is an error naming them (issue 24); results
+for requests the export does not hold are counted as unknown, exported requests
+without any result as missing; a line that cannot be read is named ``file:line: why``. Export lines embed the body byte for
 byte.
 """
 
@@ -67,16 +67,20 @@ def test_an_accepted_result_is_stored_prefixed_with_its_cost(tmp_path, cache):
 
 
 def test_a_custom_id_answered_twice_is_an_error_naming_it_and_its_lines(tmp_path, cache):
-    # Issue 24: a request gets one answer; two are never resolved silently, whether in one
-    # results file or across the output and error files.
+    # Issue 24: a request gets one answer; two are never resolved silently, in one file or
+    # across files. A failure beside one answer is allowed (a second batch for the failed).
     out = write(tmp_path / "out.jsonl", ok("k1", "First."), ok("k1", "Second."))
     with pytest.raises(ConfigError, match=r"'k1'.*out\.jsonl:1.*out\.jsonl:2"):
         run([out], cache, expected={"k1"})
     first = write(tmp_path / "a.jsonl", ok("k2", "Second."))
-    errors = write(tmp_path / "err.jsonl", ok("k2", "cut", finish="length"))
-    with pytest.raises(ConfigError, match=r"'k2'.*a\.jsonl:1.*err\.jsonl:1"):
-        run([first, errors], cache)
+    again = write(tmp_path / "b.jsonl", ok("k2", "Third."))
+    with pytest.raises(ConfigError, match=r"'k2'.*a\.jsonl:1.*b\.jsonl:1"):
+        run([first, again], cache)
     assert cache.get_entry("k1") is None and cache.get_entry("k2") is None
+    failed = write(tmp_path / "err.jsonl", ok("k2", "cut", finish="length"))
+    report = run([first, failed], cache)
+    assert report.accepted == 1 and report.failures == {}
+    assert cache.get_entry("k2").text == f"{PREFIX} Second."
 
 
 def test_failures_by_kind_unknown_and_missing_requests(tmp_path, cache):
