@@ -6,8 +6,8 @@ run-batch` write them; a reply is accepted as the online path accepts one (2xx, 
 content not empty, ``finish_reason`` not ``length``) and stored prefixed under its
 custom_id; a request with two answers is an error naming them (issue 24); results
 for requests the export does not hold are counted as unknown, exported requests
-without any result as missing; a line that cannot be read is named ``file:line: why``. Export lines embed the body byte for
-byte.
+without any result as missing; a line that cannot be read is named
+``file:line: why``. Export lines embed the body byte for byte.
 """
 
 from __future__ import annotations
