@@ -403,7 +403,7 @@ def edit_in_place(path: Path, line: int) -> None:
     st = path.stat()
     lines = path.read_bytes().split(b"\n")
     text = lines[line - 1]
-    at = text.index(b'"value": "') + len(b'"value": "')
+    at = text.index(b'"value": "') + len(b'"value": "')  # in a turn's text: still JSON
     lines[line - 1] = text[:at] + (b"Q" if text[at:at + 1] != b"Q" else b"R") + text[at + 1:]
     path.write_bytes(b"\n".join(lines))
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -415,8 +415,8 @@ def test_resume_refuses_an_input_edited_in_place_where_it_was_read(tmp_path):
     skip = json.loads(checkpoint.read_bytes())["skip"]
     assert 0 < skip < 2900, skip
     saved, st = src.read_bytes(), src.stat()
-    # The trial edited the first row; here a row just before the cut.
-    edit_in_place(src, skip - 1)
+    # The trial edited the first row; here the last row before the cut.
+    edit_in_place(src, skip)
     proc = run_cli("compress", str(src), "-o", str(out), *RESUME, "--resume")
     assert proc.returncode == 2, proc.stderr
     assert f"the input {src} changed in the part the interrupted run had already read" \
