@@ -57,8 +57,8 @@ _OVERSTRIKE = re.compile(r"[^\n\x08]\x08")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]")
 _JSON_LEXEME = re.compile(r'"(?:[^"\\]|\\.)*"|[ \t\n\r]+|[^" \t\n\r]+', re.DOTALL)
 _DIGITS = re.compile(r"\d+")
-_BLOB = re.compile(r"(?<![A-Za-z0-9+/=])(?:[A-Za-z0-9+/]{%d,}={0,2}|[0-9a-fA-F]{%d,})"
-                   r"(?![A-Za-z0-9+/=])" % (MIN_BLOB, MIN_BLOB))
+_BLOB = re.compile(rf"(?<![A-Za-z0-9+/=])(?:[A-Za-z0-9+/]{{{MIN_BLOB},}}={{0,2}}"
+                   rf"|[0-9a-fA-F]{{{MIN_BLOB},}})(?![A-Za-z0-9+/=])")
 _FOLD = "[… {n} {kind} lines …]"
 
 
@@ -174,7 +174,7 @@ class _Pairs(list):  # type: ignore[type-arg]
 def _tabled(value: Any) -> Any:
     if isinstance(value, _Pairs):
         items = [(k, _tabled(v)) for k, v in value]
-        return value if all(a[1] is b[1] for a, b in zip(items, value)) else _Pairs(items)
+        return value if all(a[1] is b[1] for a, b in zip(items, value, strict=True)) else _Pairs(items)
     if not isinstance(value, list):
         return value
     items = [_tabled(v) for v in value]
@@ -182,7 +182,7 @@ def _tabled(value: Any) -> Any:
     if len(items) >= 2 and len(keys) == len(items) and keys[0] and len(set(keys)) == 1:
         return _Pairs([("columns", list(keys[0])),
                        ("rows", [[v for _, v in row] for row in items])])
-    return value if all(a is b for a, b in zip(items, value)) else items
+    return value if all(a is b for a, b in zip(items, value, strict=True)) else items
 
 
 def _dump(value: Any) -> str:

@@ -195,7 +195,7 @@ def distill_turns(texts: Sequence[str | None], level: str,
         turn_stages: list[tuple[str, str]] = []
         for rule in rules:
             changed = False
-            for output, done in zip(outputs, per_output):
+            for output, done in zip(outputs, per_output, strict=True):
                 if rule in done:
                     output.text, changed = done[rule], True
             if changed:
