@@ -174,7 +174,8 @@ class _Pairs(list):  # type: ignore[type-arg]
 def _tabled(value: Any) -> Any:
     if isinstance(value, _Pairs):
         items = [(k, _tabled(v)) for k, v in value]
-        return value if all(a[1] is b[1] for a, b in zip(items, value, strict=True)) else _Pairs(items)
+        same = all(a[1] is b[1] for a, b in zip(items, value, strict=True))
+        return value if same else _Pairs(items)
     if not isinstance(value, list):
         return value
     items = [_tabled(v) for v in value]
