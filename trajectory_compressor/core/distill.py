@@ -167,7 +167,7 @@ class _Raw(str):
     """A JSON number as written."""
 
 
-class _Pairs(list):  # type: ignore[type-arg]
+class _Pairs(list[Any]):
     """A JSON object as its (key, value) pairs, duplicates and order kept."""
 
 

@@ -74,7 +74,9 @@ class DistillStats:
     def from_dict(cls, data: Any) -> DistillStats | None:
         if not isinstance(data, dict) or not isinstance(data.get("level"), str):
             return None
-        rules = data.get("rules") if isinstance(data.get("rules"), dict) else {}
+        rules = data.get("rules")
+        if not isinstance(rules, dict):
+            rules = {}
         return cls(data["level"], int(data.get("tokens_before", 0)),
                    int(data.get("tokens_after", 0)), int(data.get("turns", 0)),
                    {str(k): RuleSaving(int(v.get("tokens_before", 0)),
