@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+from conftest import SAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,6 @@ from trajectory_compressor.core.distill import (
     compact_json,
     control,
     distill_text,
-    keeps_items,
     long_lines,
     missing_items,
     redraws,
@@ -27,8 +27,6 @@ from trajectory_compressor.core.distill import (
 )
 from trajectory_compressor.core.distill_row import DistillStats, distill_turns
 from trajectory_compressor.core.errors import ConfigError
-
-from conftest import SAMPLES
 
 
 def final(text: str, level: str = "safe") -> str:
@@ -213,7 +211,7 @@ def test_safe_keeps_every_item_the_terminal_showed(text):
 @given(st.lists(TEXTS, min_size=1, max_size=4), st.sampled_from(["safe", "all"]))
 def test_turns_never_grow_in_tokens_and_settle_after_one_pass(counter, texts, level):
     wrapped = [hermes(t, f"c{i}") if i % 2 else t for i, t in enumerate(texts)]
-    out, stats = distill_turns(wrapped, level, counter.count_many)
+    out, _stats = distill_turns(wrapped, level, counter.count_many)
     for before, after in zip(wrapped, out, strict=True):
         assert counter.count(after or "") <= counter.count(before)
     again, _ = distill_turns(out, level, counter.count_many)
