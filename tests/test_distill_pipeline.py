@@ -194,3 +194,20 @@ def test_ray_and_local_write_the_same_distilled_rows(tmp_path):
         assert path.read_bytes() == on_ray.layout.outputs[source].read_bytes()
     assert local.metrics.distill_rows == on_ray.metrics.distill_rows == 12
     assert local.metrics.trajectories_compressed > 0
+
+
+def test_report_and_html_page_show_what_distill_saved(tmp_path):
+    src = subset("terminal_hermes.jsonl", tmp_path, 3)
+    out = tmp_path / "out" / "run.jsonl"
+    assert run_cli("compress", str(src), "-o", str(out), "--distill", "safe",
+                   *WIDE).returncode == 0
+    saved = json.loads(out.with_name("run_metrics.json").read_text())["distill"]["tokens_saved"]
+    rows = [r["compression_metrics"]["distill"] for r in read_jsonl(out)]
+    assert saved == sum(d["tokens_before"] - d["tokens_after"] for d in rows) > 0
+    text = run_cli("report", str(out))
+    assert text.returncode == 0, text.stderr
+    assert any(line.split()[:2] == ["distill", f"{saved:,}"] for line in text.stdout.splitlines())
+    page = tmp_path / "page.html"
+    assert run_cli("report", str(out), "--html", str(page)).returncode == 0
+    html = page.read_text(encoding="utf-8")
+    assert ">Distilled<" in html and "tool turns; control " in html
