@@ -82,7 +82,7 @@ def rules_and_retention(counter: TokenCounter) -> dict[str, Any]:
             for before, after in zip(texts, distilled, strict=True):
                 kept = content(after or "")
                 if kept.startswith(REFERENCE):
-                    kept = outputs[int(kept[len(REFERENCE):].split("]")[0]) - 1]
+                    kept = outputs[int(kept[len(REFERENCE):].split(" ")[0]) - 1]
                 outputs.append(kept)
                 for acc, original in ((shown, rendered(content(before))),
                                       (raw, content(before))):
