@@ -249,3 +249,12 @@ def test_safe_keeps_every_item_of_the_realistic_terminal_logs(counter):
             assert missing_items(rendered(content(before)), kept) == []
             checked += 1
     assert checked > 100 and saved > 0
+
+
+def test_a_turns_saving_is_shared_by_characters_removed():
+    from trajectory_compressor.core.distill_row import _shares
+
+    assert _shares(10, [3, 1]) == [8, 2]  # 7.5 and 2.5: the tie goes to the first
+    assert _shares(7, [1, 1, 1]) == [3, 2, 2]
+    assert _shares(0, [5, 5]) == [0, 0]
+    assert _shares(4, [0, 0]) == [4, 0]

@@ -9,11 +9,13 @@ identical to an earlier output (after its rules, 64+ characters) becomes a refer
 ``[same output as tool output #k above]``.
 
 A turn whose distilled text counts more tokens than the original keeps the original, so
-distilling never grows a turn.
+distilling never grows a turn. A turn's tokens before and after are counted; each rule's
+share of the saving is apportioned by the characters it removed.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -218,22 +220,37 @@ def distill_turns(texts: Sequence[str | None], level: str,
     if not stages:
         return out, stats
     order = sorted(stages)
-    batch: list[str] = []
+    # Two counts per changed turn (before, after): counting every intermediate stage cost
+    # more than counting the row itself. Each rule gets a share of the turn's saving in
+    # proportion to the characters it removed (`_shares`).
+    counts = iter(count_many([text for i in order
+                              for text in (texts[i] or "", stages[i][-1][1])]))
     for i in order:
-        batch.append(texts[i] or "")
-        batch.extend(text for _, text in stages[i])
-    counts = iter(count_many(batch))
-    for i in order:
-        before = next(counts)
-        steps = [(rule, next(counts)) for rule, _ in stages[i]]
-        if steps[-1][1] > before:
+        before, after = next(counts), next(counts)
+        if after > before:
             continue  # it would grow: the turn stays as it was
         out[i] = stages[i][-1][1]
         stats.turns += 1
         stats.tokens_before += before
-        stats.tokens_after += steps[-1][1]
+        stats.tokens_after += after
+        lengths = [len(texts[i] or ""), *(len(text) for _, text in stages[i])]
+        removed = [a - b for a, b in itertools.pairwise(lengths)]
         previous = before
-        for rule, tokens in steps:
-            stats.rules.setdefault(rule, RuleSaving()).add(RuleSaving(previous, tokens, 1))
-            previous = tokens
+        for (rule, _), share in zip(stages[i], _shares(before - after, removed), strict=True):
+            stats.rules.setdefault(rule, RuleSaving()).add(
+                RuleSaving(previous, previous - share, 1))
+            previous -= share
     return out, stats
+
+
+def _shares(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (largest remainders), summing to it."""
+    weight = sum(weights)
+    if weight <= 0:
+        return [total] + [0] * (len(weights) - 1)
+    shares = [total * w // weight for w in weights]
+    rest = total - sum(shares)
+    by_remainder = sorted(range(len(weights)), key=lambda k: -(total * weights[k] % weight))
+    for k in by_remainder[:rest]:
+        shares[k] += 1
+    return shares
