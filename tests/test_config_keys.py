@@ -99,6 +99,21 @@ def compressed(cfg: CompressionConfig, _tmp: Path, text: str = "[CONTEXT SUMMARY
     return json.dumps(result.row, sort_keys=True), summarizer.budgets
 
 
+def distilled(cfg: CompressionConfig, _tmp: Path) -> Any:
+    """The row written for a short row whose tool output is coloured: `distill` decides
+    whether the colour codes stay."""
+    row = {"id": "d", "conversations": [
+        {"from": "human", "value": "run the tests"}, {"from": "gpt", "value": "running"},
+        {"from": "tool", "value": "\x1b[32m12 passed\x1b[0m in 0.42s"}]}
+
+    async def go() -> RowResult:
+        async with TrajectoryCompressor(cfg, summarizer=Recording(),
+                                        counter=counter()) as compressor:
+            return await compressor.compress_row(row)
+
+    return json.dumps(asyncio.run(go()).row, sort_keys=True)
+
+
 def second_pass(cfg: CompressionConfig, _tmp: Path) -> Any:
     """The row written when two huge tool outputs sit in the middle, out of the summary's
     reach (the tail starts with a tool turn): `over_limit_strategy` decides their fate."""
@@ -413,6 +428,7 @@ PROBES: dict[str, Probe] = {
     "compression.target_max_tokens": (20000, compressed, {}),
     "compression.summary_target_tokens": (2000, compressed, {}),
     "compression.over_limit_strategy": ("elide_tool_outputs", second_pass, {}),
+    "compression.distill": ("safe", distilled, {}),
     "protected_turns.first_system": (False, planned("HGTGSGGGGGGG"), {}),
     "protected_turns.first_human": (False, planned("SGTGHGGGGGGG"), {}),
     "protected_turns.first_gpt": (False, planned("SHTHGHHHHHHH"), {}),

@@ -49,6 +49,8 @@ def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
         lines += ["", *_target_block(a.targets[start:start + _COLUMNS], prices)]
     if a.gap is not None and a.gap.rows:
         lines += ["", *_gap_block(a)]
+    if a.distill is not None and a.distill.tool_tokens:
+        lines += ["", *a.distill.lines()]
     return "\n".join(lines)
 
 

@@ -98,6 +98,15 @@ ProtectGptOpt = Annotated[
                  help="The first gpt (assistant) turn (protected_turns.first_gpt).",
                  rich_help_panel=PROTECTED),
 ]
+DistillOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--distill", metavar="LEVEL",
+                 help="Shrink tool outputs before planning (compression.distill): off (the "
+                 "default), safe (control sequences, progress redraws, repeated lines, "
+                 "compact JSON, repeated outputs by reference; every identifier and number "
+                 "kept) or all (safe plus lossy rules: JSON tables, blobs by hash, long "
+                 "lines cut). Applies to every row; see README \"Distill\"."),
+]
 ProtectToolOpt = Annotated[
     Optional[bool],  # noqa: UP045
     typer.Option("--protect-first-tool/--no-protect-first-tool", show_default=False,
@@ -371,6 +380,7 @@ def compress(
     max_over_limit: MaxOverLimitOpt = None,
     max_failed: MaxFailedOpt = None,
     max_rejected: MaxRejectedOpt = None,
+    distill: DistillOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Compress trajectories over the target; write data, metrics, over-limit and rejects."""
@@ -404,6 +414,7 @@ def compress(
             allow_fallback=True if allow_fallback else None,
             allow_insecure_http=True if allow_insecure_http else None,
             over_limit_strategy=over_limit_strategy,
+            distill=distill,
         ).with_endpoint_flags(base_url, model, api_key_env, environ=_key_environ())
         cfg = _settle_summarizer(cfg, announce=not (quiet or dry_run or base_url))
         if base_url and cfg.summarizer == "local":
@@ -488,6 +499,7 @@ def analyze(
     dataset_format: FormatOpt = None,
     token_counting: CountingOpt = None,
     chat_template: ChatTemplateOpt = None,
+    distill: DistillOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Dry run: token distribution and what compress would do; no LLM call, writes nothing."""
@@ -505,6 +517,7 @@ def analyze(
             dataset_format=dataset_format,
             token_counting=token_counting,
             chat_template=chat_template,
+            distill=distill,
         )
         _check_sample(sample_percent)
         target_list = _parse_targets(targets) if targets is not None else None

@@ -161,6 +161,12 @@ def _figures(data: ReportData) -> str:
         out.append(_figure("Summarizer usage", _compact(usage["total_tokens"]),
                            f"{usage.get('prompt_tokens', 0):,} prompt + "
                            f"{usage.get('completion_tokens', 0):,} completion"))
+    distill = m.get("distill") or {}
+    if distill.get("turns"):
+        rules = distill.get("saved_by_rule") or {}
+        out.append(_figure("Distilled", _compact(distill.get("tokens_saved", 0)),
+                           esc(f"tokens saved in {distill['turns']:,} tool turns; "
+                               + ", ".join(f"{k} {v:,}" for k, v in rules.items())), "wide"))
     if proc.get("duration_seconds") is not None:
         out.append(_figure("Time", _duration(proc["duration_seconds"])))
     return f'<section class="figures">{"".join(out)}</section>'

@@ -286,6 +286,7 @@ def format_report(report: RunReport, limit: int | None = 50) -> str:
             lines.append(f"  {'usage':<17}{usage['prompt_tokens']:>10,} prompt + "
                          f"{num(usage['completion_tokens'])} completion tokens")
         lines += _fidelity_lines(m.get("fidelity"))
+        lines += distill_lines(m.get("distill"))
         dists = m.get("distributions", {})
         if dists:
             keys = ("min", "median", "p90", "p99", "max")
@@ -327,6 +328,21 @@ def _reason_lines(rows: list[FlaggedRow]) -> list[str]:
     return ["Why, by reason", *table(
         [Column("reason", flex=True), Column("code", flex=True), Column("rows", right=True)],
         [[short_reason(code), code, num(by_code[code])] for code in order]), ""]
+
+
+def distill_lines(distill: Any) -> list[str]:
+    """What distilling tool outputs saved before planning (§18), by rule."""
+    if not isinstance(distill, dict) or not distill.get("turns"):
+        return []
+    level = (distill.get("level") or "").strip()
+    lines = [f"  {'distill':<17}{distill.get('tokens_saved', 0):>10,}   tokens saved in "
+             f"{num(distill.get('turns', 0))} tool turns of {num(distill.get('rows', 0))} rows"
+             + (f" ({level})" if level else "")]
+    rules = distill.get("saved_by_rule") or {}
+    if rules:
+        lines += textwrap.wrap("by rule: " + ", ".join(f"{k} {num(v)}" for k, v in rules.items()),
+                               78, initial_indent=" " * 32, subsequent_indent=" " * 32)
+    return lines
 
 
 def _fidelity_lines(fidelity: Any) -> list[str]:

@@ -41,6 +41,7 @@ def base_metrics(plan: Plan, turn_count: int) -> TrajectoryMetrics:
         compressed_turns=turn_count,
         skipped_under_target=plan.action == "skip",
         still_over_limit=plan.action != "skip",
+        distill=plan.distill,
     )
 
 
@@ -72,4 +73,5 @@ def compressed_metrics(
         turns_in_compressed_region=region.turns,
         was_compressed=True,
         still_over_limit=compressed_tokens > config.target_max_tokens,
+        distill=plan.distill,
     )

@@ -41,6 +41,8 @@ ENGINES = ("local", "ray")
 # What happens to a row still over the target after its summary (§16): `keep` it as it is
 # (the reference), or `elide_tool_outputs` outside the protected turns (`core.elide`).
 OVER_LIMIT_STRATEGIES = ("keep", "elide_tool_outputs")
+# Distill tool outputs before planning (§18, `core.distill`): off, the safe rules, or all.
+DISTILL_LEVELS = ("off", "safe", "all")
 
 
 @dataclass
@@ -67,6 +69,7 @@ class CompressionConfig:
     target_max_tokens: int = 15250
     summary_target_tokens: int = 750
     over_limit_strategy: str = "keep"
+    distill: str = "off"
     # protected_turns
     protect_first_system: bool = True
     protect_first_human: bool = True
@@ -185,6 +188,8 @@ class CompressionConfig:
                     value = _endpoints(value, source)
                 elif attr == "base_url" and value is None:
                     continue  # the reference treats `base_url: null` as "keep the default"
+                elif attr == "distill" and value is False:
+                    value = "off"  # YAML 1.1 reads a bare `off` as false
                 setattr(config, attr, value)
         config.validate(source)
         return config
@@ -215,6 +220,11 @@ class CompressionConfig:
                 self.over_limit_strategy in OVER_LIMIT_STRATEGIES,
                 "compression.over_limit_strategy must be one of "
                 f"{', '.join(OVER_LIMIT_STRATEGIES)}, got {quoted(self.over_limit_strategy)}",
+            ),
+            (
+                self.distill in DISTILL_LEVELS,
+                f"compression.distill must be one of {', '.join(DISTILL_LEVELS)}, "
+                f"got {self.distill!r}",
             ),
             (
                 self.summary_target_tokens < self.target_max_tokens,
@@ -439,6 +449,7 @@ SECTIONS: dict[str, dict[str, str]] = {
         "target_max_tokens": "target_max_tokens",
         "summary_target_tokens": "summary_target_tokens",
         "over_limit_strategy": "over_limit_strategy",
+        "distill": "distill",
     },
     "protected_turns": {
         "first_system": "protect_first_system",
@@ -515,6 +526,7 @@ SECTIONS: dict[str, dict[str, str]] = {
 _FIELD_TYPES: dict[str, str] = {
     "tokenizer_name": "str", "trust_remote_code": "bool",
     "target_max_tokens": "int", "summary_target_tokens": "int", "over_limit_strategy": "str",
+    "distill": "str",
     "protect_first_system": "bool", "protect_first_human": "bool",
     "protect_first_gpt": "bool", "protect_first_tool": "bool", "protect_last_n_turns": "int",
     "summarization_model": "str", "base_url": "str", "api_key_env": "str?",

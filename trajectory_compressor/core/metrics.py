@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .distill_row import DistillStats
 from .fidelity import Fidelity
 
 SUMMARY_SOURCES = ("llm", "cache", "extractive", "fallback")
@@ -48,6 +49,8 @@ class TrajectoryMetrics:
     low_fidelity_reason: str = ""  # which bar it failed (min_fidelity, max_invented)
     # Tool outputs the second pass shortened (`core.elide`): {turn, tokens_before, after}.
     elisions: list[dict[str, int]] = field(default_factory=list)
+    # What distilling its tool outputs did before planning (§18; `core.distill_row`).
+    distill: DistillStats | None = None
     # Not part of the row's `compression_metrics`: aggregate-only bookkeeping.
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -94,6 +97,8 @@ class TrajectoryMetrics:
                 d["low_fidelity_reason"] = self.low_fidelity_reason
         if self.elisions:
             d["elisions"] = [dict(e) for e in self.elisions]
+        if self.distill is not None:
+            d["distill"] = self.distill.to_dict()
         return d
 
     @classmethod
@@ -124,6 +129,7 @@ class TrajectoryMetrics:
             low_fidelity=bool(d.get("low_fidelity", False)),
             low_fidelity_reason=str(d.get("low_fidelity_reason") or ""),
             elisions=[dict(e) for e in d.get("elisions") or [] if isinstance(e, dict)],
+            distill=DistillStats.from_dict(d.get("distill")),
         )
 
 
@@ -295,6 +301,12 @@ class AggregateMetrics:
     rows_elided: int = 0
     tool_outputs_elided: int = 0
     tokens_elided: int = 0
+    # Distill (§18): rows and tool turns it changed, their tokens, tokens saved by rule.
+    distill_rows: int = 0
+    distill_turns: int = 0
+    distill_tokens_before: int = 0
+    distill_tokens_after: int = 0
+    distill_saved_by_rule: dict[str, int] = field(default_factory=dict)
     processing_start_time: str = ""
     processing_end_time: str = ""
     processing_duration_seconds: float = 0.0
@@ -336,6 +348,14 @@ class AggregateMetrics:
         self.trajectories_failed += m.failed
         self.tokens_before.add(m.original_tokens)
         self.tokens_after.add(m.compressed_tokens)
+        if m.distill is not None and m.distill.turns:
+            self.distill_rows += 1
+            self.distill_turns += m.distill.turns
+            self.distill_tokens_before += m.distill.tokens_before
+            self.distill_tokens_after += m.distill.tokens_after
+            for rule, saving in m.distill.rules.items():
+                self.distill_saved_by_rule[rule] = (self.distill_saved_by_rule.get(rule, 0)
+                                                    + saving.tokens_before - saving.tokens_after)
         self.fidelity_repairs += m.fidelity_repair
         self.low_fidelity_rows += m.low_fidelity
         f = m.fidelity
@@ -435,6 +455,19 @@ class AggregateMetrics:
                 "tool_outputs_elided": self.tool_outputs_elided,
                 "tokens_elided": self.tokens_elided,
             },
+            **({"distill": self.distill_summary()} if self.distill_rows else {}),
+        }
+
+    def distill_summary(self) -> dict[str, Any]:
+        """The metrics file's ``distill`` section (§18): the tool turns distilling changed,
+        their tokens before and after, and the tokens each rule saved."""
+        return {
+            "rows": self.distill_rows,
+            "turns": self.distill_turns,
+            "tokens_before": self.distill_tokens_before,
+            "tokens_after": self.distill_tokens_after,
+            "tokens_saved": self.distill_tokens_before - self.distill_tokens_after,
+            "saved_by_rule": dict(sorted(self.distill_saved_by_rule.items())),
         }
 
     def fidelity_summary(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Literal
 
 from . import reasons
 from .config import CompressionConfig
+from .distill_row import DistillStats
 
 Action = Literal["skip", "compress", "over_limit"]
 
@@ -54,6 +55,8 @@ class Plan:
     tail_tokens: int = 0
     target: int = 0
     summary_target: int = 0
+    # What distilling did to the row's tool outputs before it was planned (§18).
+    distill: DistillStats | None = None
 
     @property
     def middle_tokens(self) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..core.config import CompressionConfig
 from ..core.conversation import Row, Trajectory
+from ..core.distill_row import DistillStats
 from ..core.extractive import ExtractiveSummarizer
 from ..core.metrics import AggregateMetrics, Distribution, nice_edges
 from ..core.summary import SummaryRequest, render_turns
@@ -29,6 +30,7 @@ from ..formats.registry import discover_inputs
 from ..summarizers import resolve_summarizer
 from .compressor import RowResult, TrajectoryCompressor
 from .count import RowCounter, gap_counter
+from .distill_preview import DistillPreview
 from .stream import RowStream
 
 HISTOGRAM_BINS = 10
@@ -133,6 +135,8 @@ class Analysis:
     first_rejects: list[tuple[str, str]] = field(default_factory=list)
     tokens: Distribution = field(default_factory=Distribution)
     gap: CountingGap | None = None  # per-turn sum vs chat-template count, when it can be had
+    # What --distill safe / all would save on the input (§18), at the first target.
+    distill: DistillPreview | None = None
 
     @property
     def summarizer(self) -> str:
@@ -168,6 +172,7 @@ class Analysis:
             else {"input": prices.input, "output": prices.output},
             "targets": [t.to_dict(prices) for t in self.targets],
             "counting_gap": None if self.gap is None else self.gap.to_dict(),
+            "distill": None if self.distill is None else self.distill.to_dict(),
         }
 
 
@@ -221,6 +226,7 @@ def analyze(
     inputs = discover_inputs(input_spec, split=split, data_files=data_files)
     counter = counter or TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     analysis = Analysis(input_spec, [TargetAnalysis(c) for c in configs])
+    analysis.distill = DistillPreview(configs[0].target_max_tokens)
     if gap_counter(config, counter) is not None:
         analysis.gap = CountingGap([c.target_max_tokens for c in configs])
     stream = RowStream(dialect or partial(detect, config=config),
@@ -242,27 +248,37 @@ async def _run(analysis: Analysis, inputs: list[Any], stream: RowStream,
         for source in inputs:
             dialect = stream.detect(source)
             for batch in stream.batches(source):
+                as_read = [e.turns for e in batch]
+                for entry in batch:
+                    entry.distill_with(compressors[0])  # as compress would (§18)
                 entries = [e for e in batch if e.turns is not None]
+                read_turns = {id(e): t for e, t in zip(batch, as_read, strict=True)}
                 for entry in batch:
                     if entry.turns is None:
                         analysis.reject(str(entry.record.location), entry.reject or "rejected")
                 valid = [(e.record.row, e.turns) for e in entries if e.turns is not None]
                 counted = compressors[0].rows.count([(dialect, r, t) for r, t in valid])
                 kept = []
+                distilled = []
                 for entry, v, c in zip(entries, valid, counted, strict=True):
                     if isinstance(c, str):
                         analysis.reject(str(entry.record.location), c)
                     else:
                         kept.append((v, c))
+                        distilled.append(entry.distill)
+                        if analysis.distill is not None:
+                            saved = entry.distill.saved if entry.distill is not None else 0
+                            analysis.distill.add(read_turns[id(entry)] or [], sum(c) + saved,
+                                                 counter.count_many)
                 if analysis.gap is not None:
                     _add_gap(analysis.gap, compressors[0].rows, counter, dialect,
                              [v for v, _ in kept], [c for _, c in kept])
-                for (row, turns), turn_tokens in kept:
+                for ((row, turns), turn_tokens), stats in zip(kept, distilled, strict=True):
                     analysis.rows += 1
                     analysis.tokens.add(sum(turn_tokens))
                     for target, compressor in zip(analysis.targets, compressors, strict=True):
                         target.add(*await _outcomes(compressor, row, turns, turn_tokens,
-                                                    dialect))
+                                                    dialect, stats))
 
 
 def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect: Dialect,
@@ -283,9 +299,10 @@ def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect:
 
 
 async def _outcomes(compressor: TrajectoryCompressor, row: Row, turns: Trajectory,
-                    turn_tokens: list[int], dialect: Dialect) -> tuple[RowResult, RowResult]:
+                    turn_tokens: list[int], dialect: Dialect,
+                    distilled: DistillStats | None = None) -> tuple[RowResult, RowResult]:
     """The row's result with the extractive summarizer (exact) and with an LLM (projected)."""
-    plan = compressor.plan(turns, turn_tokens, dialect)
+    plan = compressor.plan(turns, turn_tokens, dialect, distilled)
     if plan.action != "compress":
         unchanged = compressor.unchanged(row, turns, plan, dialect)
         return unchanged, unchanged

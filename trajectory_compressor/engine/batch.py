@@ -215,6 +215,8 @@ async def _walk(compressor: TrajectoryCompressor, inputs: list[InputFile],
         for source in inputs:
             stream.detect(source)
             for batch in stream.batches(source):
+                for entry in batch:
+                    entry.distill_with(compressor)  # as the pipeline does (§18)
                 valid = [e for e in batch if e.turns is not None]
                 rejected += len(batch) - len(valid)
                 counted = compressor.rows.count([(e.dialect, e.record.row, e.turns)
@@ -226,7 +228,8 @@ async def _walk(compressor: TrajectoryCompressor, inputs: list[InputFile],
                         continue
                     rows += 1
                     try:
-                        plan = compressor.plan(entry.turns, turn_tokens, entry.dialect)
+                        plan = compressor.plan(entry.turns, turn_tokens, entry.dialect,
+                                               entry.distill)
                     except Exception:  # the pipeline rejects such a row
                         rejected += 1
                         continue

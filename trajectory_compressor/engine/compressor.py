@@ -12,6 +12,7 @@ from ..core.assemble import assemble, base_metrics, compressed_metrics, notice_i
 from ..core.config import CompressionConfig
 from ..core.conversation import Row, Trajectory
 from ..core.deadline import Deadline
+from ..core.distill_row import DistillStats, distill_turns
 from ..core.errors import RowError
 from ..core.explain import RowReason, explain
 from ..core.extractive import ExtractiveSummarizer
@@ -125,19 +126,47 @@ class TrajectoryCompressor:
         await self.summarizer.aclose()
 
     def plan(self, turns: Trajectory, turn_tokens: list[int] | None = None,
-             dialect: Dialect | None = None) -> Plan:
-        """The planner's decision for ``turns`` (counting tokens if not given)."""
+             dialect: Dialect | None = None, distilled: DistillStats | None = None) -> Plan:
+        """The planner's decision for ``turns`` (counting tokens if not given);
+        ``distilled``: what `distill` did to them, carried into the row's metrics."""
         if turn_tokens is None:
             turn_tokens = self.counter.count_many([t["value"] for t in turns])
         boundaries = (dialect or self.dialect).boundaries(turns)
-        return plan_trajectory([t["from"] for t in turns], turn_tokens, self.config, boundaries)
+        plan = plan_trajectory([t["from"] for t in turns], turn_tokens, self.config, boundaries)
+        return plan if distilled is None else dataclasses.replace(plan, distill=distilled)
+
+    def distill(self, row: Row, turns: Trajectory, dialect: Dialect | None = None,
+                ) -> tuple[Row, Trajectory, DistillStats] | None:
+        """``(row, turns, what was done)`` with the tool outputs distilled at
+        ``compression.distill`` (§18), or None when that changes nothing. Every row gets
+        it, under the target or not, so a dataset's tool outputs read one way."""
+        level = self.config.distill
+        if level == "off":
+            return None
+        texts = [t["value"] if t["from"] == "tool" and isinstance(t.get("value"), str)
+                 else None for t in turns]
+        if all(text is None for text in texts):
+            return None
+        distilled, stats = distill_turns(texts, level, self.counter.count_many)
+        if not stats.turns:
+            return None
+        dialect = dialect or self.dialect
+        new_turns = [turn if text is None or text == turn["value"] else {**turn, "value": text}
+                     for turn, text in zip(turns, distilled, strict=True)]
+        new_row = dialect.with_turns(row, new_turns)
+        return new_row, dialect.turns(new_row), stats
 
     async def compress_trajectory_async(
         self, turns: Trajectory, turn_tokens: list[int] | None = None
     ) -> tuple[Trajectory, TrajectoryMetrics]:
         """``(compressed turns, metrics)`` of Hermes ShareGPT ``turns`` (whatever the
         compressor's dialect); the input list is never modified."""
-        plan = self.plan(turns, turn_tokens, SHAREGPT)
+        distilled = self.distill({"conversations": turns}, turns, SHAREGPT)
+        stats = None
+        if distilled is not None:
+            _, turns, stats = distilled
+            turn_tokens = None
+        plan = self.plan(turns, turn_tokens, SHAREGPT, stats)
         if plan.action != "compress":
             result = self.unchanged({}, turns, plan, SHAREGPT)
         else:
@@ -162,12 +191,17 @@ class TrajectoryCompressor:
         """
         dialect = dialect or self.dialect
         turns = dialect.turns(row)
+        distilled = self.distill(row, turns, dialect)
+        stats = None
+        if distilled is not None:
+            row, turns, stats = distilled
+            turn_tokens = None  # counted for the distilled turns
         if turn_tokens is None:
             counted = self.rows.count([(dialect, row, turns)])[0]
             if isinstance(counted, str):
                 raise RowError(counted)
             turn_tokens = counted
-        plan = self.plan(turns, turn_tokens, dialect)
+        plan = self.plan(turns, turn_tokens, dialect, stats)
         if plan.action != "compress":
             return self.unchanged(row, turns, plan, dialect)
         return await self.compress_planned(row, turns, plan, dialect)
@@ -176,7 +210,7 @@ class TrajectoryCompressor:
                   dialect: Dialect | None = None) -> RowResult:
         """The result for a row that gets no summary (under the target, or nothing to cut)."""
         metrics = base_metrics(plan, len(turns))
-        if plan.action == "skip":
+        if plan.action == "skip" and plan.distill is None:
             return RowResult(row, metrics, plan, changed=False, turns=turns)
         return self._with_metrics(row, turns, metrics, plan, dialect)
 

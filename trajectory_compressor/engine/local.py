@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ..core.conversation import Trajectory
+from ..core.distill_row import DistillStats
 from ..core.errors import ConfigError, FatalSummaryError, OutputError, ResumeError, one_line_error
 from ..core.metrics import AggregateMetrics
 from ..core.plan import Plan
@@ -80,6 +81,7 @@ class _Slot:
     result: RowResult | None = None
     task: asyncio.Task[RowResult] | None = None
     reject: str | None = None
+    distill: DistillStats | None = None
 
 
 class Pipeline:
@@ -269,13 +271,14 @@ class Pipeline:
     def _slot(self, entry: Entry) -> _Slot:
         if entry.reject is not None and self.options.strict:
             raise StrictStop(f"{entry.record.location}: {entry.reject}")
+        entry.distill_with(self.compressor)
         return _Slot(entry.record, entry.draws, entry.dialect, entry.size, entry.turns,
-                     reject=entry.reject)
+                     reject=entry.reject, distill=entry.distill)
 
     def _start(self, slot: _Slot, turn_tokens: list[int]) -> None:
         assert slot.turns is not None
         try:
-            plan = self.compressor.plan(slot.turns, turn_tokens, slot.dialect)
+            plan = self.compressor.plan(slot.turns, turn_tokens, slot.dialect, slot.distill)
         except Exception as exc:
             slot.reject, slot.turns = f"cannot plan the row: {one_line_error(exc)}", None
             return

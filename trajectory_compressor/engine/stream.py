@@ -10,9 +10,10 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..core.conversation import Trajectory
+from ..core.distill_row import DistillStats
 from ..core.errors import RowError, one_line_error
 from ..dialects import DETECT_ROWS, row_check
 from ..dialects.base import Dialect
@@ -20,6 +21,9 @@ from ..dialects.sharegpt import SHAREGPT
 from ..formats.base import InputFile, Record
 from ..formats.jsonio import MAX_NESTING, too_deep
 from ..formats.registry import read_records
+
+if TYPE_CHECKING:
+    from .compressor import TrajectoryCompressor
 
 # Characters of input per batch, besides the batch's row count.
 BATCH_CHARS = 4 << 20
@@ -39,6 +43,20 @@ class Entry:
     dialect: Dialect
     turns: Trajectory | None = None
     reject: str | None = None
+    distill: DistillStats | None = None  # what distilling did to ``record.row`` (§18)
+
+    def distill_with(self, compressor: TrajectoryCompressor) -> None:
+        """Distill the row's tool outputs (`compression.distill`) before it is counted
+        and planned: the record then holds the distilled row, written anew."""
+        if self.turns is None:
+            return
+        try:
+            done = compressor.distill(self.record.row, self.turns, self.dialect)
+        except Exception:  # a rule's bug costs the row its distilling, never the row
+            return
+        if done is not None:
+            self.record.row, self.turns, self.distill = done
+            self.record.raw = None
 
 
 class RowStream:

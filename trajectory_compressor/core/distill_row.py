@@ -1,0 +1,256 @@
+"""Distill one row's tool outputs (§18): the rules of `core.distill` turn by turn, the
+row-level ``same_output`` rule, and what each rule saved in tokens.
+
+A tool turn's outputs are its ``<tool_response>`` bodies (Hermes): of a body that is a
+JSON object with a string ``content``, that string is the output and the wrapper is kept
+byte for byte around it; other bodies are the output themselves, their whitespace kept.
+A turn without those tags is one output. Outputs are numbered in row order; one
+identical to an earlier output (after its rules, 64+ characters) becomes a reference
+``[same output as tool output #k above]``.
+
+A turn whose distilled text counts more tokens than the original keeps the original, so
+distilling never grows a turn. A turn's tokens before and after are counted; each rule's
+share of the saving is apportioned by the characters it removed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .distill import SAME_OUTPUT, distill_text, rules_for
+
+_RESPONSE = re.compile(r"(<tool_response>)(.*?)(</tool_response>)", re.DOTALL)
+_LEXEME = re.compile(r'"(?:[^"\\]|\\.)*"|[^"]+', re.DOTALL)
+MIN_SAME = 64
+CountMany = Callable[[list[str]], list[int]]
+
+
+@dataclass
+class RuleSaving:
+    """Tokens of the turns a rule changed, before and after it, and how many turns."""
+
+    tokens_before: int = 0
+    tokens_after: int = 0
+    turns: int = 0
+
+    def add(self, other: RuleSaving) -> None:
+        self.tokens_before += other.tokens_before
+        self.tokens_after += other.tokens_after
+        self.turns += other.turns
+
+
+@dataclass
+class DistillStats:
+    """What distilling did to one row (or, added up, to a run): ``compression_metrics.distill``."""
+
+    level: str
+    tokens_before: int = 0  # of the tool turns it changed
+    tokens_after: int = 0
+    turns: int = 0  # tool turns changed
+    rules: dict[str, RuleSaving] = field(default_factory=dict)
+
+    @property
+    def saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+    def add(self, other: DistillStats) -> None:
+        self.tokens_before += other.tokens_before
+        self.tokens_after += other.tokens_after
+        self.turns += other.turns
+        for name, saving in other.rules.items():
+            self.rules.setdefault(name, RuleSaving()).add(saving)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "tokens_before": self.tokens_before,
+                "tokens_after": self.tokens_after, "turns": self.turns,
+                "rules": {name: {"tokens_before": s.tokens_before,
+                                 "tokens_after": s.tokens_after, "turns": s.turns}
+                          for name, s in self.rules.items()}}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> DistillStats | None:
+        if not isinstance(data, dict) or not isinstance(data.get("level"), str):
+            return None
+        rules = data.get("rules")
+        if not isinstance(rules, dict):
+            rules = {}
+        return cls(data["level"], int(data.get("tokens_before", 0)),
+                   int(data.get("tokens_after", 0)), int(data.get("turns", 0)),
+                   {str(k): RuleSaving(int(v.get("tokens_before", 0)),
+                                       int(v.get("tokens_after", 0)), int(v.get("turns", 0)))
+                    for k, v in rules.items() if isinstance(v, dict)})
+
+
+class _Output:
+    """One tool output inside a turn: its text and how it is written back."""
+
+    def __init__(self, text: str, encode: Callable[[str], str]) -> None:
+        self.original = text
+        self.text = text
+        self.encode = encode
+
+
+def _pieces(text: str) -> list[str | _Output]:
+    """``text`` as literal pieces and outputs (see the module docstring)."""
+    if "<tool_response>" not in text:
+        return [_Output(text, _same)]
+    pieces: list[str | _Output] = []
+    pos = 0
+    for match in _RESPONSE.finditer(text):
+        pieces.append(text[pos:match.start(2)])
+        pieces.extend(_body_pieces(match.group(2)))
+        pos = match.end(2)
+    pieces.append(text[pos:])
+    return pieces
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def _body_pieces(body: str) -> list[str | _Output]:
+    stripped = body.strip()
+    lead = body[:len(body) - len(body.lstrip())]
+    trail = body[len(body.rstrip()):]
+    span = _content_span(stripped)
+    if span is None:
+        return [lead, _Output(stripped, _same), trail]
+    start, end = span
+    lexeme = stripped[start:end]
+    ascii_only = lexeme.isascii()
+    return [lead + stripped[:start],
+            _Output(json.loads(lexeme), lambda t: _encode(t, lexeme, ascii_only)),
+            stripped[end:] + trail]
+
+
+def _encode(text: str, lexeme: str, ascii_only: bool) -> str:
+    if json.loads(lexeme) == text:
+        return lexeme  # unchanged: as written
+    return json.dumps(text, ensure_ascii=ascii_only)
+
+
+def _content_span(body: str) -> tuple[int, int] | None:
+    """Where the string value of a top-level ``"content"`` key of the JSON object
+    ``body`` is, or None."""
+    if not body.startswith("{"):
+        return None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("content"), str):
+        return None
+    depth = 0
+    key: str | None = None
+    after_colon = False
+    for match in _LEXEME.finditer(body):
+        lexeme = match.group(0)
+        if lexeme.startswith('"'):
+            if depth == 1 and after_colon and key == "content":
+                return match.start(), match.end()
+            if depth == 1 and not after_colon:
+                key = json.loads(lexeme)
+            after_colon = False
+            continue
+        for char in lexeme:
+            if char in "{[":
+                depth += 1
+            elif char in "}]":
+                depth -= 1
+            elif char == ":" and depth == 1:
+                after_colon = True
+            elif char == "," and depth == 1:
+                after_colon, key = False, None
+            elif not char.isspace():
+                after_colon = False
+    return None
+
+
+def _join(pieces: list[str | _Output]) -> str:
+    return "".join(p if isinstance(p, str) else p.encode(p.text) for p in pieces)
+
+
+def distill_turns(texts: Sequence[str | None], level: str,
+                  count_many: CountMany) -> tuple[list[str | None], DistillStats]:
+    """``texts`` (None: not a tool turn, left alone) distilled at ``level``, and what
+    each rule saved in tokens (counted with ``count_many``)."""
+    stats = DistillStats(level)
+    out: list[str | None] = list(texts)
+    if level == "off":
+        return out, stats
+    rules = rules_for(level)
+    # Per turn: its stages, (rule, turn text after the rule), in order.
+    stages: dict[int, list[tuple[str, str]]] = {}
+    turn_pieces: dict[int, list[str | _Output]] = {}
+    seen: dict[str, int] = {}
+    number = 0
+    for i, text in enumerate(texts):
+        if text is None:
+            continue
+        pieces = _pieces(text)
+        turn_pieces[i] = pieces
+        outputs = [p for p in pieces if isinstance(p, _Output)]
+        per_output = [dict(distill_text(o.text, level)) for o in outputs]
+        turn_stages: list[tuple[str, str]] = []
+        for rule in rules:
+            changed = False
+            for output, done in zip(outputs, per_output, strict=True):
+                if rule in done:
+                    output.text, changed = done[rule], True
+            if changed:
+                turn_stages.append((rule, _join(pieces)))
+        referenced = False
+        for output in outputs:
+            number += 1
+            earlier = seen.get(output.text)
+            reference = f"[same output as tool output #{earlier} above]"
+            if earlier is not None and len(output.text) >= MIN_SAME:
+                output.text, referenced = reference, True
+            else:
+                seen.setdefault(output.text, number)
+        if referenced:
+            turn_stages.append((SAME_OUTPUT, _join(pieces)))
+        if turn_stages:
+            stages[i] = turn_stages
+    if not stages:
+        return out, stats
+    order = sorted(stages)
+    # Two counts per changed turn (before, after): counting every intermediate stage cost
+    # more than counting the row itself. Each rule gets a share of the turn's saving in
+    # proportion to the characters it removed (`_shares`).
+    counts = iter(count_many([text for i in order
+                              for text in (texts[i] or "", stages[i][-1][1])]))
+    for i in order:
+        before, after = next(counts), next(counts)
+        if after > before:
+            continue  # it would grow: the turn stays as it was
+        out[i] = stages[i][-1][1]
+        stats.turns += 1
+        stats.tokens_before += before
+        stats.tokens_after += after
+        lengths = [len(texts[i] or ""), *(len(text) for _, text in stages[i])]
+        removed = [a - b for a, b in itertools.pairwise(lengths)]
+        previous = before
+        for (rule, _), share in zip(stages[i], _shares(before - after, removed), strict=True):
+            stats.rules.setdefault(rule, RuleSaving()).add(
+                RuleSaving(previous, previous - share, 1))
+            previous -= share
+    return out, stats
+
+
+def _shares(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (largest remainders), summing to it."""
+    weight = sum(weights)
+    if weight <= 0:
+        return [total] + [0] * (len(weights) - 1)
+    shares = [total * w // weight for w in weights]
+    rest = total - sum(shares)
+    by_remainder = sorted(range(len(weights)), key=lambda k: -(total * weights[k] % weight))
+    for k in by_remainder[:rest]:
+        shares[k] += 1
+    return shares
