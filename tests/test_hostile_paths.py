@@ -512,3 +512,22 @@ def test_every_split_of_a_dataset_dict_comes_back_from_load_dataset(tmp_path):
                    "--target-max-tokens", "500", "--summary-target-tokens", "60", "--quiet")
     assert proc.returncode == 2 and "was not written by trajectory-compressor" in proc.stderr
     assert (out / "README.md").read_text(encoding="utf-8") == "# my notes\n"
+
+
+def test_a_folder_input_passes_over_an_interrupted_runs_checkpoint(tmp_path):
+    # An interrupted run inside the folder leaves `.<stem>.checkpoint.json` (hidden, and
+    # named like a JSON input): it is the run's record, not data. A JSON array that only
+    # has that name is data.
+    from trajectory_compressor.engine.checkpoint import Checkpoint
+    from trajectory_compressor.formats.registry import discover_inputs
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "a.jsonl", HAND_ROWS)
+    Checkpoint(inputs=[{"path": "x"}], settings={"target_max_tokens": 1}).save(
+        data / ".a_c.checkpoint.json")
+    (data / ".rows.checkpoint.json").write_text(json.dumps(HAND_ROWS[:2]), encoding="utf-8")
+    skipped: list[Path] = []
+    found = discover_inputs(str(data), skipped=skipped)
+    assert [f.path.name for f in found] == [".rows.checkpoint.json", "a.jsonl"]
+    assert [p.name for p in skipped] == [".a_c.checkpoint.json"]

@@ -78,26 +78,42 @@ _NAMED = ", ".join(s for c in CONTAINERS.values() for s in c.suffixes)
 # passed over when the metrics file of its run says this tool wrote it (`tool_sidecar`).
 SIDECARS = ("_metrics.json", "_over_limit.jsonl", "_rejects.jsonl")
 _METRICS = SIDECARS[0]
+_CHECKPOINT = ".checkpoint.json"  # `OutputLayout.checkpoint`: hidden, `.<stem>.checkpoint.json`
 
 
 def tool_sidecar(path: Path) -> bool:
     """Whether ``path`` is a sidecar a run of this tool wrote: named like one, with the
     run's metrics file (``<stem>_metrics.json``, the file itself for a metrics file)
     beside it recording the run (its ``run.settings_fingerprint``)."""
+    if path.name.startswith(".") and path.name.endswith(_CHECKPOINT):
+        return _written_by_a_run(path, _is_checkpoint)
     suffix = next((s for s in SIDECARS if path.name.endswith(s)), None)
     if suffix is None:
         return False
-    metrics = path.with_name(path.name[:-len(suffix)] + _METRICS)
+    return _written_by_a_run(path.with_name(path.name[:-len(suffix)] + _METRICS), _is_metrics)
+
+
+def _is_metrics(data: dict[str, Any]) -> bool:
+    run = data.get("run")
+    return isinstance(run, dict) and isinstance(run.get("settings_fingerprint"), str)
+
+
+def _is_checkpoint(data: dict[str, Any]) -> bool:
+    return isinstance(data.get("settings"), dict) and {"version", "skip", "inputs"} <= set(data)
+
+
+def _written_by_a_run(record: Path, looks_right: Callable[[dict[str, Any]], bool]) -> bool:
+    """Whether ``record`` (a run's metrics file, or its hidden resume checkpoint) is a
+    small JSON object that ``looks_right``."""
     try:
-        if metrics.stat().st_size > 64 << 20:  # a metrics file is small; this is data
+        if record.stat().st_size > 64 << 20:  # a run's record is small; this is data
             return False
         from . import jsonio
 
-        data = jsonio.loads(metrics.read_bytes())
+        data = jsonio.loads(record.read_bytes())
     except (OSError, ValueError):
         return False
-    run = data.get("run") if isinstance(data, dict) else None
-    return isinstance(run, dict) and isinstance(run.get("settings_fingerprint"), str)
+    return isinstance(data, dict) and looks_right(data)
 
 
 def _kind_of(path: Path) -> str:
