@@ -52,7 +52,8 @@ def invoke_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> 
     finally:
         os.chdir(before)
     stderr = result.stderr
-    if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        assert result.exc_info is not None
         stderr += "".join(traceback.format_exception(*result.exc_info))
     return CliRun(list(args), result.exit_code, result.stdout, stderr)
 
