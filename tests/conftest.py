@@ -53,7 +53,8 @@ TESTS_DIR = str(Path(__file__).resolve().parent)
 HEAVY_PACKAGES = {"subprocess", "multiprocessing", "ray", "playwright", "llama_cpp"}
 HEAVY_CALLABLES = {("tests.cli_helpers", "run_cli"), ("tests.cli_helpers", "start_cli"),
                    ("tests.fake_llm_server", "spawn_server"),
-                   ("trajectory_compressor.summarizers.local_server", "LocalServer")}
+                   ("trajectory_compressor.summarizers.local_server", "LocalServer"),
+                   ("trajectory_compressor.summarizers.local", "LocalSummarizer")}
 
 
 def _heavy_value(value: object) -> bool:
@@ -84,7 +85,15 @@ def _reaches_heavy(value: object, seen: set[int]) -> bool:
 
 def _code_reaches_heavy(code: types.CodeType, scope: dict, seen: set[int]) -> bool:
     # `import ray` in a function, `pytest.importorskip("llama_cpp")`
-    imported = {i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"}
+    imported: set[str] = set()
+    module = ""
+    for instruction in dis.get_instructions(code):
+        if instruction.opname == "IMPORT_NAME":
+            module = str(instruction.argval)
+            imported.add(module)
+        elif instruction.opname == "IMPORT_FROM" and (  # `from tests.cli_helpers import run_cli`
+                module, instruction.argval) in HEAVY_CALLABLES:
+            return True
     named = {c for c in code.co_consts if isinstance(c, str)}
     if any(name.split(".")[0] in HEAVY_PACKAGES for name in imported | named):
         return True
