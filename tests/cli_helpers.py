@@ -1,4 +1,5 @@
-"""Running the real CLI as a subprocess."""
+"""Running the real CLI: as a subprocess (`run_cli`, `start_cli`), or in this process
+(`invoke_cli`) where the test is about what the command does, not about the process."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,6 +21,41 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,
     return subprocess.run([sys.executable, "-m", "trajectory_compressor", *args],
                           cwd=cwd or ROOT, env=full_env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+@dataclass
+class CliRun:
+    """What a test reads from a finished run, as from ``subprocess.CompletedProcess``."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def invoke_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> CliRun:
+    """The CLI run in this process (typer's CliRunner) with `run_cli`'s arguments and result:
+    the same exit code, stdout and stderr, without starting Python and loading the libraries
+    again (about 2 s a run). An exception the CLI lets through exits 1 with its traceback on
+    stderr, as the interpreter would print it. The run's working directory is ``cwd`` (the
+    repository by default, as in `run_cli`) and ``env`` is set around it. Tests about the
+    process itself (signals, kill -9, the entry point, locks between processes) use
+    `run_cli` or `start_cli`."""
+    from typer.testing import CliRunner
+
+    from trajectory_compressor.app.cli import app
+
+    before = Path.cwd()
+    os.chdir(cwd or ROOT)
+    try:
+        result = CliRunner().invoke(app, list(args), env=env, prog_name="trajectory-compressor")
+    finally:
+        os.chdir(before)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        assert result.exc_info is not None
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return CliRun(list(args), result.exit_code, result.stdout, stderr)
 
 
 def start_cli(*args: str) -> subprocess.Popen:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.cli_helpers import run_cli
+from tests.cli_helpers import invoke_cli
 from tests.fixtures_runs import (
     HAND_CONFIG,
     HAND_ROWS,
@@ -154,13 +154,13 @@ def test_a_target_not_above_the_summary_is_a_config_error(hand_input, counter):
 
 def test_cli_on_the_sample_predicts_what_compress_does(tmp_path, sample_jsonl):
     report = tmp_path / "analysis.json"
-    proc = run_cli("analyze", str(sample_jsonl), "--summarizer", "extractive",
+    proc = invoke_cli("analyze", str(sample_jsonl), "--summarizer", "extractive",
                    "--json", str(report), "--price-in", "0.5", "--price-out", "1.5")
     assert proc.returncode == 0, proc.stderr
     assert_fits_80_columns(proc.stdout)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis.json"]
     out = tmp_path / "out.jsonl"
-    proc2 = run_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer",
+    proc2 = invoke_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer",
                     "extractive", "--quiet")
     assert proc2.returncode == 0, proc2.stderr
     actual = json.loads((tmp_path / "out_metrics.json").read_text())
@@ -192,7 +192,7 @@ def test_cli_targets_and_dry_run_print_the_same_analysis(tmp_path, hand_input):
     cfg.write_text("compression:\n  target_max_tokens: 100\n  summary_target_tokens: 20\n"
                    "output:\n  add_summary_notice: false\n"
                    "summarization:\n  backend: extractive\n")
-    proc = run_cli("analyze", str(hand_input), "--config", str(cfg),
+    proc = invoke_cli("analyze", str(hand_input), "--config", str(cfg),
                    "--targets", "100,150,200,250", "--json", "-")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -200,8 +200,8 @@ def test_cli_targets_and_dry_run_print_the_same_analysis(tmp_path, hand_input):
             t["metrics"]["summary"]["trajectories_still_over_limit"]) for t in data["targets"]]
     # Totals 35, 120, 195, 205, 265: skipped when <= target.
     assert [(g[0], g[1]) for g in got] == [(100, 1), (150, 2), (200, 3), (250, 4)]
-    dry = run_cli("compress", str(hand_input), "--config", str(cfg), "--dry-run")
-    ana = run_cli("analyze", str(hand_input), "--config", str(cfg))
+    dry = invoke_cli("compress", str(hand_input), "--config", str(cfg), "--dry-run")
+    ana = invoke_cli("analyze", str(hand_input), "--config", str(cfg))
     assert dry.returncode == ana.returncode == 0
     assert dry.stdout == ana.stdout and "would compress" in ana.stdout
     assert_fits_80_columns(ana.stdout)
@@ -221,7 +221,7 @@ def test_cli_usage_errors_exit_2(tmp_path, hand_input):
          "does not exist"),
     ]
     for args, needle in cases:
-        proc = run_cli(*args)
+        proc = invoke_cli(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert needle in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
@@ -230,7 +230,7 @@ def test_cli_usage_errors_exit_2(tmp_path, hand_input):
 def test_analyze_lists_the_first_rejects_and_counts_the_rest(tmp_path, hand_input):
     bad = [f'{{"id": {i}}}' for i in range(7)]
     src = write_jsonl(tmp_path / "mixed.jsonl", HAND_ROWS[:2], extra_lines=("{oops", *bad))
-    proc = run_cli("analyze", "mixed.jsonl", "--summarizer", "extractive", cwd=tmp_path)
+    proc = invoke_cli("analyze", "mixed.jsonl", "--summarizer", "extractive", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr  # some rows were analyzed
     assert_fits_80_columns(proc.stdout)
     lines = proc.stdout.splitlines()
@@ -239,7 +239,7 @@ def test_analyze_lists_the_first_rejects_and_counts_the_rest(tmp_path, hand_inpu
     assert lines[start + 2:start + 7] == [
         f"  mixed.jsonl:{n}: row has no 'conversations' field" for n in range(4, 8)] + [
         "  … and 3 more; compress lists every one in <output stem>_rejects.jsonl"]
-    data = json.loads(run_cli("analyze", str(src), "--summarizer", "extractive",
+    data = json.loads(invoke_cli("analyze", str(src), "--summarizer", "extractive",
                               "--json", "-").stdout)
     assert data["rows_rejected"] == 8 and len(data["first_rejects"]) == 5
     assert data["first_rejects"][1] == {"location": f"{src}:4",
@@ -249,20 +249,20 @@ def test_analyze_lists_the_first_rejects_and_counts_the_rest(tmp_path, hand_inpu
 def test_analyze_exits_1_when_every_row_is_rejected(tmp_path):
     src = write_jsonl(tmp_path / "wrong.jsonl", [{"messages_": []}, {"id": 2}])
     for extra in ((), ("--json", "-")):
-        proc = run_cli("analyze", str(src), "--summarizer", "extractive", *extra)
+        proc = invoke_cli("analyze", str(src), "--summarizer", "extractive", *extra)
         assert proc.returncode == 1, proc.stderr
         assert proc.stderr.splitlines()[-1] == (
             f"error: all 2 rows were rejected, nothing to analyze (the first: {src}:1: "
             "row has no 'conversations' field)")
         assert "Traceback" not in proc.stderr
-    dry = run_cli("compress", str(src), "--summarizer", "extractive", "--dry-run")
+    dry = invoke_cli("compress", str(src), "--summarizer", "extractive", "--dry-run")
     assert dry.returncode == 1 and "Rejected rows: 2" in dry.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wrong.jsonl"]
 
 
 def test_protected_turn_flags_reach_the_analysis(hand_input):
     def figures(*flags):
-        proc = run_cli("analyze", str(hand_input), "--summarizer", "extractive",
+        proc = invoke_cli("analyze", str(hand_input), "--summarizer", "extractive",
                        "--target-max-tokens", "100", "--summary-target-tokens", "20",
                        "--json", "-", *flags)
         assert proc.returncode == 0, proc.stderr

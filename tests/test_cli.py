@@ -1,11 +1,13 @@
-"""The CLI end to end, as a subprocess on real files."""
+"""The CLI end to end on real files: in this process (`invoke_cli`), and as a subprocess
+through the real entry point (`python -m trajectory_compressor`) for the sample file and
+--version."""
 
 from __future__ import annotations
 
 import json
 import shutil
 
-from tests.cli_helpers import read_jsonl, run_cli
+from tests.cli_helpers import invoke_cli, read_jsonl, run_cli
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
 
 
@@ -56,7 +58,7 @@ def test_rerun_replaces_the_output(tmp_path, sample_jsonl):
     out = tmp_path / "o.jsonl"
     out.write_text("stale\n")  # not written by a run: replaced only with --overwrite
     for flags in (("--overwrite",), ()):  # then a rerun replaces its own output silently
-        proc = run_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer",
+        proc = invoke_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer",
                        "extractive", "--quiet", *flags)
         assert proc.returncode == 0, proc.stderr
     assert len(read_jsonl(out)) == len(read_jsonl(sample_jsonl))
@@ -77,7 +79,7 @@ def test_bad_lines_are_rejected_with_their_location_and_the_run_goes_on(tmp_path
         f.write(b'{"conversations": ["turn"]}\n')
         f.write(b"[1, 2]\n")
         f.write((good[1] + "\n").encode())
-    proc = run_cli("compress", str(bad_input), "--summarizer", "extractive", "--quiet")
+    proc = invoke_cli("compress", str(bad_input), "--summarizer", "extractive", "--quiet")
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert f"{bad_input}:2: invalid JSON" in proc.stderr
@@ -96,7 +98,7 @@ def test_bad_lines_are_rejected_with_their_location_and_the_run_goes_on(tmp_path
 def test_strict_stops_at_the_first_bad_row_and_commits_nothing(tmp_path, sample_jsonl):
     bad_input = tmp_path / "bad.jsonl"
     bad_input.write_text(sample_jsonl.read_text().splitlines()[0] + "\n{oops\n")
-    proc = run_cli("compress", str(bad_input), "--summarizer", "extractive", "--strict")
+    proc = invoke_cli("compress", str(bad_input), "--summarizer", "extractive", "--strict")
     assert proc.returncode == 1
     assert "bad.jsonl:2" in proc.stderr
     assert not (tmp_path / "bad_compressed.jsonl").exists()
@@ -104,18 +106,18 @@ def test_strict_stops_at_the_first_bad_row_and_commits_nothing(tmp_path, sample_
 
 
 def test_usage_errors_exit_2_with_one_sentence(tmp_path, sample_jsonl):
-    proc = run_cli("compress", str(tmp_path / "missing.jsonl"))
+    proc = invoke_cli("compress", str(tmp_path / "missing.jsonl"))
     assert proc.returncode == 2 and "input not found" in proc.stderr
     cfg = tmp_path / "c.yaml"
     cfg.write_text("compression:\n  target_max_token: 10\n")
-    proc = run_cli("compress", str(sample_jsonl), "--config", str(cfg))
+    proc = invoke_cli("compress", str(sample_jsonl), "--config", str(cfg))
     assert proc.returncode == 2
     assert "did you mean 'compression.target_max_tokens'" in proc.stderr
     assert "Traceback" not in proc.stderr
-    proc = run_cli("compress", str(sample_jsonl), "--summary-target-tokens", "90000",
+    proc = invoke_cli("compress", str(sample_jsonl), "--summary-target-tokens", "90000",
                    "--summarizer", "extractive")
     assert proc.returncode == 2 and "smaller than" in proc.stderr
-    proc = run_cli("compress", str(sample_jsonl), "--tokenizer", "nobody/nothing",
+    proc = invoke_cli("compress", str(sample_jsonl), "--tokenizer", "nobody/nothing",
                    "--summarizer", "extractive", "-o", str(tmp_path / "x.jsonl"))
     assert proc.returncode == 2 and "deepseek-v4" in proc.stderr
     assert not (tmp_path / "x.jsonl").exists()
@@ -128,7 +130,7 @@ def test_folder_input_gives_a_folder_output(tmp_path, sample_jsonl):
     (src / "a.jsonl").write_text("\n".join(lines[:4]) + "\n")
     (src / "b.jsonl").write_text("\n".join(lines[4:9]) + "\n")
     (src / "notes.txt").write_text("ignored")
-    proc = run_cli("compress", str(src), "--summarizer", "extractive", "--quiet")
+    proc = invoke_cli("compress", str(src), "--summarizer", "extractive", "--quiet")
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "runs_compressed"
     assert sorted(p.name for p in out.iterdir()) == ["a.jsonl", "b.jsonl"]
@@ -139,7 +141,7 @@ def test_folder_input_gives_a_folder_output(tmp_path, sample_jsonl):
 def test_sample_percent_is_seeded_and_ordered(tmp_path, sample_jsonl):
     outs = []
     for name in ("s1.jsonl", "s2.jsonl"):
-        proc = run_cli("compress", str(sample_jsonl), "-o", str(tmp_path / name),
+        proc = invoke_cli("compress", str(sample_jsonl), "-o", str(tmp_path / name),
                        "--summarizer", "extractive", "--sample-percent", "30", "--seed", "3",
                        "--quiet")
         assert proc.returncode == 0, proc.stderr
@@ -151,14 +153,14 @@ def test_sample_percent_is_seeded_and_ordered(tmp_path, sample_jsonl):
 def test_dry_run_writes_nothing(tmp_path, sample_jsonl):
     src = tmp_path / "in.jsonl"
     shutil.copy(sample_jsonl, src)
-    proc = run_cli("compress", str(src), "--dry-run")
+    proc = invoke_cli("compress", str(src), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert "would compress" in proc.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
 
 
 def test_help_explains_the_commands():
-    proc = run_cli("compress", "--help")
+    proc = invoke_cli("compress", "--help")
     assert proc.returncode == 0
     for flag in ("--target-max-tokens", "--summarizer", "--strict", "--dry-run"):
         assert flag in proc.stdout
@@ -178,10 +180,10 @@ def test_version_prints_the_project_version():
 
 def test_help_shows_flags_without_a_type_and_the_default_summarizer():
     for command in ((), ("compress",), ("analyze",), ("report",), ("validate",)):
-        proc = run_cli(*command, "--help", env={"COLUMNS": "120"})
+        proc = invoke_cli(*command, "--help", env={"COLUMNS": "120"})
         assert proc.returncode == 0, proc.stderr
         assert "<bool>" not in proc.stdout, command
-    text = run_cli("compress", "--help", env={"COLUMNS": "1000"}).stdout  # no wrapping
+    text = invoke_cli("compress", "--help", env={"COLUMNS": "1000"}).stdout  # no wrapping
     for needle in ("--protect-last-n-turns", "--no-protect-first-tool",
                    "configs/default.yaml (backend: auto)"):
         assert needle in text, needle
@@ -191,7 +193,7 @@ def test_help_shows_flags_without_a_type_and_the_default_summarizer():
 
 def test_the_metrics_name_no_model_for_the_extractive_summarizer(tmp_path, sample_jsonl):
     out = tmp_path / "out.jsonl"
-    proc = run_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer",
+    proc = invoke_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer",
                    "extractive", "--quiet")
     assert proc.returncode == 0, proc.stderr
     settings = json.loads((tmp_path / "out_metrics.json").read_text())["settings"]
@@ -211,7 +213,7 @@ def test_protected_turn_flags_change_the_plan(tmp_path):
     off = ("--protect-last-n-turns", "0", "--no-protect-first-system",
            "--no-protect-first-human", "--no-protect-first-gpt", "--no-protect-first-tool")
     for name, flags in (("kept", ()), ("off", off)):
-        proc = run_cli("compress", str(src), "-o", str(tmp_path / f"{name}.jsonl"), *small,
+        proc = invoke_cli("compress", str(src), "-o", str(tmp_path / f"{name}.jsonl"), *small,
                        *flags)
         assert proc.returncode == 0, proc.stderr
     [kept] = read_jsonl(tmp_path / "kept.jsonl")
@@ -231,7 +233,7 @@ def test_compress_lists_the_first_rejects_and_counts_the_rest(tmp_path, sample_j
     src = tmp_path / "mixed.jsonl"
     good = sample_jsonl.read_text(encoding="utf-8").splitlines()[0]
     src.write_text(good + "\n" + "".join(f'{{"id": {i}}}\n' for i in range(8)))
-    proc = run_cli("compress", "mixed.jsonl", "--summarizer", "extractive", cwd=tmp_path)
+    proc = invoke_cli("compress", "mixed.jsonl", "--summarizer", "extractive", cwd=tmp_path)
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
     start = lines.index("Rejected rows: 8")
@@ -239,7 +241,7 @@ def test_compress_lists_the_first_rejects_and_counts_the_rest(tmp_path, sample_j
         *(f"  mixed.jsonl:{n}: row has no 'conversations' field" for n in range(2, 7)),
         "  … and 3 more; see mixed_compressed_rejects.jsonl"]
     # Paths too long for 80 columns lose their start, not the line number or reason.
-    proc = run_cli("compress", str(src), "--summarizer", "extractive", "--overwrite")
+    proc = invoke_cli("compress", str(src), "--summarizer", "extractive", "--overwrite")
     block = proc.stdout.splitlines()
     block = block[block.index("Rejected rows: 8"):]
     assert len(block) == 7 and all(len(line) <= 80 for line in block)

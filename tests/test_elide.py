@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from tests.cli_helpers import read_jsonl, run_cli
 from tests.fixtures_runs import compress_run, words, write_jsonl
+from tests.property_budget import examples
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.elide import (
     Elision,
@@ -317,7 +318,7 @@ _json_values = st.recursive(
     max_leaves=60)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(value=_json_values.filter(lambda v: isinstance(v, (dict, list))),
        indent=st.sampled_from([None, 2]), wrapped=st.booleans(),
        share=st.floats(0, 1))
@@ -333,7 +334,7 @@ def test_json_in_is_json_out_whatever_the_budget(value, indent, wrapped, share):
     assert type(json.loads(out)) is type(value)  # the outermost value always stays
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(text=st.lists(st.text(st.characters(blacklist_characters="\n"), max_size=60),
                      min_size=3, max_size=40).map("\n".join),
        share=st.floats(0, 1))

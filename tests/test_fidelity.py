@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.property_budget import examples
 from trajectory_compressor.core.fidelity import (
     Fidelity,
     aggregate_fidelity,
@@ -294,7 +295,7 @@ _texts = st.lists(st.one_of(st.text(max_size=40), st.sampled_from(_FRAGMENTS), _
                   max_size=8).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(region=st.lists(_texts, max_size=4), tail=st.lists(_texts, max_size=2),
        summary=_texts)
 def test_counts_are_consistent_and_the_region_itself_keeps_everything(

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.cli_helpers import read_jsonl, run_cli
+from tests.cli_helpers import invoke_cli, read_jsonl
 from tests.fixtures_runs import HAND_ROWS, compress_run, write_jsonl
 from tests.test_report import SLOW, SlowOnMarker, hand_config
 from trajectory_compressor.app.gates import Counts, GateResult, evaluate, parse_gate
@@ -33,7 +33,7 @@ def hand_run(tmp_path_factory):
     (tmp / "hand.yaml").write_text(HAND_YAML)
     src = write_jsonl(tmp / "in.jsonl", HAND_ROWS, extra_lines=("{oops",))
     out = tmp / "out.jsonl"
-    proc = run_cli("compress", str(src), "-o", str(out), "-c", str(tmp / "hand.yaml"),
+    proc = invoke_cli("compress", str(src), "-o", str(out), "-c", str(tmp / "hand.yaml"),
                    "--quiet", "--max-over-limit", "3", "--max-failed", "0",
                    "--max-rejected", "20%")
     return tmp, src, out, proc
@@ -51,7 +51,7 @@ def test_gates_within_bounds_keep_the_exit_code_of_the_run(hand_run):
 def test_compress_over_a_gate_writes_everything_and_exits_3(hand_run):
     tmp, src, _, _ = hand_run
     out = tmp / "gated.jsonl"
-    proc = run_cli("compress", str(src), "-o", str(out), "-c", str(tmp / "hand.yaml"),
+    proc = invoke_cli("compress", str(src), "-o", str(out), "-c", str(tmp / "hand.yaml"),
                    "--quiet", "--max-over-limit", "59%", "--max-rejected", "0")
     assert proc.returncode == 3
     # 3 of 5 rows is 60% > 59%; 1 rejected of 6 lines read is 16.7% > 0 rows.
@@ -76,7 +76,7 @@ def test_compress_over_a_gate_writes_everything_and_exits_3(hand_run):
 ])
 def test_report_gates_on_a_finished_run(hand_run, flags, code, lines):
     _, _, out, _ = hand_run
-    proc = run_cli("report", str(out), *flags)
+    proc = invoke_cli("report", str(out), *flags)
     assert proc.returncode == code, proc.stderr
     assert proc.stderr.splitlines() == lines
     assert "Still over the limit or failed: 3 rows" in proc.stdout  # the report as ever
@@ -84,7 +84,7 @@ def test_report_gates_on_a_finished_run(hand_run, flags, code, lines):
 
 def test_report_json_lists_the_gates_and_the_figures(hand_run):
     _, _, out, _ = hand_run
-    proc = run_cli("report", str(out), "--json", "--max-over-limit", "2", "--max-failed", "0")
+    proc = invoke_cli("report", str(out), "--json", "--max-over-limit", "2", "--max-failed", "0")
     assert proc.returncode == 3
     data = json.loads(proc.stdout)
     assert data["gates"] == [
@@ -103,24 +103,24 @@ def test_the_failed_gate_and_3_winning_over_1(tmp_path, counter):
     out = tmp_path / "out.jsonl"
     result = compress_run(src, out, hand_config(), counter, SlowOnMarker(counter))
     assert result.exit_code == 1 and result.metrics.trajectories_failed == 1
-    proc = run_cli("report", str(out), "--max-failed", "0")
+    proc = invoke_cli("report", str(out), "--max-failed", "0")
     assert proc.returncode == 3
     assert proc.stderr == "gate failed: failed rows 1 (16.7%) > 0\n"
-    assert run_cli("report", str(out), "--max-failed", "16.7%").returncode == 0
-    assert run_cli("report", str(out), "--max-failed", "1").returncode == 0
+    assert invoke_cli("report", str(out), "--max-failed", "16.7%").returncode == 0
+    assert invoke_cli("report", str(out), "--max-failed", "1").returncode == 0
 
 
 def test_validate_gates(hand_run):
     tmp, src, out, _ = hand_run
     common = ["-c", str(tmp / "hand.yaml")]
-    proc = run_cli("validate", str(out), *common, "--max-over-limit", "3",
+    proc = invoke_cli("validate", str(out), *common, "--max-over-limit", "3",
                    "--max-rejected", "0", "--max-failed", "0")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = run_cli("validate", str(out), *common, "--max-over-limit", "50%")
+    proc = invoke_cli("validate", str(out), *common, "--max-over-limit", "50%")
     assert proc.returncode == 3
     assert proc.stderr == "gate failed: over-limit rows 3 (60.0%) > 50%\n"
     # The input: its bad line is a problem (1) and an unreadable row (rejected): 3 wins.
-    proc = run_cli("validate", str(src), *common, "--max-rejected", "0", "--quiet")
+    proc = invoke_cli("validate", str(src), *common, "--max-rejected", "0", "--quiet")
     assert proc.returncode == 3
     assert "gate failed: rejected rows 1 (16.7%) > 0" in proc.stderr
 
@@ -128,7 +128,7 @@ def test_validate_gates(hand_run):
 @pytest.mark.parametrize("value", ["abc", "-1", "1.5", "101%", "5 rows"])
 def test_a_bad_gate_is_a_usage_error(hand_run, value):
     _, _, out, _ = hand_run
-    proc = run_cli("report", str(out), "--max-over-limit", value)
+    proc = invoke_cli("report", str(out), "--max-over-limit", value)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: --max-over-limit") and len(
         proc.stderr.splitlines()) == 1

@@ -1,6 +1,7 @@
 """Never destroy a file, never lose output (issue 13 item 1, issue 15 item 2, SPEC §7/§12).
 
-Through the real CLI, on real files: every clash between what a run writes and its
+Through the real CLI (in this process; as a subprocess where a mistake would block or
+kill the process), on real files: every clash between what a run writes and its
 inputs is refused before a byte is written (exit 2, naming both paths); an existing
 output is replaced only by a rerun of the run that wrote it, or with --overwrite; exit
 codes follow SPEC §7. The rows are small and under the target, so the expected output
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.cli_helpers import ROOT, read_jsonl, run_cli
+from tests.cli_helpers import ROOT, invoke_cli, read_jsonl, run_cli
 
 FAST = ("--summarizer", "extractive", "--quiet", "--target-max-tokens", "3000",
         "--summary-target-tokens", "200")
@@ -45,7 +46,7 @@ def test_glob_over_two_folders_with_output_into_one_of_them_is_refused(tmp_path)
     a, b = tmp_path / "a" / "x.jsonl", tmp_path / "b" / "z.jsonl"
     _write(a, _rows("x"))
     z_bytes = _write(b, _rows("z"))
-    proc = run_cli("compress", str(tmp_path / "*" / "*.jsonl"), "-o", str(tmp_path / "b"),
+    proc = invoke_cli("compress", str(tmp_path / "*" / "*.jsonl"), "-o", str(tmp_path / "b"),
                    *FAST)
     assert proc.returncode == 2, proc.stderr
     assert f"would overwrite the input {b}" in proc.stderr
@@ -58,7 +59,7 @@ def test_glob_over_two_folders_with_output_into_one_of_them_is_refused(tmp_path)
 def test_an_input_named_like_a_side_file_is_refused(tmp_path):
     src = tmp_path / "data_rejects.jsonl"
     data = _write(src, _rows("r"))
-    proc = run_cli("compress", str(src), "-o", str(tmp_path / "data.jsonl"), *FAST)
+    proc = invoke_cli("compress", str(src), "-o", str(tmp_path / "data.jsonl"), *FAST)
     assert proc.returncode == 2, proc.stderr
     assert f"{src} (the rejects file) would overwrite the input {src}" in proc.stderr
     assert src.read_bytes() == data
@@ -69,7 +70,7 @@ def test_a_cache_path_equal_to_an_input_is_refused(tmp_path):
     src = tmp_path / "in.jsonl"
     data = _write(src, _rows("c"))
     # An LLM backend (so the cache is used); the endpoint is never contacted.
-    proc = run_cli("compress", str(src), "--cache-path", str(src), "--summarizer", "openai",
+    proc = invoke_cli("compress", str(src), "--cache-path", str(src), "--summarizer", "openai",
                    "--base-url", "http://127.0.0.1:9/v1", "--quiet")
     assert proc.returncode == 2, proc.stderr
     assert f"{src} (the summary cache) would overwrite the input {src}" in proc.stderr
@@ -82,7 +83,7 @@ def test_an_output_that_is_a_symlink_to_the_input_is_refused(tmp_path):
     data = _write(src, _rows("s"))
     link = tmp_path / "out.jsonl"
     link.symlink_to(src)
-    proc = run_cli("compress", str(src), "-o", str(link), *FAST)
+    proc = invoke_cli("compress", str(src), "-o", str(link), *FAST)
     assert proc.returncode == 2, proc.stderr
     assert f"{link} (the output of {src}) would overwrite the input {src}" in proc.stderr
     assert "through a symbolic link" in proc.stderr
@@ -94,7 +95,7 @@ def test_an_output_that_is_a_hard_link_to_the_input_is_refused(tmp_path):
     data = _write(src, _rows("h"))
     twin = tmp_path / "twin.jsonl"
     os.link(src, twin)
-    proc = run_cli("compress", str(src), "-o", str(twin), *FAST)
+    proc = invoke_cli("compress", str(src), "-o", str(twin), *FAST)
     assert proc.returncode == 2, proc.stderr
     assert f"would overwrite the input {src} (the same file, through a hard link)" \
         in proc.stderr
@@ -105,7 +106,7 @@ def test_an_output_that_is_a_hard_link_to_the_input_is_refused(tmp_path):
 def test_dev_null_as_output_is_refused_and_stays_a_device(tmp_path):
     src = tmp_path / "in.jsonl"
     _write(src, _rows("d"))
-    proc = run_cli("compress", str(src), "-o", "/dev/null", *FAST)
+    proc = invoke_cli("compress", str(src), "-o", "/dev/null", *FAST)
     assert proc.returncode == 2, proc.stderr
     assert "/dev/null (the output of" in proc.stderr and "character device" in proc.stderr
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
@@ -126,7 +127,7 @@ def test_a_fifo_as_output_is_refused_without_opening_it(tmp_path):
 def test_analyze_json_onto_its_input_is_refused(tmp_path):
     src = tmp_path / "in.jsonl"
     data = _write(src, _rows("j"))
-    proc = run_cli("analyze", str(src), "--json", str(src), "--summarizer", "extractive")
+    proc = invoke_cli("analyze", str(src), "--json", str(src), "--summarizer", "extractive")
     assert proc.returncode == 2, proc.stderr
     assert f"{src} (the --json file) would overwrite the input {src}" in proc.stderr
     assert src.read_bytes() == data
@@ -139,8 +140,8 @@ def test_json_and_jsonl_inputs_of_one_stem_keep_both_outputs(tmp_path):
     jsonl_rows, json_rows = _rows("lines"), _rows("json", 2)
     _write(tmp_path / "data.jsonl", jsonl_rows)
     _write(tmp_path / "data.json", json_rows)
-    first = run_cli("compress", str(tmp_path / "data.jsonl"), *FAST)
-    second = run_cli("compress", str(tmp_path / "data.json"), *FAST)
+    first = invoke_cli("compress", str(tmp_path / "data.jsonl"), *FAST)
+    second = invoke_cli("compress", str(tmp_path / "data.json"), *FAST)
     assert first.returncode == 0, first.stderr
     assert second.returncode == 0, second.stderr
     assert read_jsonl(tmp_path / "data_compressed.jsonl") == jsonl_rows
@@ -158,10 +159,10 @@ def test_a_rerun_of_the_same_command_replaces_its_output_silently(tmp_path):
     rows = _rows("again")
     _write(src, rows)
     out = tmp_path / "in_compressed.jsonl"
-    assert run_cli("compress", str(src), *FAST).returncode == 0
+    assert invoke_cli("compress", str(src), *FAST).returncode == 0
     with out.open("a") as f:
         f.write('{"stale": true}\n')  # proves the rerun really wrote the file anew
-    proc = run_cli("compress", str(src), *FAST)
+    proc = invoke_cli("compress", str(src), *FAST)
     assert proc.returncode == 0, proc.stderr
     assert "error" not in proc.stderr
     assert read_jsonl(out) == rows
@@ -172,15 +173,15 @@ def test_another_input_into_an_existing_output_needs_overwrite(tmp_path):
     _write(one, _rows("one"))
     _write(two, _rows("two", 4))
     out = tmp_path / "out.jsonl"
-    assert run_cli("compress", str(one), "-o", str(out), *FAST).returncode == 0
+    assert invoke_cli("compress", str(one), "-o", str(out), *FAST).returncode == 0
     before = out.read_bytes()
-    proc = run_cli("compress", str(two), "-o", str(out), *FAST)
+    proc = invoke_cli("compress", str(two), "-o", str(out), *FAST)
     assert proc.returncode == 2, proc.stderr
     assert (f"{out} holds the output of the input {one.resolve()}; this run would replace "
             f"it with the output of {two.resolve()}") in proc.stderr
     assert "--overwrite" in proc.stderr
     assert out.read_bytes() == before
-    proc = run_cli("compress", str(two), "-o", str(out), *FAST, "--overwrite")
+    proc = invoke_cli("compress", str(two), "-o", str(out), *FAST, "--overwrite")
     assert proc.returncode == 0, proc.stderr
     assert read_jsonl(out) == _rows("two", 4)
 
@@ -188,13 +189,13 @@ def test_another_input_into_an_existing_output_needs_overwrite(tmp_path):
 def test_other_settings_into_an_existing_output_need_overwrite(tmp_path):
     src = tmp_path / "in.jsonl"
     _write(src, _rows("set"))
-    assert run_cli("compress", str(src), *FAST).returncode == 0
+    assert invoke_cli("compress", str(src), *FAST).returncode == 0
     other = [a if a != "3000" else "4000" for a in FAST]
-    proc = run_cli("compress", str(src), *other)
+    proc = invoke_cli("compress", str(src), *other)
     assert proc.returncode == 2, proc.stderr
     assert "with other settings (compression.target_max_tokens was 3000, now 4000)" \
         in proc.stderr
-    assert run_cli("compress", str(src), *other, "--overwrite").returncode == 0
+    assert invoke_cli("compress", str(src), *other, "--overwrite").returncode == 0
 
 
 def test_an_output_without_a_metrics_file_is_not_replaced(tmp_path):
@@ -202,7 +203,7 @@ def test_an_output_without_a_metrics_file_is_not_replaced(tmp_path):
     _write(src, _rows("m"))
     mine = tmp_path / "in_compressed.jsonl"
     mine.write_text("my own file\n")
-    proc = run_cli("compress", str(src), *FAST)
+    proc = invoke_cli("compress", str(src), *FAST)
     assert proc.returncode == 2, proc.stderr
     assert f"{mine} already exists, and there is no metrics file" in proc.stderr
     assert mine.read_text() == "my own file\n"
@@ -216,7 +217,7 @@ def test_an_output_suffix_with_a_slash_is_a_config_error(tmp_path):
     _write(src, _rows("sl"))
     config = tmp_path / "c.yaml"
     config.write_text('output:\n  output_suffix: "/../escaped"\n')
-    proc = run_cli("compress", str(src), "--config", str(config), *FAST)
+    proc = invoke_cli("compress", str(src), "--config", str(config), *FAST)
     assert proc.returncode == 2, proc.stderr
     assert "output.output_suffix" in proc.stderr and "cannot contain '/'" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -227,7 +228,7 @@ def test_an_empty_output_suffix_is_a_config_error(tmp_path):
     data = _write(src, _rows("em"))
     config = tmp_path / "c.yaml"
     config.write_text('output:\n  output_suffix: ""\n')
-    proc = run_cli("compress", str(src), "--config", str(config), *FAST)
+    proc = invoke_cli("compress", str(src), "--config", str(config), *FAST)
     assert proc.returncode == 2, proc.stderr
     assert "output.output_suffix is empty" in proc.stderr
     assert src.read_bytes() == data
@@ -238,7 +239,7 @@ def test_a_binary_config_file_is_a_config_error(tmp_path):
     _write(src, _rows("bin"))
     config = tmp_path / "c.yaml"
     config.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff")
-    proc = run_cli("compress", str(src), "--config", str(config), *FAST)
+    proc = invoke_cli("compress", str(src), "--config", str(config), *FAST)
     assert proc.returncode == 2, proc.stderr
     assert f"config file {config} is not a YAML text file (byte 0x89 at offset 0" \
         in proc.stderr
@@ -251,7 +252,7 @@ def test_an_output_under_a_regular_file_says_it_cannot_write(tmp_path):
     blocker = tmp_path / "plain"
     blocker.write_text("a file, not a folder\n")
     out = blocker / "out.jsonl"
-    proc = run_cli("compress", str(src), "-o", str(out), *FAST)
+    proc = invoke_cli("compress", str(src), "-o", str(out), *FAST)
     assert proc.returncode == 2, proc.stderr
     assert f"cannot write {out}: {blocker} is not a folder" in proc.stderr
     assert "resume" not in proc.stderr
@@ -265,7 +266,7 @@ def test_an_unwritable_output_folder_says_permission_denied(tmp_path):
     locked.mkdir()
     locked.chmod(0o500)
     try:
-        proc = run_cli("compress", str(src), "-o", str(locked / "out.jsonl"), *FAST)
+        proc = invoke_cli("compress", str(src), "-o", str(locked / "out.jsonl"), *FAST)
     finally:
         locked.chmod(0o700)
     assert proc.returncode == 2, proc.stderr
@@ -313,7 +314,7 @@ def test_an_unexpected_exception_exits_4_without_a_traceback(monkeypatch, tmp_pa
 
 
 def test_help_lists_the_exit_codes():
-    proc = run_cli("--help")
+    proc = invoke_cli("--help")
     assert proc.returncode == 0
     for line in ("0    done", "2    usage or configuration error",
                  "4    the run stopped on an I/O or internal error"):

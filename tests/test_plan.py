@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.property_budget import examples
 from tests.reference_planner import reference_region
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.plan import (
@@ -157,7 +158,7 @@ configs = st.builds(
 )
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(trajectories(), configs)
 def test_region_matches_the_reference(traj, cfg):
     r, tokens = traj
@@ -170,7 +171,7 @@ def test_region_matches_the_reference(traj, cfg):
     assert got == expected
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(trajectories(), configs)
 def test_region_invariants(traj, cfg):
     r, tokens = traj

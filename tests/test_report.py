@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.cli_helpers import read_jsonl, run_cli
+from tests.cli_helpers import invoke_cli, read_jsonl
 from tests.fixtures_runs import HAND_CONFIG, HAND_ROWS, compress_run, row, words, write_jsonl
 from trajectory_compressor.app.report import find_row, format_found, found_to_dict, load_report
 from trajectory_compressor.app.textfmt import display_width
@@ -70,7 +70,7 @@ def test_report_lists_over_limit_and_failed_rows_worst_first(finished_run, count
     over = {e["id"]: e for e in read_jsonl(finished_run.with_name("out_over_limit.jsonl"))}
     big_tail_after = over["big-tail"]["metrics"]["compressed_tokens"]
     assert 145 < big_tail_after <= 165
-    proc = run_cli("report", str(finished_run))
+    proc = invoke_cli("report", str(finished_run))
     assert proc.returncode == 0, proc.stderr
     assert_fits_80_columns(proc.stdout)
     assert "Still over the limit or failed: 4 rows (1 failed), worst first" in proc.stdout
@@ -82,7 +82,7 @@ def test_report_lists_over_limit_and_failed_rows_worst_first(finished_run, count
         ["in.jsonl:3", "big-tail", "265", f"{big_tail_after}", "head+tail > target (tail)"],
         ["in.jsonl:4", "no-middle", "120", "120", "no compressible middle"],
     ]
-    machine = run_cli("report", str(finished_run), "--json")
+    machine = invoke_cli("report", str(finished_run), "--json")
     assert machine.returncode == 0, machine.stderr
     data = json.loads(machine.stdout)
     assert data["metrics"] == json.loads(finished_run.with_name("out_metrics.json").read_text())
@@ -92,7 +92,7 @@ def test_report_lists_over_limit_and_failed_rows_worst_first(finished_run, count
 
 
 def test_show_marks_head_summary_and_tail_with_their_tokens(finished_run):
-    proc = run_cli("report", str(finished_run), "--show", "big-tail",
+    proc = invoke_cli("report", str(finished_run), "--show", "big-tail",
                    "--target-max-tokens", "100", "--summary-target-tokens", "20")
     assert proc.returncode == 0, proc.stderr
     assert_fits_80_columns(proc.stdout)
@@ -188,10 +188,10 @@ def test_folder_output_and_failures_missing_from_the_over_limit_file(tmp_path, c
 
 
 def test_usage_errors_exit_2(tmp_path, sample_jsonl):
-    proc = run_cli("report", str(tmp_path / "nothing.jsonl"))
+    proc = invoke_cli("report", str(tmp_path / "nothing.jsonl"))
     assert proc.returncode == 2 and proc.stderr == \
         f"error: output not found: {tmp_path / 'nothing.jsonl'}\n"
-    proc = run_cli("report", str(sample_jsonl))
+    proc = invoke_cli("report", str(sample_jsonl))
     assert proc.returncode == 2 and "trajectories_metrics.json" in proc.stderr
     assert len(proc.stderr.splitlines()) == 1
 
@@ -207,13 +207,13 @@ def test_show_a_row_of_a_parquet_run(tmp_path, sample_jsonl):
     src = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pylist(rows), src)
     out = tmp_path / "out.parquet"
-    proc = run_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive", "-q",
+    proc = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive", "-q",
                    "--target-max-tokens", "16000")
     assert proc.returncode == 0, proc.stderr
     over = read_jsonl(tmp_path / "out_over_limit.jsonl")
     assert [e["row"] for e in over] == [2] and over[0]["id"] == rows[2]["id"]
     # No flags: the run's recorded settings (target 16,000) drive the timeline.
-    proc = run_cli("report", str(out), "--show", rows[2]["id"])
+    proc = invoke_cli("report", str(out), "--show", rows[2]["id"])
     assert proc.returncode == 0, proc.stderr
     assert rows[2]["id"] in proc.stdout and "tail" in proc.stdout
     assert "16,000" in proc.stdout and "15,250" not in proc.stdout

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.property_budget import examples
 from tests.template_tokenizer import CHATML, DEEPSEEK, TEMPLATES, load_template_tokenizer
 from trajectory_compressor.counting.template import (
     ChatTemplateError,
@@ -408,7 +409,7 @@ def _message(draw) -> dict[str, Any]:
     return message
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=st.lists(_message(), min_size=1, max_size=8),
        template=st.sampled_from(sorted(TEMPLATES)), with_tools=st.booleans(),
        prompt=st.booleans())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.cli_helpers import ROOT, read_jsonl, run_cli
+from tests.cli_helpers import ROOT, invoke_cli, read_jsonl
 from tests.template_tokenizer import load_template_tokenizer, make_tokenizer_dir
 from tests.test_template_pipeline import _length
 
@@ -14,7 +14,7 @@ SAMPLES = ROOT / "data_samples"
 def _compressed(tmp_path, name: str):
     src = tmp_path / name
     src.write_bytes((SAMPLES / name).read_bytes())
-    result = run_cli("compress", str(src), "--summarizer", "extractive", "--no-cache", "-q")
+    result = invoke_cli("compress", str(src), "--summarizer", "extractive", "--no-cache", "-q")
     assert result.returncode == 0, result.stderr
     stem, suffix = name.rsplit(".", 1)
     return tmp_path / f"{stem}_compressed.{suffix}"
@@ -24,7 +24,7 @@ def test_a_fresh_output_of_every_dialect_passes(tmp_path):
     for name in ("trajectories.jsonl", "openai_messages.jsonl", "llamafactory_sharegpt.json",
                  "llamafactory_messages.jsonl"):
         out = _compressed(tmp_path, name)
-        result = run_cli("validate", str(out))
+        result = invoke_cli("validate", str(out))
         assert result.returncode == 0, (name, result.stdout, result.stderr)
         assert result.stdout.strip().endswith("0 problems (target 15,250, counting turns)")
 
@@ -43,7 +43,7 @@ def test_each_broken_rule_is_one_located_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text("".join(json.dumps(r) + "\n" for r in (orphan, twice, grown, rows[3])),
                    encoding="utf-8")
-    result = run_cli("validate", str(bad))
+    result = invoke_cli("validate", str(bad))
     assert result.returncode == 1
     lines = result.stdout.strip().splitlines()
     assert lines[0].startswith(f"{bad}:1: messages[1] is a tool result")
@@ -58,7 +58,7 @@ def test_a_llamafactory_row_that_no_longer_alternates_is_named(tmp_path):
     rows[0]["conversations"].insert(1, {"from": "human", "value": "again"})
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps(rows), encoding="utf-8")
-    result = run_cli("validate", str(broken), "-q")
+    result = invoke_cli("validate", str(broken), "-q")
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
         f"{broken} row 0: user-side and assistant-side turns do not alternate "
@@ -72,7 +72,7 @@ def test_with_the_chat_template_rows_over_the_target_are_found(tmp_path):
     expected = [i + 1 for i, row in enumerate(read_jsonl(out))
                 if _length(tokenizer, row) > 15250
                 and not (row.get("compression_metrics") or {}).get("still_over_limit")]
-    result = run_cli("validate", str(out), "--tokenizer", str(folder), "--token-counting",
+    result = invoke_cli("validate", str(out), "--tokenizer", str(folder), "--token-counting",
                      "chat_template", "-q")
     assert expected, "the per-turn count leaves some rows over the template length"
     assert result.returncode == 1
