@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.config import CompressionConfig
 from ..core.errors import ConfigError, InputError, RowError
 from ..counting.tokens import TokenCounter
-from ..dialects.sharegpt import SHAREGPT
+from ..dialects import row_turns
 from ..engine.job import compress_dataset
 from ..engine.local import RunResult
 from ..engine.paths import check_written_file
@@ -230,7 +230,7 @@ def report_output(
     from .timeline import build_timeline
     found = find_row(report, show)
     try:
-        turns = SHAREGPT.turns(found.row)
+        turns = row_turns(found.row, config)
     except RowError as exc:
         raise InputError(f"{found.location}: {exc.reason}") from None
     counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)

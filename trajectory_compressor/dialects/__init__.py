@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.config import CompressionConfig
+from ..core.conversation import Trajectory
 from .base import Dialect
 from .messages import Messages
 from .sharegpt import SHAREGPT, ShareGPTTags, ShareGPTVariant
@@ -26,7 +27,7 @@ DETECT_ROWS = 32
 # (and that row is rejected), so one stray row cannot change how the others are planned.
 VARIANT_TAGS = frozenset({"user", "assistant", "function_call", "observation"})
 
-__all__ = ["DETECT_ROWS", "Dialect", "detect", "dialect_for"]
+__all__ = ["DETECT_ROWS", "Dialect", "detect", "dialect_for", "row_turns"]
 
 
 def dialect_for(config: CompressionConfig, name: str) -> Dialect:
@@ -78,6 +79,13 @@ def detect(rows: Iterable[Any], config: CompressionConfig) -> Dialect:
             if variant_roles or columns:
                 return dialect_for(config, "sharegpt-variant")
     return SHAREGPT
+
+
+def row_turns(row: Any, config: CompressionConfig) -> Trajectory:
+    """The turns of one row of any dialect, detected from the row alone (``dataset.format``
+    wins): for commands that read rows one by one, such as `report`. `RowError` when the
+    row cannot be read."""
+    return detect([row], config).turns(row)
 
 
 def _custom_tags(config: CompressionConfig) -> bool:
