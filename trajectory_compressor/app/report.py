@@ -24,7 +24,7 @@ from ..formats import jsonio
 from ..formats.base import Location
 from ..formats.registry import discover_inputs, read_records
 from .gates import Counts, counts_of
-from .sidecar import read_metrics
+from .sidecar import over_limit_entry_problem, read_metrics
 from .textfmt import Column, clip, num, one_line, reason_order, short_reason, table
 from .timeline import Timeline, format_timeline
 
@@ -127,6 +127,10 @@ def _over_limit_rows(path: Path) -> Iterator[FlaggedRow]:
                 entry = jsonio.loads(line)
             except ValueError as exc:
                 raise InputError(f"{path}:{number}: not a JSON line ({exc})") from None
+            problem = over_limit_entry_problem(entry)
+            if problem is not None:
+                raise InputError(f"{path}:{number}: {problem}; the file is damaged, edited or "
+                                 "not one compress wrote")
             metrics = entry.get("metrics") or {}
             flagged = TrajectoryMetrics.from_dict(metrics)
             # `reason` is the code since §16 (with `reason_text`); before, the sentence.

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.config import CompressionConfig
 from ..core.errors import ConfigError, InputError
+from ..core.metrics import AggregateMetrics, TrajectoryMetrics
 
 # Sections a metrics file holds, with the type each must have when present, and the keys
 # inside them that `report`, `validate` and the gates read as numbers.
@@ -28,6 +29,7 @@ _SUMMARY_COUNTS = ("total_trajectories", "trajectories_compressed",
                    "trajectories_failed", "rows_rejected")
 _MAPPINGS = (("summarization", "summaries_by_source"), ("over_limit", "reasons"),
              ("distributions", "tokens_before"), ("distributions", "tokens_after"))
+_TEXT_OR_NULL = frozenset({"summary_source"})  # null in an empty metrics object, else text
 _FIX = "it is damaged, edited or not one compress wrote (delete it or compress again)"
 
 
@@ -67,6 +69,13 @@ def metrics_problem(data: Any) -> str | None:
         value = data.get(section, {}).get(key)
         if value is not None and not isinstance(value, dict):
             return f"{section}.{key} is {_kind(value)}, not an object"
+        if key in ("summaries_by_source", "reasons") and value:
+            odd = next((k for k, v in value.items() if not _is_number(v)), None)
+            if odd is not None:
+                return f"{section}.{key}.{odd} is {value[odd]!r}, not a count"
+    mismatch = shape_mismatch(AggregateMetrics().to_dict(), data)
+    if mismatch is not None:
+        return mismatch
     high = data.get("distributions", {}).get("tokens_before", {}).get("max")
     if high is not None and (isinstance(high, bool) or not isinstance(high, int)):
         return f"distributions.tokens_before.max is {high!r}, not a count"
@@ -74,6 +83,22 @@ def metrics_problem(data: Any) -> str | None:
     if counting is not None and not isinstance(counting, str):
         return f"tokenizer.counting is {counting!r}, not a name"
     return None
+
+
+def over_limit_entry_problem(entry: Any) -> str | None:
+    """What makes one line of an over-limit file unusable, or None."""
+    if not isinstance(entry, dict):
+        return f"the line is {_kind(entry)}, not an object"
+    metrics = entry.get("metrics")
+    if metrics is None:
+        return None
+    if not isinstance(metrics, dict):
+        return f"'metrics' is {_kind(metrics)}, not an object"
+    found = shape_mismatch(TrajectoryMetrics().to_dict(), metrics, "metrics.")
+    numbers = entry.get("reason_numbers")
+    if found is None and numbers is not None and not isinstance(numbers, dict):
+        return f"'reason_numbers' is {_kind(numbers)}, not an object"
+    return found
 
 
 def recorded_config(metrics: dict[str, Any], path: Path) -> CompressionConfig | None:
@@ -106,6 +131,41 @@ def check_template(metrics: dict[str, Any], path: Path, config: CompressionConfi
         raise ConfigError(f"the run counted with a chat-template file (sha256 "
                           f"{recorded_template(metrics)}, recorded in {path}); give the same "
                           "file with --chat-template")
+
+
+def shape_mismatch(template: dict[str, Any], data: dict[str, Any], where: str = "") \
+        -> str | None:
+    """The first value of ``data`` whose type differs from the same key's in ``template``
+    (what `to_dict` of an empty metrics object returns): numbers where numbers are, text
+    where text is, objects where objects are; a null in ``template`` takes a number or
+    null (text too for `_TEXT_OR_NULL`). Keys ``template`` does not have are not looked at."""
+    for key, expected in template.items():
+        if key not in data:
+            continue
+        value, name = data[key], f"{where}{key}"
+        if isinstance(expected, dict):
+            if not isinstance(value, dict):
+                return f"{name} is {_kind(value)}, not an object"
+            found = shape_mismatch(expected, value, name + ".")
+            if found is not None:
+                return found
+        elif isinstance(expected, bool):
+            if not isinstance(value, bool):
+                return f"{name} is {value!r}, not true or false"
+        elif isinstance(expected, (int, float)):
+            if not _is_number(value):
+                return f"{name} is {value!r}, not a number"
+        elif isinstance(expected, str):
+            if not isinstance(value, str):
+                return f"{name} is {value!r}, not text"
+        elif expected is None and value is not None and not _is_number(value) \
+                and not (key in _TEXT_OR_NULL and isinstance(value, str)):
+            return f"{name} is {value!r}, not a number or null"
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _kind(value: Any) -> str:
