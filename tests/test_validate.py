@@ -26,7 +26,10 @@ def test_a_fresh_output_of_every_dialect_passes(tmp_path):
         out = _compressed(tmp_path, name)
         result = invoke_cli("validate", str(out))
         assert result.returncode == 0, (name, result.stdout, result.stderr)
-        assert result.stdout.strip().endswith("0 problems (target 15,250, counting turns)")
+        assert result.stdout.strip().endswith(
+            "0 problems (target 15,250, summary 750, counting turns, tokenizer deepseek-v4; "
+            f"settings from {out.name.removesuffix('.jsonl')}_metrics.json)"
+            if name.endswith(".jsonl") else f"settings from {out.name}_metrics.json)")
 
 
 def test_each_broken_rule_is_one_located_line(tmp_path):
@@ -49,7 +52,9 @@ def test_each_broken_rule_is_one_located_line(tmp_path):
     assert lines[0].startswith(f"{bad}:1: messages[1] is a tool result")
     assert lines[1].startswith(f"{bad}:2: ") and "summaries in one row" in lines[1]
     assert lines[2] == f"{bad}:3: compression made the row longer (10 -> 11 tokens)"
-    assert lines[-1] == "4 rows checked, 3 problems (target 15,250, counting turns)"
+    assert lines[-1] == ("4 rows checked, 3 problems (target 15,250, summary 750, counting "
+                         "turns, tokenizer deepseek-v4; no metrics file beside it: defaults "
+                         "from configs/default.yaml)")
 
 
 def test_a_llamafactory_row_that_no_longer_alternates_is_named(tmp_path):

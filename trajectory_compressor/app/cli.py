@@ -597,6 +597,7 @@ def validate(
                                           "check.", show_default=False)],
     config: ConfigOpt = None,
     target_max_tokens: TargetOpt = None,
+    summary_target_tokens: SummaryTargetOpt = None,
     tokenizer: TokenizerOpt = None,
     dataset_format: FormatOpt = None,
     token_counting: CountingOpt = None,
@@ -614,15 +615,23 @@ def validate(
     compressed row no longer than the original; and the row's count (per turn, or with
     --token-counting chat_template as the trainer sees it) within the target unless its
     metrics flag it as still over the limit. One line per problem: location and rule.
+
+    The target, summary size, counting mode, tokenizer and template are those the run
+    recorded in its metrics file beside OUTPUT (--config and each flag override them;
+    without a metrics file, the defaults); the closing line says which it used. An output
+    without rows is a problem unless its run's metrics say it had none.
     """
     try:
-        cfg = _load_config(config).replace(
-            target_max_tokens=target_max_tokens, tokenizer_name=tokenizer,
-            dataset_format=dataset_format, token_counting=token_counting,
-            chat_template=chat_template)
+        base = _load_config(config) if config is not None else None
+        overrides = {"--target-max-tokens": target_max_tokens,
+                     "--summary-target-tokens": summary_target_tokens,
+                     "--token-counting": token_counting, "--tokenizer": tokenizer,
+                     "--chat-template": chat_template, "--format": dataset_format}
+        default = (f"defaults from {DEFAULT_CONFIG}" if DEFAULT_CONFIG.exists()
+                   else "built-in defaults", _read_config(None))
         from .commands import validate_output_text
 
-        code = validate_output_text(output, cfg, quiet=quiet,
+        code = validate_output_text(output, base, overrides, default, quiet=quiet,
                                     gates=parse_gates(max_over_limit, max_failed, max_rejected))
     except (CompressorError, OSError) as exc:
         _fail(exc, debug)

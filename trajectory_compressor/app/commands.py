@@ -12,7 +12,7 @@ from ..core.config import CompressionConfig
 from ..core.errors import ConfigError, InputError, RowError
 from ..core.terminal import inert
 from ..counting.tokens import TokenCounter
-from ..dialects.sharegpt import SHAREGPT
+from ..dialects import row_turns
 from ..engine.job import compress_dataset
 from ..engine.local import RunResult
 from ..engine.paths import check_written_file, recorded_inputs
@@ -208,9 +208,11 @@ def report_output(
     report = load_report(output)
     checked = evaluate(gates, report_counts(report)) if gates else []
     if config is None:
-        recorded = (report.metrics or {}).get("settings")
-        config = (CompressionConfig.from_dict(recorded, source=str(report.layout.metrics))
-                  if isinstance(recorded, dict) else fallback())
+        from .sidecar import recorded_config
+
+        recorded = (recorded_config(report.metrics, report.layout.metrics)
+                    if report.metrics is not None else None)
+        config = recorded if recorded is not None else fallback()
     config = config.replace(**(overrides or {}))
     if html is not None:
         if show is not None:
@@ -229,7 +231,7 @@ def report_output(
     from .timeline import build_timeline
     found = find_row(report, show)
     try:
-        turns = SHAREGPT.turns(found.row)
+        turns = row_turns(found.row, config)
     except RowError as exc:
         raise InputError(f"{found.location}: {exc.reason}") from None
     counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
@@ -265,20 +267,34 @@ def _write_html(report: RunReport, config: CompressionConfig, path: Path, max_ro
                     "timelines"))
 
 
-def validate_output_text(output: str, config: CompressionConfig, *, quiet: bool = False,
-                         gates: list[Gate] | None = None) -> int:
-    """Print one line per problem of ``output`` and a closing count; 0 when there is none,
-    1 when a row breaks a rule, 3 when one of ``gates`` failed (over-limit: rows over the
-    target; failed: rows whose metrics have an error; rejected: unreadable rows)."""
-    from ..engine.validate import Validation, validate_output
+def validate_output_text(output: str, base: CompressionConfig | None,
+                         overrides: dict[str, Any], default: tuple[str, CompressionConfig], *,
+                         quiet: bool = False, gates: list[Gate] | None = None) -> int:
+    """Print one line per problem of ``output`` and a closing count that says which
+    settings it checked against; 0 when there is none, 1 when a row breaks a rule or the
+    output holds no row though its run wrote some, 3 when one of ``gates`` failed
+    (over-limit: rows over the target; failed: rows whose metrics have an error; rejected:
+    unreadable rows).
 
+    The settings are ``base`` (a --config file) when given, else those the run recorded in
+    its metrics file, else ``default`` (label, config); ``overrides`` (flag -> value,
+    None: not given) apply on top (`sidecar.check_settings`).
+    """
+    from ..engine.validate import Validation, validate_output
+    from .sidecar import check_settings
+
+    settings = check_settings(Path(output), base, overrides, default)
     found = Validation()
-    for problem in validate_output(output, config, found):
+    for problem in validate_output(output, settings.config, found):
         sys.stdout.write(inert(f"{problem.location}: {problem.message}\n"))
+    if found.rows == 0:
+        empty = _empty_output_problem(output, settings.metrics)
+        if empty is not None:
+            found.problems += 1
+            sys.stdout.write(inert(empty) + "\n")
     if not quiet:
         sys.stdout.write(f"{found.rows:,} rows checked, {found.problems:,} problems "
-                         f"(target {config.target_max_tokens:,}, counting "
-                         f"{config.token_counting})\n")
+                         f"({inert(settings.describe())})\n")
     code = 1 if found.problems else 0
     if gates:
         from .gates import Counts, apply_gates
@@ -287,3 +303,15 @@ def validate_output_text(output: str, config: CompressionConfig, *, quiet: bool 
                         found.unreadable)
         return apply_gates(gates, counts, code)
     return code
+
+
+def _empty_output_problem(output: str, metrics: dict[str, Any] | None) -> str | None:
+    """The problem of an output without rows: none only when its run's metrics say the run
+    had no rows to write."""
+    written = None if metrics is None else metrics["summary"].get("total_trajectories")
+    if written == 0:
+        return None
+    if written is None:
+        return (f"{output}: no rows, and no metrics file says its run wrote none "
+                "(an empty or truncated output?)")
+    return f"{output}: no rows, but its run's metrics say it wrote {written:,}"

@@ -8,7 +8,6 @@ failures than that file holds is the output itself scanned for them.
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from ..formats import jsonio
 from ..formats.base import Location
 from ..formats.registry import discover_inputs, read_records
 from .gates import Counts, counts_of
+from .sidecar import over_limit_entry_problem, read_metrics
 from .textfmt import Column, clip, num, one_line, reason_order, short_reason, table
 from .timeline import Timeline, format_timeline
 
@@ -106,12 +106,7 @@ def load_report(output: str | Path) -> RunReport:
     if not layout.metrics.exists() and not layout.over_limit.exists():
         raise InputError(f"{output} has no {layout.metrics.name} or {layout.over_limit.name} "
                          "beside it; give the file or folder that compress wrote")
-    metrics = None
-    if layout.metrics.exists():
-        try:
-            metrics = json.loads(layout.metrics.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read {layout.metrics}: {exc}") from None
+    metrics = read_metrics(layout.metrics)
     rows = list(_over_limit_rows(layout.over_limit))
     failed_seen = sum(r.failed for r in rows)
     failed_total = ((metrics or {}).get("summary") or {}).get("trajectories_failed", 0)
@@ -132,6 +127,10 @@ def _over_limit_rows(path: Path) -> Iterator[FlaggedRow]:
                 entry = jsonio.loads(line)
             except ValueError as exc:
                 raise InputError(f"{path}:{number}: not a JSON line ({exc})") from None
+            problem = over_limit_entry_problem(entry)
+            if problem is not None:
+                raise InputError(f"{path}:{number}: {problem}; the file is damaged, edited or "
+                                 "not one compress wrote")
             metrics = entry.get("metrics") or {}
             flagged = TrajectoryMetrics.from_dict(metrics)
             # `reason` is the code since §16 (with `reason_text`); before, the sentence.

@@ -22,8 +22,8 @@ from ..core.conversation import Trajectory
 from ..core.errors import RowError
 from ..core.metrics import METRICS_KEY, Distribution, TrajectoryMetrics, nice_edges
 from ..counting.tokens import TokenCounter
+from ..dialects import row_turns
 from ..dialects.base import row_id
-from ..dialects.sharegpt import SHAREGPT
 from .report import FlaggedRow, RunReport, _same_metrics, output_rows
 from .textfmt import clip, first_line, short_reason
 from .timeline import build_timeline
@@ -188,7 +188,7 @@ def collect_report_data(report: RunReport, config: CompressionConfig, counter: T
         if m is None:
             counts["skipped"] += 1
             try:
-                turns = SHAREGPT.turns(row)
+                turns = row_turns(row, config)
             except RowError:
                 odd_rows += 1
                 continue
@@ -256,7 +256,7 @@ def reason_detail(code: str, numbers: dict[str, int]) -> str:
 def _attach(shown: ShownRow, row: Any, metrics: TrajectoryMetrics, config: CompressionConfig,
             counter: TokenCounter) -> None:
     try:
-        turns = SHAREGPT.turns(row)
+        turns = row_turns(row, config)
     except RowError as exc:
         shown.note = f"its turns cannot be read: {exc.reason}"
         return

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any
 
 from ..core.config import CompressionConfig
+from ..core.conversation import Trajectory
 from .base import Dialect
 from .messages import Messages
 from .sharegpt import SHAREGPT, ShareGPT, ShareGPTTags, ShareGPTVariant
@@ -30,7 +31,7 @@ DETECT_ROWS = 32
 VARIANT_TAGS = frozenset({"user", "assistant", "function_call", "observation"})
 
 __all__ = ["DETECT_ROWS", "Dialect", "detect", "dialect_for", "misfit", "row_check",
-           "row_kind"]
+           "row_kind", "row_turns"]
 
 
 def dialect_for(config: CompressionConfig, name: str) -> Dialect:
@@ -141,6 +142,13 @@ def misfit(row: Any, dialect: str, column: str | None = None) -> str | None:
     return (f"this row is {_NAMES[kind]}, but its file was detected as {_NAMES[dialect]} "
             f"by the majority of its first {DETECT_ROWS} rows; split mixed files, or name "
             "the dialect with --format")
+
+
+def row_turns(row: Any, config: CompressionConfig) -> Trajectory:
+    """The turns of one row of any dialect, detected from the row alone (``dataset.format``
+    wins): for commands that read rows one by one, such as `report`. `RowError` when the
+    row cannot be read."""
+    return detect([row], config).turns(row)
 
 
 def _custom_tags(config: CompressionConfig) -> bool:
