@@ -103,6 +103,10 @@ _NAMES = {"openai": "OpenAI messages (a 'messages' list of role objects)",
           "sharegpt-variant": "LLaMA-Factory ShareGPT (a user/assistant/function_call/"
                               "observation role)",
           "sharegpt": "Hermes ShareGPT (a 'tool' turn and only system/human/gpt/tool roles)"}
+# How `misfit` names a row's kind: the dialects, and the kinds both ShareGPT dialects share.
+_KINDS = {**_NAMES,
+          "sharegpt-columns": "ShareGPT (a 'conversations' list, with system/tools columns)",
+          "sharegpt-plain": "ShareGPT (a 'conversations' list of from/value turns)"}
 # Row kinds each file dialect reads as they are meant; others are rejected.
 _FITS = {"openai": {"openai"},
          "sharegpt-variant": {"sharegpt-variant", "sharegpt-columns", "sharegpt-plain"},
@@ -139,7 +143,7 @@ def misfit(row: Any, dialect: str, column: str | None = None) -> str | None:
     kind = row_kind(row, column)
     if kind is None or kind in _FITS[dialect]:
         return None
-    return (f"this row is {_NAMES[kind]}, but its file was detected as {_NAMES[dialect]} "
+    return (f"this row is {_KINDS[kind]}, but its file was detected as {_NAMES[dialect]} "
             f"by the majority of its first {DETECT_ROWS} rows; split mixed files, or name "
             "the dialect with --format")
 

@@ -161,7 +161,7 @@ class TrajectoryCompressor:
     ) -> tuple[Trajectory, TrajectoryMetrics]:
         """``(compressed turns, metrics)`` of Hermes ShareGPT ``turns`` (whatever the
         compressor's dialect); the input list is never modified."""
-        distilled = self.distill({"conversations": turns}, turns, SHAREGPT)
+        distilled = self.distill(SHAREGPT.with_turns({}, turns), turns, SHAREGPT)
         stats = None
         if distilled is not None:
             _, turns, stats = distilled
