@@ -633,7 +633,7 @@ def validate(
 
         code = validate_output_text(output, base, overrides, default, quiet=quiet,
                                     gates=parse_gates(max_over_limit, max_failed, max_rejected))
-    except (CompressorError, OSError) as exc:
+    except Exception as exc:  # one sentence and exit 4 for the unforeseen, as report does
         _fail(exc, debug)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
