@@ -46,7 +46,8 @@ def test_compress_the_sample_file(tmp_path, sample_jsonl, counter):
                              "settings", "tokenizer", "run"]
     assert metrics["settings"]["compression"] == {"target_max_tokens": 15250,
                                                   "summary_target_tokens": 750,
-                                                  "over_limit_strategy": "keep"}
+                                                  "over_limit_strategy": "keep",
+                                                  "distill": "off"}
     # Unchanged rows are written byte for byte.
     lines_in = sample_jsonl.read_text(encoding="utf-8").splitlines()
     lines_out = out.read_text(encoding="utf-8").splitlines()
