@@ -83,3 +83,14 @@ def compress_run(input_path: Path, output: Path, config: CompressionConfig, coun
                          single_file=input_path.is_file())
     compressor = TrajectoryCompressor(config, summarizer=summarizer, counter=counter)
     return run_pipeline(compressor, inputs, layout, options or RunOptions(quiet=True))
+
+
+def long_hermes_row(row_id: str, **extra: object) -> dict:
+    """A Hermes row of 14 turns of about 13 tokens, tool turns among them: over a
+    150-token target by a few turns."""
+    filler = " ".join(f"w{i}" for i in range(5))
+    roles = ["system", "human", "gpt", "tool", "gpt", "tool", "gpt", "tool", "gpt", "human",
+             "gpt", "tool", "gpt", "human"]
+    return {"id": row_id, **extra,
+            "conversations": [{"from": r, "value": f"{r} {i} {filler}"}
+                              for i, r in enumerate(roles)]}

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.cli_helpers import read_jsonl, run_cli
+from tests.fixtures_runs import long_hermes_row
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.engine.compressor import TrajectoryCompressor
@@ -36,16 +37,6 @@ SMALL = ("--summarizer", "extractive", "--target-max-tokens", "150",
          "--summary-target-tokens", "10", "--no-cache")
 
 
-def _long_row(row_id: str, **extra: object) -> dict:
-    """A row of 14 turns of about 13 tokens: over a 150-token target by a few turns."""
-    words = " ".join(f"w{i}" for i in range(5))
-    roles = ["system", "human", "gpt", "tool", "gpt", "tool", "gpt", "tool", "gpt", "human",
-             "gpt", "tool", "gpt", "human"]
-    return {"id": row_id, **extra,
-            "conversations": [{"from": r, "value": f"{r} {i} {words}"}
-                              for i, r in enumerate(roles)]}
-
-
 def _write_lines(path: Path, lines: list[str]) -> Path:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
@@ -56,10 +47,10 @@ def _no_traceback(result) -> None:
 
 
 def test_a_lone_surrogate_in_a_compressed_turn_is_kept_and_the_run_goes_on(tmp_path):
-    row = _long_row("sur")
+    row = long_hermes_row("sur")
     row["conversations"][4]["value"] += " \ud800 end"  # in the summarized middle
     row["conversations"][13]["value"] += " tail \udc01"  # in the protected tail
-    src = _write_lines(tmp_path / "in.jsonl", [json.dumps(_long_row("ok")), json.dumps(row)])
+    src = _write_lines(tmp_path / "in.jsonl", [json.dumps(long_hermes_row("ok")), json.dumps(row)])
     result = run_cli("compress", str(src), "-o", str(tmp_path / "out.jsonl"), *SMALL)
     _no_traceback(result)
     assert result.returncode == 0, result.stderr
@@ -72,9 +63,9 @@ def test_a_lone_surrogate_in_a_compressed_turn_is_kept_and_the_run_goes_on(tmp_p
 def test_values_orjson_would_change_round_trip_exactly_in_compressed_rows(tmp_path):
     huge = 123456789012345678901234567890
     lines = [
-        json.dumps(_long_row("big", n=huge, id_text="12345678901234567890123")),
-        json.dumps(_long_row("nan", score=float("nan"), hi=float("inf"), lo=float("-inf"))),
-        json.dumps(_long_row("sur", note="\ud83d")),  # a lone high surrogate in another field
+        json.dumps(long_hermes_row("big", n=huge, id_text="12345678901234567890123")),
+        json.dumps(long_hermes_row("nan", score=float("nan"), hi=float("inf"), lo=float("-inf"))),
+        json.dumps(long_hermes_row("sur", note="\ud83d")),  # a lone high surrogate in another field
     ]
     src = _write_lines(tmp_path / "in.jsonl", lines)
     result = run_cli("compress", str(src), "-o", str(tmp_path / "out.jsonl"), *SMALL)
@@ -101,7 +92,8 @@ def test_jsonio_round_trips_what_orjson_alone_would_not():
 
 def test_a_truncated_gzip_keeps_its_readable_rows_and_names_where_it_broke(tmp_path):
     rng = random.Random(3)
-    lines = [json.dumps({**_long_row(f"r{i}"), "id": i, "pad": rng.random()}) for i in range(400)]
+    lines = [json.dumps({**long_hermes_row(f"r{i}"), "id": i, "pad": rng.random()})
+             for i in range(400)]
     packed = gzip.compress(("\n".join(lines) + "\n").encode("utf-8"))
     src = tmp_path / "cut.jsonl.gz"
     src.write_bytes(packed[: len(packed) // 2])
@@ -122,9 +114,10 @@ def test_a_truncated_gzip_keeps_its_readable_rows_and_names_where_it_broke(tmp_p
 def test_one_non_gzip_file_in_a_folder_is_named_and_the_others_are_processed(tmp_path):
     folder = tmp_path / "runs"
     folder.mkdir()
-    _write_lines(folder / "a.jsonl", [json.dumps(_long_row("a1")), json.dumps(_long_row("a2"))])
+    _write_lines(folder / "a.jsonl",
+                 [json.dumps(long_hermes_row("a1")), json.dumps(long_hermes_row("a2"))])
     (folder / "b.jsonl.gz").write_bytes(b"this is not gzip\n")
-    _write_lines(folder / "c.jsonl", [json.dumps(_long_row("c1"))])
+    _write_lines(folder / "c.jsonl", [json.dumps(long_hermes_row("c1"))])
     result = run_cli("compress", str(folder), *SMALL)
     _no_traceback(result)
     assert result.returncode == 1
@@ -208,9 +201,9 @@ def test_fuzz_every_input_row_is_written_or_rejected(tmp_path_factory, counter, 
 
 def test_fuzz_through_the_cli_never_prints_a_traceback(tmp_path):
     rng = random.Random(11)
-    pieces = [json.dumps(_long_row("ok")).encode(), b"\xff\xfe\x00garbage", b"[]", b"null",
+    pieces = [json.dumps(long_hermes_row("ok")).encode(), b"\xff\xfe\x00garbage", b"[]", b"null",
               b'{"conversations": [{"from": "gpt", "value": null}]}',
-              json.dumps(_long_row("sur", x="\udfff")).encode("utf-8", "surrogatepass"),
+              json.dumps(long_hermes_row("sur", x="\udfff")).encode("utf-8", "surrogatepass"),
               b'{"conversations": [1, 2, 3]}', b"{" * 50]
     for k in range(FUZZ_CLI_FILES):
         lines = [rng.choice(pieces) for _ in range(12)]
@@ -227,8 +220,8 @@ def test_fuzz_through_the_cli_never_prints_a_traceback(tmp_path):
 def test_a_lone_surrogate_row_is_rejected_by_a_parquet_output_and_the_run_goes_on(tmp_path):
     # JSON carries "\ud800"; Parquet strings are UTF-8 and cannot: that row alone is a
     # reject, located, and every other row is written.
-    good = [_long_row(f"ok{i}") for i in range(3)]
-    lines = [json.dumps(good[0]), json.dumps(_long_row("bad", note="x \ud800 y")),
+    good = [long_hermes_row(f"ok{i}") for i in range(3)]
+    lines = [json.dumps(good[0]), json.dumps(long_hermes_row("bad", note="x \ud800 y")),
              json.dumps(good[1]), json.dumps(good[2])]
     src = _write_lines(tmp_path / "in.jsonl", lines)
     out = tmp_path / "out.parquet"

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.cli_helpers import ROOT, read_jsonl, run_cli
+from tests.fixtures_runs import long_hermes_row
 
 SMALL = ("--summarizer", "extractive", "--target-max-tokens", "150",
          "--summary-target-tokens", "10", "--no-cache")
@@ -27,16 +28,6 @@ CONV = [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]
 
 def _row(row_id: str, **extra: object) -> dict:
     return {"id": row_id, **extra, "conversations": CONV}
-
-
-def _hermes_long(row_id: str, **extra: object) -> dict:
-    """A Hermes row with tool turns, over a 150-token target by a few turns."""
-    words = " ".join(f"w{i}" for i in range(5))
-    roles = ["system", "human", "gpt", "tool", "gpt", "tool", "gpt", "tool", "gpt", "human",
-             "gpt", "tool", "gpt", "human"]
-    return {"id": row_id, **extra,
-            "conversations": [{"from": r, "value": f"{r} {i} {words}"}
-                              for i, r in enumerate(roles)]}
 
 
 def _ok(result: subprocess.CompletedProcess, code: int) -> None:
@@ -183,7 +174,7 @@ def test_a_row_within_the_depth_limit_but_past_parquets_is_a_parquet_reject(tmp_
 def test_a_hermes_row_with_a_tools_column_keeps_the_file_hermes(tmp_path):
     # Variant: the odd Hermes row has a system column (not tools) and comes first; an
     # OpenAI row and a LLaMA-Factory row among them are rejected, each with its reason.
-    rows = [_hermes_long("h0", system="be brief"), _hermes_long("h1"), _hermes_long("h2"),
+    rows = [long_hermes_row("h0", system="be brief"), long_hermes_row("h1"), long_hermes_row("h2"),
             {"id": "o", "messages": [{"role": "user", "content": "hi"}]},
             {"id": "v", "conversations": [{"from": "user", "value": "q"},
                                           {"from": "assistant", "value": "a"}]}]
@@ -240,7 +231,7 @@ NUMBERS = '"big":-1E+400,"tiny":2.5e-999,"pad":1.50,"int":1234567890123456789012
 def test_numbers_keep_their_text_unchanged_and_stay_json_when_compressed(tmp_path,
                                                                          container):
     short = f'{{"id":"s",{NUMBERS},"conversations":{json.dumps(CONV)}}}'
-    long_row = _hermes_long("l")
+    long_row = long_hermes_row("l")
     long_text = '{{"id":"l",{},"conversations":{}}}'.format(NUMBERS,
                                                        json.dumps(long_row["conversations"]))
     src = tmp_path / "in.json"
