@@ -258,6 +258,8 @@ def test_cli_bad_html_path_is_one_sentence(sample_run, where):
 
 # In a real browser
 
+# Requested last by the tests: while sync_playwright runs, its event loop runs in this
+# thread, and a run fixture set up after it could not call asyncio.run.
 @pytest.fixture(scope="module")
 def browser():
     chromium = shutil.which("chromium")
@@ -290,7 +292,7 @@ def column(page, name: str) -> list[str]:
     return page.locator(f"#flagged tbody tr td:nth-child({index + 1})").all_inner_texts()
 
 
-def test_the_page_in_chromium(browser, sample_run, tmp_path):
+def test_the_page_in_chromium(sample_run, tmp_path, browser):
     html = tmp_path / "report.html"
     proc = run_cli("report", str(sample_run), "--html", str(html))
     assert proc.returncode == 0, proc.stderr
@@ -328,7 +330,7 @@ def test_the_page_in_chromium(browser, sample_run, tmp_path):
     assert seen["requests"] == [html.as_uri()]
 
 
-def test_hostile_rows_in_chromium_and_the_cap(browser, hand_run, counter, tmp_path):
+def test_hostile_rows_in_chromium_and_the_cap(hand_run, counter, tmp_path, browser):
     out, _, _ = hand_run
     html = tmp_path / "hostile.html"
     proc = run_cli("report", str(out), "--html", str(html), "--max-rows", "3")

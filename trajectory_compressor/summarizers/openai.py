@@ -116,8 +116,11 @@ class OpenAISummarizer(Summarizer):
     async def summarize(self, request: SummaryRequest) -> Summary:
         """A summary from the cache, a duplicate in flight, or the endpoints."""
         finish = self._finisher(request.target_tokens)
-        prompt = build_prompt(request, self.config.max_input_tokens, self.config.temperature,
-                              self.style, finish, scrub=self.scrubber)
+        # Off the event loop: rendering and scrubbing a long region (tens of ms) while the
+        # window starts many requests would starve the replies in flight past their timeout.
+        prompt = await asyncio.to_thread(build_prompt, request, self.config.max_input_tokens,
+                                         self.config.temperature, self.style, finish,
+                                         scrub=self.scrubber)
         if request.repair is not None:
             # A repair is asked once for one row: neither cached nor shared with twins.
             return await self._repair(prompt.chat_request(), request)
