@@ -9,7 +9,6 @@ called and nothing is written.
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -28,6 +27,7 @@ from ..dialects import detect
 from ..dialects.base import Dialect
 from ..formats.registry import discover_inputs
 from ..summarizers import resolve_summarizer
+from .blocking import run_blocking
 from .compressor import RowResult, TrajectoryCompressor
 from .count import RowCounter, gap_counter
 from .distill_preview import DistillPreview
@@ -231,7 +231,7 @@ def analyze(
         analysis.gap = CountingGap([c.target_max_tokens for c in configs])
     stream = RowStream(dialect or partial(detect, config=config),
                        sample_percent=sample_percent, seed=seed, batch_rows=config.batch_rows)
-    asyncio.run(_run(analysis, inputs, stream, counter))
+    run_blocking(lambda: _run(analysis, inputs, stream, counter))
     for target in analysis.targets:
         target.extractive.rows_rejected = target.llm.rows_rejected = analysis.rejected
     return analysis

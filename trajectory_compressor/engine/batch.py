@@ -11,7 +11,6 @@ what an online run that received the same summaries writes.
 
 from __future__ import annotations
 
-import asyncio
 import glob
 import hashlib
 from dataclasses import asdict, dataclass
@@ -43,6 +42,7 @@ from ..summarizers.batch import (
 )
 from ..summarizers.cache import SummaryCache, origin_digest
 from ..summarizers.dotenv import key_environ
+from .blocking import run_blocking
 from .checkpoint import input_fingerprint
 from .compressor import TrajectoryCompressor
 from .job import compress_dataset
@@ -178,7 +178,7 @@ def export_batch(
     stream = RowStream(dialect or partial(detect, config=config),
                        sample_percent=sample_percent, seed=seed, batch_rows=config.batch_rows)
     try:
-        rows, rejected = asyncio.run(_walk(compressor, inputs, stream))
+        rows, rejected = run_blocking(lambda: _walk(compressor, inputs, stream))
         written = files.commit()
     except BaseException:
         files.discard()

@@ -36,6 +36,7 @@ from ..core.summary import (
 from ..counting.tokens import TokenCounter
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
+from .blocking import run_blocking
 from .count import RowCounter
 from .second_pass import elide_over_limit
 
@@ -180,7 +181,7 @@ class TrajectoryCompressor:
             async with self:
                 return await self.compress_trajectory_async(turns)
 
-        return asyncio.run(once())
+        return run_blocking(once)
 
     async def compress_row(self, row: Row, turn_tokens: list[int] | None = None,
                            dialect: Dialect | None = None) -> RowResult:

@@ -27,6 +27,7 @@ from ..formats import jsonio
 from ..formats.base import InputFile, Record, write_atomic
 from ..formats.hf_card import card_path, dataset_card
 from ..formats.registry import count_rows
+from .blocking import run_blocking
 from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
 from .compressor import RowResult, TrajectoryCompressor
 from .count import Item
@@ -395,4 +396,4 @@ def run_pipeline(
     dialect: Dialect | Callable[[list[Any]], Dialect] | None = None,
 ) -> RunResult:
     """Run a `Pipeline` to completion from sync code (``dialect``: see `Pipeline`)."""
-    return asyncio.run(Pipeline(compressor, inputs, layout, options, dialect).run())
+    return run_blocking(lambda: Pipeline(compressor, inputs, layout, options, dialect).run())
