@@ -160,3 +160,20 @@ def test_the_summarizer_returns_the_text_with_its_source():
     result = asyncio.run(ExtractiveSummarizer(chars, source="fallback").summarize(request))
     assert result.text == extractive_text(request, chars)
     assert result.source == "fallback"
+
+
+def test_paths_are_read_from_decoded_tool_json_not_from_its_escapes():
+    # In a JSON tool response or call, a line break is the two characters `\n`; the path
+    # after it is `tests/test_auth.py`, not `ntests/test_auth.py`.
+    turns = [
+        {"from": "gpt", "value": call("run", command="cat notes.txt\nls src/app/views.py")},
+        {"from": "tool", "value": response({"name": "terminal", "content":
+                                            "collected 3 items\ntests/test_auth.py F\n"
+                                            "tests/test_cache.py .\nsee /var/log/app.log"})},
+        {"from": "tool", "value": response({"output": json.dumps({"stdout":
+                                            "wrote\nbuild/out/report.json"})})},
+    ]
+    files = summary(turns).split("Files and paths:\n")[1].split("\n\n")[0].split("Outputs:")[0]
+    listed = [line[2:] for line in files.splitlines() if line.startswith("- ")]
+    assert listed == ["notes.txt", "src/app/views.py", "tests/test_auth.py",
+                      "tests/test_cache.py", "/var/log/app.log", "build/out/report.json"]

@@ -105,6 +105,37 @@ def response_text(payload: str, depth: int = 0) -> tuple[str, int | None]:
     return json.dumps(data, ensure_ascii=False), exit_code
 
 
+def _readable(role: str, value: str, visible: str) -> str:
+    """The turn's text with its JSON tool calls and responses decoded: inside them a line
+    break is the two characters `\\n`, and `\\ntests/a.py` is not the path `ntests/a.py`."""
+    if role == "tool":
+        outside, payloads = "", _TOOL_RESPONSE.findall(value) or [value]
+    else:
+        outside, payloads = _TOOL_CALL.sub("\n", visible), _TOOL_CALL.findall(visible)
+    decoded = ("\n".join(_strings(_parse_json(payload), payload)) for payload in payloads)
+    return "\n".join([outside, *decoded])
+
+
+def _strings(data: Any, raw: str) -> list[str]:
+    """The string and number leaves of a decoded JSON value; ``raw`` when it did not decode."""
+    if data is None:
+        return [raw]
+    found: list[str] = []
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(reversed(list(node.values())))
+        elif isinstance(node, list):
+            stack.extend(reversed(node))
+        elif isinstance(node, str):
+            decoded = _parse_json(node) if node.lstrip().startswith(("{", "[")) else None
+            found.extend(_strings(decoded, node) if decoded is not None else [node])
+        elif node is not None:
+            found.append(str(node))
+    return found
+
+
 class _Notes:
     """Ordered, de-duplicated findings of one kind."""
 
@@ -124,7 +155,7 @@ def _collect(turns: Sequence[Turn], first_index: int) -> dict[str, _Notes]:
         index = first_index + offset
         role, value = turn.get("from", ""), str(turn.get("value", ""))
         visible = THINK_BLOCK.sub("", value)
-        for path in PATH_PATTERN.findall(visible):
+        for path in PATH_PATTERN.findall(_readable(role, value, visible)):
             notes["files"].add(path)
         if role == "gpt":
             for payload in _TOOL_CALL.findall(visible):
