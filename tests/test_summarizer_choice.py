@@ -145,3 +145,18 @@ def test_a_first_run_in_ones_own_folder_uses_the_extractive_summarizer_and_says_
     metrics = json.loads((work / "data_compressed_metrics.json").read_text())
     assert metrics["settings"]["summarization"] == {"backend": "extractive"}
     assert metrics["summarization"]["summaries_by_source"]["extractive"] > 0
+
+
+def test_the_library_without_a_config_runs_extractive_not_openai(tmp_path, sample_jsonl,
+                                                                  monkeypatch):
+    """`compress_dataset(path)` is the command line without a config file: `auto`."""
+    from trajectory_compressor import compress_dataset
+
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hermes"))  # no ~/.hermes/.env key
+    monkeypatch.chdir(tmp_path)  # no ./.env key
+    out = tmp_path / "out.jsonl"
+    result = compress_dataset(str(sample_jsonl), str(out))
+    assert result.metrics.trajectories_compressed > 0
+    metrics = json.loads((tmp_path / "out_metrics.json").read_text())
+    assert metrics["settings"]["summarization"] == {"backend": "extractive"}

@@ -447,9 +447,15 @@ class TrajectoryCompressor:
     ) -> RowResult:
         dialect = dialect or self.dialect
         new_row = dialect.with_turns(row, turns, summary_at)
-        if summary_at is not None and self.rows.template is not None:
-            # Counted as the trainer sees it: the compressed row rendered whole.
-            _recount(metrics, self.rows.total(dialect, new_row), self.config)
+        if summary_at is not None:
+            # A dialect may join the summary to the turn before it (alternating LLaMA-Factory
+            # rows): the metrics describe the row as written, one turn fewer, and its count
+            # is the joined text's. With a template, counted as the trainer sees it.
+            written = len(dialect.turns(new_row))
+            if written != len(turns) or self.rows.template is not None:
+                _recount(metrics, self.rows.total(dialect, new_row), self.config)
+                metrics.compressed_turns = written
+                metrics.turns_removed = metrics.original_turns - written
         if (self.config.over_limit_strategy == "elide_tool_outputs"
                 and metrics.still_over_limit and not metrics.failed):
             elided = elide_over_limit(row, turns, metrics, plan, dialect, summary_at,

@@ -57,8 +57,9 @@ def compress_dataset(
     same settings, as their metrics file records) unless ``overwrite`` is True.
     """
     # `auto` is settled first: the metrics, checkpoint and output checks record the
-    # backend that runs.
-    config = resolve_summarizer(config or CompressionConfig())
+    # backend that runs. No config is what the command line does without a config file:
+    # `auto` (an endpoint only when one is named, else extractive), never a silent openai.
+    config = resolve_summarizer(config or CompressionConfig(summarizer="auto"))
     skipped: list[Path] = []
     inputs = discover_inputs(input_spec, split=split, data_files=data_files, skipped=skipped)
     if skipped and not quiet:
