@@ -211,3 +211,30 @@ def test_report_and_html_page_show_what_distill_saved(tmp_path):
     assert run_cli("report", str(out), "--html", str(page)).returncode == 0
     html = page.read_text(encoding="utf-8")
     assert ">Distilled<" in html and "tool turns; control " in html
+
+
+def test_a_failing_rule_warns_and_the_row_goes_on_undistilled(tmp_path, monkeypatch):
+    """A bug in a rule costs the row its distilling, never the row, and it is said."""
+    import trajectory_compressor.engine.compressor as compressor_module
+
+    calls = []
+
+    def broken(texts, level, count_many):
+        calls.append(1)
+        if len(calls) == 2:  # the second row: rows are distilled in input order
+            raise ValueError("rule bug")
+        return distill_turns(texts, level, count_many)
+
+    distill_turns = compressor_module.distill_turns
+    monkeypatch.setattr(compressor_module, "distill_turns", broken)
+    src = subset("terminal_hermes.jsonl", tmp_path)
+    out = tmp_path / "out.jsonl"
+    config = CompressionConfig(target_max_tokens=400000, summarizer="extractive",
+                               distill="safe")
+    result = compress_dataset(str(src), str(out), config)
+    written, given = read_jsonl(out), read_jsonl(src)
+    assert len(written) == len(given)
+    assert written[1]["conversations"] == given[1]["conversations"]
+    assert [w for w in result.warnings if "distill" in w] == [
+        f"{src}:2: distill failed, the row goes on undistilled: ValueError: rule bug"]
+    assert all(written[i] != given[i] for i in (0, 2, 3, 4))

@@ -272,7 +272,9 @@ class Pipeline:
     def _slot(self, entry: Entry) -> _Slot:
         if entry.reject is not None and self.options.strict:
             raise StrictStop(f"{entry.record.location}: {entry.reject}")
-        entry.distill_with(self.compressor)
+        problem = entry.distill_with(self.compressor)
+        if problem is not None:
+            self.writer.warn(f"{entry.record.location}: {problem}")
         return _Slot(entry.record, entry.draws, entry.dialect, entry.size, entry.turns,
                      reject=entry.reject, distill=entry.distill)
 

@@ -45,18 +45,20 @@ class Entry:
     reject: str | None = None
     distill: DistillStats | None = None  # what distilling did to ``record.row`` (§18)
 
-    def distill_with(self, compressor: TrajectoryCompressor) -> None:
+    def distill_with(self, compressor: TrajectoryCompressor) -> str | None:
         """Distill the row's tool outputs (`compression.distill`) before it is counted
-        and planned: the record then holds the distilled row, written anew."""
+        and planned: the record then holds the distilled row, written anew. Returns why
+        distilling failed (the row goes on as it was), else None."""
         if self.turns is None:
-            return
+            return None
         try:
             done = compressor.distill(self.record.row, self.turns, self.dialect)
-        except Exception:  # a rule's bug costs the row its distilling, never the row
-            return
+        except Exception as exc:  # a rule's bug costs the row its distilling, never the row
+            return f"distill failed, the row goes on undistilled: {one_line_error(exc)}"
         if done is not None:
             self.record.row, self.turns, self.distill = done
             self.record.raw = None
+        return None
 
 
 class RowStream:
