@@ -55,7 +55,9 @@ _ESCAPES = re.compile(
 )
 _OVERSTRIKE = re.compile(r"[^\n\x08]\x08")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]")
-_JSON_LEXEME = re.compile(r'"(?:[^"\\]|\\.)*"|[ \t\n\r]+|[^" \t\n\r]+', re.DOTALL)
+# Strings unrolled as in `distill_row._LEXEME` (a backtracking state per escape, not per
+# character).
+_JSON_LEXEME = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[ \t\n\r]+|[^" \t\n\r]+', re.DOTALL)
 _DIGITS = re.compile(r"\d+")
 _BLOB = re.compile(rf"(?<![A-Za-z0-9+/=])(?:[A-Za-z0-9+/]{{{MIN_BLOB},}}={{0,2}}"
                    rf"|[0-9a-fA-F]{{{MIN_BLOB},}})(?![A-Za-z0-9+/=])")

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_ITEMS = 200
+# Characters of free text searched for items at once (`_free_text_items`).
+_BLOCK_CHARS = 1 << 16
 MISSING_SHOWN = 20
 INVENTED_SHOWN = 10
 _VALUE_CHARS = 80
@@ -80,6 +82,7 @@ _KNOWN_FILES = frozenset({"dockerfile", "makefile", "gemfile", "procfile", "jenk
                           "vagrantfile", "rakefile", "justfile"})
 _COMMAND_KEYS = frozenset({"command", "cmd"})
 
+_SPACES = re.compile(r"\s")  # what str.split() splits at: both use Py_UNICODE_ISSPACE
 _TAG = re.compile(r"</?[A-Za-z][\w-]{0,40}>")
 _URL = re.compile(r"\b(?:https?|ftp|wss?|file)://[^\s<>\"'`|\\^{}]+", re.IGNORECASE)
 _URL_TAIL = ".,;:!?)]}*"
@@ -184,7 +187,20 @@ class Fidelity:
 def normalize_text(text: str) -> str:
     """Text as matching sees it: NFKC, case-folded, quote marks as spaces, spaces collapsed."""
     text = unicodedata.normalize("NFKC", text).casefold().translate(_QUOTE_CHARS)
-    return " ".join(text.split())
+    if len(text) <= _BLOCK_CHARS:
+        return " ".join(text.split())
+    # A block at a time: the list of every word of a 60 MB turn (`split`, or `re.sub`'s
+    # pieces) took a gigabyte. Blocks end at white space, so no word is cut.
+    blocks: list[str] = []
+    start = 0
+    while start < len(text):
+        space = _SPACES.search(text, start + _BLOCK_CHARS)
+        end = space.start() if space else len(text)
+        words = text[start:end].split()
+        if words:
+            blocks.append(" ".join(words))
+        start = end
+    return " ".join(blocks)
 
 
 def normalize(item: str) -> str:
@@ -387,7 +403,22 @@ def _leaves(value: Any) -> Iterator[tuple[str, Any]]:
 
 
 def _free_text_items(text: str) -> Iterator[str]:
-    """Items of prose, code or tool output, ordered by where they start."""
+    """Items of prose, code or tool output, ordered by where they start.
+
+    A long text goes a block of lines at a time: no pattern here reads across a line
+    break, so the items are the same, and a caller that stops at `MAX_ITEMS` never
+    holds the items of a 60 MB tool output at once."""
+    start = 0
+    while len(text) - start > _BLOCK_CHARS:
+        cut = text.find("\n", start + _BLOCK_CHARS)
+        if cut < 0:
+            break
+        yield from _block_items(text[start:cut + 1])
+        start = cut + 1
+    yield from _block_items(text[start:] if start else text)
+
+
+def _block_items(text: str) -> Iterator[str]:
     if not text:
         return
     # Blanks keep the length, so positions hold; a tag becomes line breaks so that no

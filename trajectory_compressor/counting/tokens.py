@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core.config import BUNDLED_TOKENIZER
 from ..core.errors import TokenizerError
+from .pieces import pieces, pieces_add_up
 
 # transformers prints advisory warnings (e.g. "PyTorch was not found") on import; a CLI
 # that only counts tokens has no use for them.
@@ -21,6 +22,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 # Characters encoded per tokenizer call: large enough to keep every core busy, small
 # enough that the encodings held until counted stay a few tens of megabytes.
 ENCODE_CHARS = 1 << 20
+# A long text's pieces encoded per call (one per core, and then some).
+PIECES_PER_CALL = 4
 BPE_CACHE_WORDS = 2048
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -119,6 +122,7 @@ class TokenCounter:
         self._old: dict[int, int] = {}
         self.encoded_texts = 0
         self.memo_hits = 0
+        self._piecewise: bool | None = None  # whether long texts may be counted in pieces
 
     @classmethod
     def load(cls, name: str = BUNDLED_TOKENIZER, trust_remote_code: bool = False) -> TokenCounter:
@@ -195,7 +199,11 @@ class TokenCounter:
     def _encode(self, texts: list[str]) -> list[int]:
         # An encoding costs tens of bytes per token until it is counted: encoding a batch
         # of long trajectories at once would make memory follow the batch's size, so the
-        # batch is encoded in slices of about ENCODE_CHARS characters.
+        # batch is encoded in slices of about ENCODE_CHARS characters, and a text longer
+        # than that in pieces (`counting.pieces`) when this tokenizer's counts add up.
+        if any(len(text) > ENCODE_CHARS for text in texts) and self._pieces_add_up():
+            return [self._encode_long(text) if len(text) > ENCODE_CHARS
+                    else self._encode([text])[0] for text in texts]
         counts: list[int] = []
         start = 0
         while start < len(texts):
@@ -206,6 +214,22 @@ class TokenCounter:
             counts += self._encode_slice(texts[start:end])
             start = end
         return counts
+
+    def _pieces_add_up(self) -> bool:
+        if self._piecewise is None:
+            self._piecewise = pieces_add_up(self._encode_slice)
+        return self._piecewise
+
+    def _encode_long(self, text: str) -> int:
+        """One long text's count, encoding a few pieces of it at a time."""
+        total = 0
+        batch: list[str] = []
+        for piece in pieces(text, ENCODE_CHARS // PIECES_PER_CALL):
+            batch.append(piece)
+            if len(batch) == PIECES_PER_CALL:
+                total += sum(self._encode_slice(batch))
+                batch = []
+        return total + sum(self._encode_slice(batch))
 
     def _encode_slice(self, texts: list[str]) -> list[int]:
         try:

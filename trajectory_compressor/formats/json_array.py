@@ -25,7 +25,9 @@ from .base import AtomicFile, InputFile, Location, Record
 
 # Structural characters of JSON, and where strings start.
 _STRUCTURE = re.compile(rb'[\[\]{}",]')
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# Unrolled (`"[^"\\]*(?:\\.[^"\\]*)*"`): the regex engine keeps a backtracking state per
+# repetition, and one per character of a 60 MB string took gigabytes.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _SPACE = b" \t\r\n"
 
 
