@@ -9,12 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.property_budget import examples
 from trajectory_compressor.core import fidelity
 from trajectory_compressor.counting import pieces as pieces_module
 from trajectory_compressor.counting import tokens
 from trajectory_compressor.counting.pieces import pieces, pieces_add_up, safe_cut
-
-from tests.property_budget import examples
 
 
 @pytest.mark.parametrize(("text", "at", "expected"), [
@@ -57,7 +56,8 @@ def test_a_short_text_is_one_piece_and_a_text_without_cuts_stays_whole():
     assert list(pieces(no_cut, 300)) == [no_cut]
 
 
-_ALPHABET = string.ascii_letters + string.digits + " \n\t.,:;/\\-_()[]{}\"'=<>|#$%" + "éü中文😀\u00a0"
+_ALPHABET = (string.ascii_letters + string.digits + " \n\t.,:;/\\-_()[]{}\"'=<>|#$%"
+             + "éü中文😀\u00a0")
 
 
 @settings(max_examples=examples(200), deadline=None)
