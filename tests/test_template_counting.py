@@ -455,3 +455,60 @@ def test_a_row_the_template_refuses(tokenizers):
     assert counter.count_messages(CONVERSATIONS["plain"]) != []
     with pytest.raises(TemplateRenderError, match="no tools here"):
         counter.count_messages(CONVERSATIONS["tool_calls"])
+
+
+# -- long renderings, counted in pieces (issue 24 item 8) -----------------------------------
+
+def _long_conversation(marker: str) -> list[dict[str, Any]]:
+    log = "".join(f"step {i} loss=0.{i:04d}{marker} /data/shard_{i}.bin ok word word\n"
+                  for i in range(400))  # about 26,000 characters with the marker
+    return [
+        {"role": "system", "content": "You are a careful coding agent."},
+        {"role": "user", "content": "Train it and show me the log."},
+        {"role": "assistant", "content": None,
+         "tool_calls": [call("terminal", {"command": "python train.py"})]},
+        {"role": "tool", "tool_call_id": "call_1", "content": log},
+        {"role": "assistant", "content": "The tail of it:\n" + log[-9_000:]},
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_a_long_rendering_counts_in_pieces_as_apply_chat_template_does(tokenizers, name,
+                                                                       monkeypatch):
+    from trajectory_compressor.counting import template as template_module
+
+    tok = tokenizers[name]
+    messages = _long_conversation(" <｜place▁holder▁no▁12｜>")
+    whole = TemplateCounter(tok).count_messages(messages, TOOLS)  # one encoding
+    monkeypatch.setattr(template_module, "ENCODE_CHARS", 2_048)
+    pieced = TemplateCounter(tok)
+    longest: list[int] = []
+    real = pieced._encode_starts
+    monkeypatch.setattr(pieced, "_encode_starts",
+                        lambda chunk: longest.append(max(map(len, chunk))) or real(chunk))
+    total = len(expected_ids(tok, messages, TOOLS))
+    assert pieced.count_total(messages, TOOLS) == total
+    assert pieced.count_messages(messages, TOOLS) == whole
+    assert sum(whole) == total
+    assert longest and max(longest) <= 2 * 2_048 // template_module.PIECES_PER_CALL
+
+
+def test_no_piece_is_cut_inside_or_beside_an_added_token(tmp_path, monkeypatch):
+    from tokenizers import AddedToken
+
+    from trajectory_compressor.counting import template as template_module
+
+    # An added token with ASCII digit edges inside it: the only cuts the rules allow in
+    # this content fall inside the token, so only the veto keeps them out.
+    tok = load_template_tokenizer(tmp_path / "added", CHATML)
+    tok.add_tokens([AddedToken("<|reserved_7|>", special=True)])
+    messages = [{"role": "user", "content": "Read it."},
+                {"role": "assistant", "content": "x<|reserved_7|>" * 3_000}]
+    total = len(expected_ids(tok, messages))
+    monkeypatch.setattr(template_module, "ENCODE_CHARS", 2_048)
+    assert TemplateCounter(tok).count_total(messages) == total
+    block = "<|im_start|>assistant\n" + messages[1]["content"] + "<|im_end|>\n"
+    assert TemplateCounter(tok).count_messages(messages)[1] == n_tokens(tok, block)
+    unguarded = TemplateCounter(tok)
+    unguarded._near_special = None
+    assert unguarded.count_total(messages) != total

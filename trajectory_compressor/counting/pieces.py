@@ -42,12 +42,17 @@ def safe_cut(text: str, at: int) -> bool:
             and text[at + 1].isalpha())
 
 
-def pieces(text: str, size: int) -> Iterator[str]:
+def pieces(text: str, size: int, veto: Callable[[str, int], bool] | None = None
+           ) -> Iterator[str]:
     """``text`` in pieces of about ``size`` characters (at most twice that unless no
-    cut is found), each cut a `safe_cut`; one piece when ``text`` is not longer."""
+    cut is found), each cut a `safe_cut` that ``veto`` (if given) does not refuse; one
+    piece when ``text`` is not longer."""
+    def allowed(at: int) -> bool:
+        return safe_cut(text, at) and (veto is None or not veto(text, at))
+
     start = 0
     while len(text) - start > size:
-        cut = _cut_near(text, start + size, start + size // 2, start + 2 * size)
+        cut = _cut_near(allowed, len(text), start + size, start + size // 2, start + 2 * size)
         if cut is None:
             break
         yield text[start:cut]
@@ -55,17 +60,18 @@ def pieces(text: str, size: int) -> Iterator[str]:
     yield text[start:]
 
 
-def _cut_near(text: str, aim: int, low: int, high: int) -> int | None:
-    """The safe cut nearest ``aim`` looking back to ``low``, else on to ``high``, else
+def _cut_near(allowed: Callable[[int], bool], length: int, aim: int, low: int,
+              high: int) -> int | None:
+    """The allowed cut nearest ``aim`` looking back to ``low``, else on to ``high``, else
     anywhere after ``aim``."""
     for at in range(aim, low, -1):
-        if safe_cut(text, at):
+        if allowed(at):
             return at
-    for at in range(aim + 1, min(high, len(text))):
-        if safe_cut(text, at):
+    for at in range(aim + 1, min(high, length)):
+        if allowed(at):
             return at
-    for at in range(high, len(text)):
-        if safe_cut(text, at):
+    for at in range(high, length):
+        if allowed(at):
             return at
     return None
 

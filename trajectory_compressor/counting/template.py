@@ -48,9 +48,11 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from .pieces import pieces, pieces_add_up
 
 Message = dict[str, Any]
 Row = tuple[Sequence[Message], Sequence[dict[str, Any]] | None]
@@ -59,6 +61,12 @@ CHAT_TEMPLATE_OPTION = "--chat-template FILE.jinja"
 # Characters rendered per tokenizer call (as in tokens.py): keeps every core busy while
 # the encodings held until counted stay a few tens of megabytes.
 ENCODE_CHARS = 1 << 20
+# A rendering longer than ENCODE_CHARS is encoded a few pieces at a time
+# (`counting.pieces`): its encoding with offsets would take gigabytes.
+PIECES_PER_CALL = 4
+# Characters on each side of a cut in which no added token may lie: a piece boundary
+# next to one could change what it absorbs (``lstrip``/``rstrip`` tokens).
+SPECIAL_MARGIN = 16
 # How far past the text of the messages being located a search for an anchor may look:
 # room for the template's own text between two messages (headers, tags, a tools block).
 SEARCH_ALLOWANCE = 4096
@@ -156,6 +164,8 @@ class TemplateCounter:
         self._markers = _marker_tokens(tokenizer, template_text)
         self._eos = getattr(tokenizer, "eos_token", None) or ""
         self._prompt_suffix = self._generation_suffix() if add_generation_prompt else ""
+        self._near_special = _special_veto(tokenizer)
+        self._piecewise: bool | None = None  # whether long renderings may go in pieces
 
     # -- rendering -------------------------------------------------------------------------
 
@@ -277,28 +287,66 @@ class TemplateCounter:
         counts: list[int] = []
         for start, end in self._slices(texts):
             chunk = texts[start:end]
-            if self._backend is not None:
-                backend = self._prepare_backend()
-                encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
-                counts += [len(e) for e in encode(chunk, add_special_tokens=False)]
+            if self._long(chunk):
+                counts.append(sum(sum(self._encode_lengths(batch))
+                                  for batch in self._piece_batches(chunk[0])))
             else:
-                ids = self._tokenizer(chunk, add_special_tokens=False)["input_ids"]
-                counts += [len(x) for x in ids]
+                counts += self._encode_lengths(chunk)
         return counts
 
-    def _token_starts(self, texts: list[str]) -> list[_Starts]:
-        out: list[_Starts] = []
+    def _encode_lengths(self, chunk: list[str]) -> list[int]:
+        if self._backend is not None:
+            backend = self._prepare_backend()
+            encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+            return [len(e) for e in encode(chunk, add_special_tokens=False)]
+        ids = self._tokenizer(chunk, add_special_tokens=False)["input_ids"]
+        return [len(x) for x in ids]
+
+    def _token_starts(self, texts: list[str]) -> list[_Starts | _PieceStarts]:
+        out: list[_Starts | _PieceStarts] = []
         for start, end in self._slices(texts):
             chunk = texts[start:end]
-            if self._backend is not None:
-                encodings = self._prepare_backend().encode_batch(chunk, add_special_tokens=False)
-                out += [_Starts(len(e), _encoding_start(e)) for e in encodings]
+            if self._long(chunk):
+                out.append(_PieceStarts(functools.partial(self._piece_starts, chunk[0])))
             else:
-                offsets = self._tokenizer(
-                    chunk, add_special_tokens=False, return_offsets_mapping=True
-                )["offset_mapping"]
-                out += [_Starts(len(o), _list_start(o)) for o in offsets]
+                out += self._encode_starts(chunk)
         return out
+
+    def _encode_starts(self, chunk: list[str]) -> list[_Starts]:
+        if self._backend is not None:
+            encodings = self._prepare_backend().encode_batch(chunk, add_special_tokens=False)
+            return [_Starts(len(e), _encoding_start(e)) for e in encodings]
+        offsets = self._tokenizer(
+            chunk, add_special_tokens=False, return_offsets_mapping=True
+        )["offset_mapping"]
+        return [_Starts(len(o), _list_start(o)) for o in offsets]
+
+    def _long(self, chunk: list[str]) -> bool:
+        """Whether ``chunk`` is one rendering to encode in pieces."""
+        if len(chunk) != 1 or len(chunk[0]) <= ENCODE_CHARS:
+            return False
+        if self._piecewise is None:
+            self._piecewise = pieces_add_up(self._encode_lengths)
+        return self._piecewise
+
+    def _piece_batches(self, text: str) -> Iterator[list[str]]:
+        """``text`` in pieces, `PIECES_PER_CALL` at a time."""
+        batch: list[str] = []
+        for piece in pieces(text, ENCODE_CHARS // PIECES_PER_CALL, self._near_special):
+            batch.append(piece)
+            if len(batch) == PIECES_PER_CALL:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def _piece_starts(self, text: str) -> Iterator[tuple[int, int, _Starts]]:
+        """``(start, end, token starts)`` of each piece of ``text``."""
+        offset = 0
+        for batch in self._piece_batches(text):
+            for piece, starts in zip(batch, self._encode_starts(batch), strict=True):
+                yield offset, offset + len(piece), starts
+                offset += len(piece)
 
 
 class _Starts:
@@ -334,7 +382,42 @@ def _list_start(offsets: Sequence[Sequence[int]]) -> Callable[[int], int]:
     return lambda i: int(offsets[i][0])
 
 
-def _shares(cuts: list[int], tail: int, starts: _Starts) -> list[int]:
+class _PieceStarts:
+    """`_Starts` of a long rendering encoded a few pieces at a time (`counting.pieces`),
+    never all at once: ``before`` asked at positions that do not go back reads the pieces
+    once; a position before the current piece starts the reading over."""
+
+    def __init__(self, read: Callable[[], Iterator[tuple[int, int, _Starts]]]) -> None:
+        self._read = read
+        self._restart()
+
+    def _restart(self) -> None:
+        self._stream = self._read()
+        self._earlier = 0  # tokens of the pieces before the current one
+        self._current: tuple[int, int, _Starts] | None = next(self._stream, None)
+
+    def before(self, pos: int) -> int:
+        """How many tokens start before character ``pos``."""
+        if self._current is not None and pos < self._current[0]:
+            self._restart()
+        while self._current is not None and pos >= self._current[1]:
+            following = next(self._stream, None)
+            if following is None:
+                break
+            self._earlier += self._current[2].n
+            self._current = following
+        if self._current is None:
+            return 0
+        start, _, starts = self._current
+        return self._earlier + starts.before(pos - start)
+
+    @property
+    def n(self) -> int:
+        """Every token of the text (reads the pieces to the end)."""
+        return self.before(1 << 62)
+
+
+def _shares(cuts: list[int], tail: int, starts: _Starts | _PieceStarts) -> list[int]:
     """Tokens per block; the head also gets the tokens from ``tail`` on."""
     before = []
     floor = 0
@@ -526,6 +609,25 @@ def _json_length(tools: Sequence[dict[str, Any]] | None) -> int:
         return len(json.dumps(list(tools), ensure_ascii=False, default=str))
     except (TypeError, ValueError):
         return 0
+
+
+def _special_veto(tokenizer: Any) -> Callable[[str, int], bool] | None:
+    """Whether a cut at ``at`` lies within `SPECIAL_MARGIN` characters of one of the
+    tokenizer's added tokens (None when it has none)."""
+    try:
+        added = [t for t in tokenizer.get_added_vocab() if t]
+    except Exception:  # a tokenizer without the method: none known
+        added = []
+    if not added:
+        return None
+    pattern = re.compile("|".join(re.escape(t) for t in sorted(added, key=len, reverse=True)))
+    reach = max(map(len, added)) + SPECIAL_MARGIN
+
+    def near(text: str, at: int) -> bool:
+        return any(m.start() - SPECIAL_MARGIN <= at <= m.end() + SPECIAL_MARGIN
+                   for m in pattern.finditer(text, max(0, at - reach), at + reach))
+
+    return near
 
 
 def _plain_backend(tokenizer: Any) -> Any:
