@@ -134,3 +134,14 @@ def test_the_count_is_what_the_reader_yields(data, window):
         json_array._WINDOW, json_array._MAX_WINDOW = saved
     read = sum(1 for _ in json_array._elements(data, "doc.json", 0))
     assert counted == read
+
+
+def test_no_count_when_no_bar_is_shown():
+    """Quiet, or not a terminal (pytest captures stderr): the rows are not counted."""
+    from trajectory_compressor.engine.progress import Progress
+
+    def count() -> int:
+        raise AssertionError("counted for a bar nobody sees")
+
+    Progress(quiet=True, total=count).close()
+    Progress(quiet=False, total=count).close()
