@@ -14,9 +14,9 @@ def duration(seconds: float | None) -> str:
     """``0.42 s``, ``12.3 s``, ``4 min 05 s``, ``2 h 07 min``; ``-`` for none."""
     if seconds is None:
         return "-"
-    if seconds < 1:
+    if seconds < 0.995:
         return f"{seconds:.2f} s"
-    if seconds < 60:
+    if seconds < 59.95:
         return f"{seconds:.1f} s"
     whole = round(seconds)
     if whole < 3600:
