@@ -14,7 +14,7 @@ it goes (`WorkClock`). What it does not do is wait for an LLM:
 - ``batch``: the measured work, plus the provider's batch window (basis ``batch_window``).
 
 The sum is on the safe side: a run overlaps some of its local work with the requests.
-Nothing here is I/O; the probe lives in `engine.probe`.
+Nothing here sends a request: the probe lives in `engine.probe`.
 """
 
 from __future__ import annotations
