@@ -38,13 +38,17 @@ def time_lines(estimate: TimeEstimate) -> list[str]:
         per_call = f"{estimate.seconds_per_call:,.2f} s per call"
         if estimate.basis == "probed":
             assert estimate.probe is not None
-            lines += [work + ";", f"  {per_call}, measured by --probe: {_probed(estimate)}"]
+            lines += [work + ";", f"  {per_call}, measured by --probe ({_probed(estimate)})"]
+            started = estimate.probe.startup_seconds
+            if started >= 0.5:  # the local servers; an HTTP session starts at once
+                lines.append(f"  starting the summarizer: {duration(started)} (once a run)")
         else:
             lines += [work + ";", f"  {per_call} assumed (--seconds-per-call)"]
             if estimate.probe is not None:
                 lines.append("  --probe sent nothing: no row needs a summary at the first "
                              "target")
-        at_once = f"  {num(estimate.concurrency)} calls at once"
+        calls = "call" if estimate.concurrency == 1 else "calls"
+        at_once = f"  {num(estimate.concurrency)} {calls} at once"
         if estimate.requests_per_second:
             at_once += (f", at most {estimate.requests_per_second * 60:,.0f} a minute "
                         "(the endpoints' rpm)")
@@ -60,15 +64,15 @@ def time_lines(estimate: TimeEstimate) -> list[str]:
 
 
 def _probed(estimate: TimeEstimate) -> str:
+    """``3 requests: 0.21 s to 0.26 s, 1 failed``."""
     probe = estimate.probe
     assert probe is not None
     calls = len(probe.seconds)
-    text = (f"{num(calls)} request{'s' if calls != 1 else ''}, "
-            f"{duration(min(probe.seconds))} to {duration(max(probe.seconds))}")
+    low, high = duration(min(probe.seconds)), duration(max(probe.seconds))
+    text = f"{num(calls)} request{'s' if calls != 1 else ''}: " + (
+        low if low == high else f"{low} to {high}")
     if probe.failures:
         text += f", {num(len(probe.failures))} failed"
-    if probe.startup_seconds >= 0.5:
-        text += f", start {duration(probe.startup_seconds)}"
     return text
 
 
