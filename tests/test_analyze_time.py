@@ -89,6 +89,24 @@ def test_the_arithmetic_on_hand_made_measurements():
     assert "24 h" in batch.to_dict()["batch_window"]
 
 
+def test_a_sample_is_scaled_to_the_whole_input_but_its_reading():
+    """Every record is read to be drawn (measured on all of them: 2 s); the rest of the
+    work and the calls scale with 1,000 records read for 100 kept."""
+    clock = hand_clock()
+    clock.records_read, clock.records_kept = 1000, 100
+    extractive = estimate_time(CompressionConfig(summarizer="extractive"), clock, [100], [10])
+    assert extractive.whole_input_records == 1000
+    (t,) = extractive.targets
+    assert t.seconds == 5.5  # the sample itself, as compress --sample-percent would run it
+    assert t.whole_input_seconds == pytest.approx(2.0 + (0.5 + 3.0) * 10)
+    openai = CompressionConfig(summarizer="openai", max_concurrent_requests=5)
+    (t,) = estimate_time(openai, clock, [100], [10], seconds_per_call=2.0).targets
+    # 2 + (0.5 + 3 - 1) x 10, and 100 calls / 5 x 2 s.
+    assert t.whole_input_seconds == pytest.approx(2.0 + 25.0 + 40.0)
+    clock.records_read = 100  # not sampled
+    assert estimate_time(openai, clock, [100], [10]).targets[0].whole_input_seconds is None
+
+
 def test_concurrency_and_rate_limits_bound_the_wait():
     clock = hand_clock()
     endpoints = [EndpointConfig("http://127.0.0.1:1/v1", "m", max_concurrency=1),
@@ -256,6 +274,7 @@ def test_without_probe_no_request_is_sent(tmp_path):
     estimate = json.loads(run.stdout)["time_estimate"]
     assert (estimate["basis"], estimate["seconds_per_call"], estimate["probe"]) == (
         "assumed", 10.0, None)
+    assert estimate["whole_input_records"] is None  # not a sample
     (t,) = json.loads(stated.stdout)["time_estimate"]["targets"]
     assert t["wait_seconds"] == pytest.approx(t["calls"] / 50 * 2.5, abs=1e-4)
 
@@ -331,3 +350,23 @@ def test_every_dialect_and_container_gets_a_probed_estimate(tmp_path, name):
     (t,) = estimate["targets"]
     assert t["calls"] == data["targets"][0]["llm"]["summarization_calls"] >= 2
     assert t["seconds"] > t["wait_seconds"] >= t["calls"] / 50 * 0.05
+
+
+def test_a_sampled_analysis_also_estimates_the_whole_input(tmp_path):
+    src = write_jsonl(tmp_path / "gen.jsonl", generated_rows(1) + generated_rows(2))
+    run = invoke_cli("analyze", str(src), "--summarizer", "extractive", "--target-max-tokens",
+                     "600", "--summary-target-tokens", "120", "--sample-percent", "25",
+                     "--json", "-", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    estimate = data["time_estimate"]
+    assert estimate["whole_input_records"] == 80  # every line of the file was read
+    assert 0 < data["rows"] < 80
+    (t,) = estimate["targets"]
+    assert t["whole_input_seconds"] > t["seconds"] > 0
+    text = invoke_cli("analyze", str(src), "--summarizer", "extractive", "--target-max-tokens",
+                      "600", "--summary-target-tokens", "120", "--sample-percent", "25",
+                      cwd=tmp_path).stdout
+    assert_fits_80_columns(text)
+    assert f"work timed here on the {data['rows']} rows of the sample" in text
+    assert "whole input (80 rows)" in text

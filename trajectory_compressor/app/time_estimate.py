@@ -30,6 +30,8 @@ def time_lines(estimate: TimeEstimate) -> list[str]:
     name = estimate.summarizer
     lines = [f"Time compress would take: an estimate ({name} summaries)"]
     work = f"  work timed here on {num(estimate.rows)} rows as analyze read them"
+    if estimate.whole_input_records is not None:
+        work = f"  work timed here on the {num(estimate.rows)} rows of the sample"
     if estimate.basis == "measured":
         lines.append(work + ", summaries included")
     elif estimate.basis == "batch_window":
@@ -84,9 +86,13 @@ def _block(estimate: TimeEstimate, start: int) -> list[str]:
                                                     for v in values)
 
     out = [line("target_max_tokens", [num(t.target) for t in targets])]
+    whole = estimate.whole_input_records
     if estimate.basis == "measured":
         out.append(line("rows summarized (extractive)", [num(t.summarized) for t in targets]))
         out.append(line("estimated total", [duration(t.seconds) for t in targets]))
+        if whole is not None:
+            out.append(line(f"whole input ({num(whole)} rows)",
+                            [duration(t.whole_input_seconds) for t in targets]))
         return out
     out.append(line("local work (read, count, assemble)",
                     [duration(t.local_seconds) for t in targets]))
@@ -95,4 +101,7 @@ def _block(estimate: TimeEstimate, start: int) -> list[str]:
         return out
     out.append(line("waiting for them", [duration(t.wait_seconds) for t in targets]))
     out.append(line("estimated total", [duration(t.seconds) for t in targets]))
+    if whole is not None:
+        out.append(line(f"whole input ({num(whole)} rows)",
+                        [duration(t.whole_input_seconds) for t in targets]))
     return out

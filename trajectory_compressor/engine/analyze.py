@@ -251,6 +251,7 @@ def analyze(
     clock = WorkClock(len(configs))
     sample = ProbeSample(probe_requests, seed) if probe_requests else None
     run_blocking(lambda: _run(analysis, inputs, stream, counter, clock, sample))
+    clock.records_read = stream.draws if sample_percent is not None else clock.records_kept
     for target in analysis.targets:
         target.extractive.rows_rejected = target.llm.rows_rejected = analysis.rejected
     probed = None
@@ -315,7 +316,8 @@ async def _walk(analysis: Analysis, inputs: list[Any], stream: RowStream,
                         analysis.reject(str(entry.record.location), entry.reject or "rejected")
                 valid = [(e.record.row, e.turns) for e in entries if e.turns is not None]
                 counted = compressors[0].rows.count([(dialect, r, t) for r, t in valid])
-                clock.read_seconds += time.perf_counter() - start
+                clock.count_seconds += time.perf_counter() - start
+                clock.records_kept += len(batch)
                 kept = []
                 distilled = []
                 for entry, v, c in zip(entries, valid, counted, strict=True):

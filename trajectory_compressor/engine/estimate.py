@@ -13,6 +13,10 @@ it goes (`WorkClock`). What it does not do is wait for an LLM:
   `DEFAULT_SECONDS_PER_CALL`: basis ``assumed``);
 - ``batch``: the measured work, plus the provider's batch window (basis ``batch_window``).
 
+On a ``--sample-percent`` sample, the estimate is for `compress` on the same sample, and
+also for the whole input: every record is read and parsed to be drawn, so that part is
+measured on all of them, and the rest is scaled by the records read over those kept.
+
 The sum is on the safe side: a run overlaps some of its local work with the requests.
 Nothing here sends a request: the probe lives in `engine.probe`.
 """
@@ -42,15 +46,20 @@ BATCH_WINDOW = "up to 24 h with the OpenAI Batch API"
 class WorkClock:
     """Seconds `analyze` spent on the work `compress` also does, and on how many rows.
 
-    ``read_seconds``: reading, parsing, validating, distilling and counting every row;
-    per target (in the analysis's order): planning every row and building the summarized
-    rows (summary, fidelity, assembly, serialization), and how much of that the extractive
-    summaries themselves took.
+    ``read_seconds``: reading and parsing every record (drawing the sample, if any) and
+    validating the rows kept; ``count_seconds``: distilling and counting them; per target
+    (in the analysis's order): planning every row and building the summarized rows
+    (summary, fidelity, assembly, serialization), and how much of that the extractive
+    summaries themselves took. ``records_read`` / ``records_kept``: every record, and
+    those the sample kept (equal without sampling).
     """
 
     targets: int
     rows: int = 0
+    records_read: int = 0
+    records_kept: int = 0
     read_seconds: float = 0.0
+    count_seconds: float = 0.0
     plan_seconds: list[float] = field(default_factory=list)
     build_seconds: list[float] = field(default_factory=list)
     extractive_seconds: list[float] = field(default_factory=list)
@@ -163,6 +172,8 @@ class TargetTime:
     local_seconds: float  # the measured work compress does here besides waiting
     calls: int
     wait_seconds: float | None  # waiting for summary calls; None: a batch window
+    # Without --sample-percent on the same input (None: not sampled, or a batch window).
+    whole_input_seconds: float | None = None
 
     @property
     def seconds(self) -> float | None:
@@ -172,9 +183,12 @@ class TargetTime:
         seconds = self.seconds
         return {"target_max_tokens": self.target, "rows_summarized": self.summarized,
                 "local_seconds": round(self.local_seconds, 4), "calls": self.calls,
-                "wait_seconds": None if self.wait_seconds is None
-                else round(self.wait_seconds, 4),
-                "seconds": None if seconds is None else round(seconds, 4)}
+                "wait_seconds": _rounded(self.wait_seconds), "seconds": _rounded(seconds),
+                "whole_input_seconds": _rounded(self.whole_input_seconds)}
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 4)
 
 
 @dataclass(frozen=True)
@@ -184,17 +198,19 @@ class TimeEstimate:
     summarizer: str
     basis: str  # measured | probed | assumed | batch_window
     rows: int  # rows analyze read and timed
-    read_seconds: float
+    read_seconds: float  # reading, parsing, validating, distilling, counting
     targets: list[TargetTime]
     seconds_per_call: float | None = None
     concurrency: int | None = None
     requests_per_second: float | None = None  # the endpoints' rpm limits, when all set
     probe: Probe | None = None
+    whole_input_records: int | None = None  # on a sample: the records of the whole input
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "summarizer": self.summarizer, "basis": self.basis, "rows_timed": self.rows,
             "read_and_count_seconds": round(self.read_seconds, 4),
+            "whole_input_records": self.whole_input_records,
             "seconds_per_call": None if self.seconds_per_call is None
             else round(self.seconds_per_call, 4),
             "concurrency": self.concurrency,
@@ -226,20 +242,28 @@ def estimate_time(config: CompressionConfig, clock: WorkClock, targets: list[int
     at_once = concurrency(config) if llm else None
     rate = requests_per_second(config)
     startup = probe.startup_seconds if probe is not None else 0.0
+    # Sampled: every record was read to be drawn; the rest of the work scales.
+    scale = (clock.records_read / clock.records_kept
+             if clock.records_kept and clock.records_read > clock.records_kept else None)
+
+    def wait_for(n: float) -> float:
+        assert per_call is not None and at_once is not None
+        wait = n / at_once * per_call + startup
+        return max(wait, n / rate) if rate else wait
+
     rows = []
     for i, target in enumerate(targets):
-        local = clock.read_seconds + clock.plan_seconds[i] + clock.build_seconds[i]
-        wait: float | None = 0.0
+        per_row = clock.count_seconds + clock.plan_seconds[i] + clock.build_seconds[i]
         if name != "extractive":  # the extractive summaries stand for nothing a model does
-            local -= clock.extractive_seconds[i]
-        if llm:
-            assert per_call is not None and at_once is not None
-            wait = calls[i] / at_once * per_call + startup
-            if rate:
-                wait = max(wait, calls[i] / rate)
-        elif name == "batch":
-            wait = None
-        rows.append(TargetTime(target, clock.summarized[i], max(local, 0.0),
-                               calls[i] if name != "extractive" else 0, wait))
-    return TimeEstimate(name, basis, clock.rows, clock.read_seconds, rows, per_call,
-                        at_once, rate, probe)
+            per_row = max(per_row - clock.extractive_seconds[i], 0.0)
+        wait: float | None = wait_for(calls[i]) if llm else 0.0
+        whole = None
+        if scale is not None and name != "batch":
+            whole = clock.read_seconds + per_row * scale + (
+                wait_for(calls[i] * scale) if llm else 0.0)
+        rows.append(TargetTime(target, clock.summarized[i], clock.read_seconds + per_row,
+                               calls[i] if name != "extractive" else 0,
+                               None if name == "batch" else wait, whole))
+    return TimeEstimate(name, basis, clock.rows, clock.read_seconds + clock.count_seconds,
+                        rows, per_call, at_once, rate, probe,
+                        clock.records_read if scale is not None else None)
