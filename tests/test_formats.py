@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import pty
+import re
 import struct
 import subprocess
 import sys
@@ -213,8 +214,8 @@ def test_summary_fits_80_columns(tmp_path):
     assert src.exists()
 
 
-def test_progress_bar_on_a_terminal_with_live_counters(tmp_path):
-    src = write_parquet(tmp_path / "in.parquet", 40)
+def _bar_text(src) -> str:
+    """What `compress src` draws on a terminal (a pty 250 columns wide)."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 250, 0, 0))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -233,13 +234,31 @@ def test_progress_bar_on_a_terminal_with_live_counters(tmp_path):
         output += chunk
     assert proc.wait(timeout=120) == 0
     os.close(leader)
-    text = output.decode("utf-8", errors="replace")
+    return output.decode("utf-8", errors="replace")
+
+
+def test_progress_bar_on_a_terminal_with_live_counters(tmp_path):
+    src = write_parquet(tmp_path / "in.parquet", 40)
+    text = _bar_text(src)
     assert "40/40" in text  # the total comes from the Parquet footer
     for counter in ("compressed=", "skipped=", "over_limit=", "failed=", "api_calls=",
                     "in_flight="):
         assert counter in text
     quiet = run_cli("compress", str(src), *SMALL, "-o", str(tmp_path / "q.parquet"))
     assert "row/s" not in quiet.stderr  # not a terminal: no bar
+
+
+def test_a_json_array_gets_a_total_and_an_eta(tmp_path):
+    """The array's elements are counted before the run (issue 25): 37 rows, one of them
+    a string full of brackets, commas and escaped quotes, then 3 JSON lines after it."""
+    src = tmp_path / "in.json"
+    data = list(rows(37))
+    data[5]["note"] = '], [{"x": "\\"}, {,'
+    src.write_text(json.dumps(data) + "\n" + "\n".join(json.dumps(r) for r in rows(3)))
+    text = _bar_text(src)
+    assert "40/40" in text
+    # tqdm shows elapsed<remaining only when it knows the total.
+    assert re.search(r"\d+/40 \[\d\d:\d\d<\d\d:\d\d", text), text[-500:]
 
 
 @pytest.mark.parametrize("content", [b"", b"PAR1garbage"])

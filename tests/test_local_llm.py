@@ -166,6 +166,31 @@ def test_cli_compresses_three_rows_with_real_summaries_and_leaves_no_server(
     assert metrics["usage"]["prompt_tokens"] > 0
 
 
+def test_analyze_probes_the_local_model_and_leaves_no_server(tmp_path, sample_jsonl):
+    """``analyze --summarizer local --probe 1`` (issue 25): one real summary from a
+    llama.cpp server analyze starts, times (its start once) and stops."""
+    rows = sample_rows(sample_jsonl, 0, 46)  # one under the target, one to summarize
+    src = tmp_path / "two.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    marker = f"tc-test-{os.getpid()}-probe"
+    proc = run_cli("analyze", str(src), "--summarizer", "local", "--probe", "1", "--json",
+                   "-", env={"TC_TEST_MARKER": marker}, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert processes_with(marker) == []
+    estimate = json.loads(proc.stdout)["time_estimate"]
+    assert estimate["basis"] == "probed"
+    probe = estimate["probe"]
+    assert (probe["rows"], probe["calls"], probe["failed"]) == (1, 1, 0), probe
+    assert probe["startup_seconds"] > 0  # a server was started, and that took time
+    # One request per server at a time; one server per 4 CPUs.
+    assert estimate["concurrency"] == min(max(cpu_count() // 4, 1), 4)
+    (t,) = estimate["targets"]
+    assert t["calls"] == 1
+    assert t["wait_seconds"] == pytest.approx(
+        probe["call_seconds"][0] / estimate["concurrency"] + probe["startup_seconds"],
+        abs=1e-3)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
 def test_no_server_outlives_an_interrupted_or_killed_run(tmp_path, sample_jsonl, sig):
     src = tmp_path / "rows.jsonl"

@@ -15,6 +15,7 @@ from .textfmt import (
     short_reason,
     table,
 )
+from .time_estimate import time_lines
 
 _LABEL_W = 36
 _VALUE_W = 13
@@ -23,7 +24,10 @@ _COLUMNS = 3  # targets side by side: 2 + 36 + 3 * 13 = 77 columns
 
 def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
     """The dry run as plain text, at most 80 columns wide."""
-    lines = ["Dry run: no LLM call, nothing written",
+    probe = a.time.probe if a.time is not None else None
+    lines = ["Dry run: no LLM call, nothing written" if probe is None else
+             f"Dry run: nothing written; --probe sent {num(len(probe.seconds))} summary "
+             "requests",
              "  input   " + clip(a.input, 70, left=True),
              f"  rows    {num(a.rows)}, rejected {num(a.rejected)}"]
     rejects = reject_lines(a.first_rejects, a.rejected, None)
@@ -51,6 +55,8 @@ def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
         lines += ["", *_gap_block(a)]
     if a.distill is not None and a.distill.tool_tokens:
         lines += ["", *a.distill.lines()]
+    if a.time is not None:
+        lines += ["", *time_lines(a.time)]
     return "\n".join(lines)
 
 

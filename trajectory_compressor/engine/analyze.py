@@ -4,11 +4,14 @@ Tokens are counted once per row; each target gets its own planner pass through t
 `TrajectoryCompressor` that `compress` uses. With the extractive summarizer the analysis
 builds the same summaries `compress` would, so its figures are exact; for an LLM
 summarizer it projects summaries of ``summary_target_tokens`` tokens (§9). No LLM is
-called and nothing is written.
+called (unless ``probe`` asks for a few timed requests) and nothing is written. The work
+`compress` would also do is timed as it goes, for an estimate of its duration
+(`engine.estimate`).
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -19,18 +22,22 @@ from typing import Any
 from ..core.config import CompressionConfig
 from ..core.conversation import Row, Trajectory
 from ..core.distill_row import DistillStats
+from ..core.errors import ConfigError
 from ..core.extractive import ExtractiveSummarizer
 from ..core.metrics import AggregateMetrics, Distribution, nice_edges
 from ..core.summary import SummaryRequest, render_turns
 from ..counting.tokens import TokenCounter
 from ..dialects import detect
 from ..dialects.base import Dialect
+from ..formats import jsonio
 from ..formats.registry import discover_inputs
 from ..summarizers import resolve_summarizer
 from .blocking import run_blocking
 from .compressor import RowResult, TrajectoryCompressor
 from .count import RowCounter, gap_counter
 from .distill_preview import DistillPreview
+from .estimate import Probe, TimedSummarizer, TimeEstimate, WorkClock, estimate_time
+from .probe import ProbeRow, ProbeSample, probe
 from .stream import RowStream
 
 HISTOGRAM_BINS = 10
@@ -137,6 +144,7 @@ class Analysis:
     gap: CountingGap | None = None  # per-turn sum vs chat-template count, when it can be had
     # What --distill safe / all would save on the input (§18), at the first target.
     distill: DistillPreview | None = None
+    time: TimeEstimate | None = None  # how long compress would take (issue 25)
 
     @property
     def summarizer(self) -> str:
@@ -173,6 +181,7 @@ class Analysis:
             "targets": [t.to_dict(prices) for t in self.targets],
             "counting_gap": None if self.gap is None else self.gap.to_dict(),
             "distill": None if self.distill is None else self.distill.to_dict(),
+            "time_estimate": None if self.time is None else self.time.to_dict(),
         }
 
 
@@ -216,12 +225,20 @@ def analyze(
     split: str | None = None,
     data_files: str | list[str] | dict[str, Any] | None = None,
     dialect: Dialect | None = None,
+    probe_requests: int | None = None,
+    seconds_per_call: float | None = None,
 ) -> Analysis:
     """Stream ``input_spec`` once and project `compress` at each target (default: the config's).
 
-    Raises `ConfigError` for a target that is not above ``summary_target_tokens``.
+    The time estimate's seconds per LLM call come from ``probe_requests`` real summary
+    requests (regions of rows compress would summarize at the first target, through its
+    summarizer), else from ``seconds_per_call``, else from `DEFAULT_SECONDS_PER_CALL`.
+
+    Raises `ConfigError` for a target that is not above ``summary_target_tokens``, and for
+    a probe or a per-call figure the summarizer has no use for.
     """
     config = resolve_summarizer(config)  # `auto`: the backend compress would run
+    _check_timing(config.summarizer, probe_requests, seconds_per_call)
     configs = [config.replace(target_max_tokens=t) for t in targets or [config.target_max_tokens]]
     inputs = discover_inputs(input_spec, split=split, data_files=data_files)
     counter = counter or TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
@@ -231,23 +248,64 @@ def analyze(
         analysis.gap = CountingGap([c.target_max_tokens for c in configs])
     stream = RowStream(dialect or partial(detect, config=config),
                        sample_percent=sample_percent, seed=seed, batch_rows=config.batch_rows)
-    run_blocking(lambda: _run(analysis, inputs, stream, counter))
+    clock = WorkClock(len(configs))
+    sample = ProbeSample(probe_requests, seed) if probe_requests else None
+    run_blocking(lambda: _run(analysis, inputs, stream, counter, clock, sample))
+    clock.records_read = stream.draws if sample_percent is not None else clock.records_kept
     for target in analysis.targets:
         target.extractive.rows_rejected = target.llm.rows_rejected = analysis.rejected
+    probed = None
+    if sample is not None:  # no row to summarize: nothing to send
+        rows = sample.rows
+        probed = run_blocking(lambda: probe(configs[0], counter, rows)) if rows \
+            else Probe(0, (), (), 0.0)
+    analysis.time = estimate_time(config, clock, [t.target for t in analysis.targets],
+                                  [t.llm.total_summarization_calls for t in analysis.targets],
+                                  probe=probed, seconds_per_call=seconds_per_call)
     return analysis
 
 
+def _check_timing(summarizer: str, probe_requests: int | None,
+                  seconds_per_call: float | None) -> None:
+    """A probe and a per-call figure only mean something for an LLM summarizer."""
+    if probe_requests is not None and probe_requests < 1:
+        raise ConfigError(f"--probe takes a number of requests, 1 or more, got {probe_requests}")
+    if seconds_per_call is not None and not seconds_per_call > 0:
+        raise ConfigError(f"--seconds-per-call must be > 0, got {seconds_per_call:g}")
+    if probe_requests is not None and seconds_per_call is not None:
+        raise ConfigError("--probe measures the seconds per call: give it or "
+                          "--seconds-per-call, not both")
+    if summarizer not in ("openai", "local") and (probe_requests or seconds_per_call):
+        flag = "--probe" if probe_requests else "--seconds-per-call"
+        why = ("the batch summarizer's requests wait for the provider's batch window"
+               if summarizer == "batch" else f"the {summarizer} summarizer makes no request")
+        raise ConfigError(f"{flag} times LLM summary requests (--summarizer openai or "
+                          f"local); {why}")
+
+
 async def _run(analysis: Analysis, inputs: list[Any], stream: RowStream,
-               counter: TokenCounter) -> None:
+               counter: TokenCounter, clock: WorkClock, sample: ProbeSample | None) -> None:
     extractive = ExtractiveSummarizer(counter.count)
-    compressors = [TrajectoryCompressor(t.config, summarizer=extractive, counter=counter)
-                   for t in analysis.targets]
+    # One timed wrapper per target: the extractive summaries' own share of the work.
+    timed = [TimedSummarizer(extractive) for _ in analysis.targets]
+    compressors = [TrajectoryCompressor(t.config, summarizer=s, counter=counter)
+                   for t, s in zip(analysis.targets, timed, strict=True)]
+    try:
+        await _walk(analysis, inputs, stream, counter, compressors, clock, sample)
+    finally:
+        clock.extractive_seconds[:] = [s.total_seconds for s in timed]
+
+
+async def _walk(analysis: Analysis, inputs: list[Any], stream: RowStream,
+                counter: TokenCounter, compressors: list[TrajectoryCompressor],
+                clock: WorkClock, sample: ProbeSample | None) -> None:
     async with AsyncExitStack() as stack:
         for compressor in compressors:
             await stack.enter_async_context(compressor)
         for source in inputs:
             dialect = stream.detect(source)
-            for batch in stream.batches(source):
+            for batch in clock.timed(stream.batches(source)):
+                start = time.perf_counter()
                 as_read = [e.turns for e in batch]
                 for entry in batch:
                     entry.distill_with(compressors[0])  # as compress would (§18)
@@ -258,6 +316,8 @@ async def _run(analysis: Analysis, inputs: list[Any], stream: RowStream,
                         analysis.reject(str(entry.record.location), entry.reject or "rejected")
                 valid = [(e.record.row, e.turns) for e in entries if e.turns is not None]
                 counted = compressors[0].rows.count([(dialect, r, t) for r, t in valid])
+                clock.count_seconds += time.perf_counter() - start
+                clock.records_kept += len(batch)
                 kept = []
                 distilled = []
                 for entry, v, c in zip(entries, valid, counted, strict=True):
@@ -275,10 +335,15 @@ async def _run(analysis: Analysis, inputs: list[Any], stream: RowStream,
                              [v for v, _ in kept], [c for _, c in kept])
                 for ((row, turns), turn_tokens), stats in zip(kept, distilled, strict=True):
                     analysis.rows += 1
+                    clock.rows += 1
                     analysis.tokens.add(sum(turn_tokens))
-                    for target, compressor in zip(analysis.targets, compressors, strict=True):
-                        target.add(*await _outcomes(compressor, row, turns, turn_tokens,
-                                                    dialect, stats))
+                    for i, (target, compressor) in enumerate(zip(analysis.targets,
+                                                                 compressors, strict=True)):
+                        exact, projected = await _outcomes(compressor, row, turns, turn_tokens,
+                                                           dialect, stats, clock, i)
+                        target.add(exact, projected)
+                        if i == 0 and sample is not None and exact.plan.action == "compress":
+                            sample.offer(ProbeRow(row, turns, exact.plan, dialect))
 
 
 def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect: Dialect,
@@ -300,14 +365,25 @@ def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect:
 
 async def _outcomes(compressor: TrajectoryCompressor, row: Row, turns: Trajectory,
                     turn_tokens: list[int], dialect: Dialect,
-                    distilled: DistillStats | None = None) -> tuple[RowResult, RowResult]:
-    """The row's result with the extractive summarizer (exact) and with an LLM (projected)."""
+                    distilled: DistillStats | None = None, clock: WorkClock | None = None,
+                    index: int = 0) -> tuple[RowResult, RowResult]:
+    """The row's result with the extractive summarizer (exact) and with an LLM (projected);
+    what compress would do of it is timed on ``clock`` (target ``index``)."""
+    start = time.perf_counter()
     plan = compressor.plan(turns, turn_tokens, dialect, distilled)
     if plan.action != "compress":
         unchanged = compressor.unchanged(row, turns, plan, dialect)
+        if clock is not None:
+            clock.plan_seconds[index] += time.perf_counter() - start
         return unchanged, unchanged
     assert plan.region is not None
+    planned = time.perf_counter()
     exact = await compressor.compress_planned(row, turns, plan, dialect)
+    jsonio.dumps(exact.row)  # compress writes it
+    if clock is not None:
+        clock.plan_seconds[index] += planned - start
+        clock.build_seconds[index] += time.perf_counter() - planned
+        clock.summarized[index] += 1
     config = compressor.config
     metrics = compressor.projected_metrics(turns, plan, config.summary_target_tokens)
     metrics.summarization_api_calls = 1

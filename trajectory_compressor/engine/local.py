@@ -139,8 +139,10 @@ class Pipeline:
     async def _run(self, fingerprints: tuple[list[dict[str, Any]], dict[str, Any]]
                    ) -> RunResult:
         resume = self._resume_point(*fingerprints)
-        total = None if self.options.sample_percent is not None else count_rows(self.inputs)
-        self.progress = Progress(quiet=self.options.quiet, total=total)
+        inputs = self.inputs
+        self.progress = Progress(quiet=self.options.quiet,
+                                 total=None if self.options.sample_percent is not None
+                                 else lambda: count_rows(inputs))
         self.compressor.summarizer.notify = lambda text: self.progress.write(f"warning: {text}")
         writer = _reopen(RunWriter, self.layout, self.config, self.progress, fingerprints,
                          self.options.strict, resume,

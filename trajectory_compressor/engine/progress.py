@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..core.metrics import AggregateMetrics, TrajectoryMetrics
@@ -16,7 +17,10 @@ class Progress:
 
     REFRESH_SECONDS = 0.25
 
-    def __init__(self, quiet: bool = False, total: int | None = None) -> None:
+    def __init__(self, quiet: bool = False,
+                 total: int | Callable[[], int | None] | None = None) -> None:
+        """``total``: the rows to expect, or what counts them (called only when the bar is
+        shown: counting a big .json array takes seconds a quiet run need not spend)."""
         self.counters = {"compressed": 0, "skipped": 0, "over_limit": 0, "failed": 0,
                          "rejected": 0, "api_calls": 0, "in_flight": 0}
         self._bar: Any = None
@@ -31,6 +35,8 @@ class Progress:
                 sized = os.get_terminal_size(sys.stderr.fileno()).columns > 0
             except OSError:
                 sized = False
+            if callable(total):
+                total = total()
             self._bar = tqdm(total=total, unit="row", file=sys.stderr, dynamic_ncols=sized,
                              ncols=None if sized else 80, nrows=None if sized else 24)
 

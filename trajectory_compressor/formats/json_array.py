@@ -7,6 +7,11 @@ array is read too (further arrays, JSON lines; anything else is a located reject
 dropped. A ``.json`` file that holds JSON lines instead (its first character is not
 ``[``) is read as JSON lines.
 
+Counting (`input_rows`, for a progress bar with a total) follows the reader's steps
+without parsing, and scans an array's bytes in windows with whole-buffer operations
+(escapes and strings dropped, then only brackets, braces and commas looked at), several
+times faster than reading (BENCHMARKS.md, "Counting a .json array").
+
 Writing produces ``[`` + one compact row per line separated by commas + ``]``, through
 an atomic file; a flush state records the byte offset and the rows so far, so a resumed
 run continues the same array.
@@ -156,10 +161,10 @@ def _value_end(data: Any, pos: int) -> int:
         pos = at + 1
 
 
-def _element_end(data: Any, pos: int) -> tuple[int, bool]:
+def _element_end(data: Any, pos: int, depth: int = 0) -> tuple[int, bool]:
     """Where the element starting at ``pos`` ends (the index of the ``,`` or ``]`` after
-    it) and whether that ends the array; ``(-1, False)`` when the file ends first."""
-    depth = 0
+    it) and whether that ends the array; ``(-1, False)`` when the file ends first.
+    ``depth``: how deep inside the element ``pos`` is (0: at its start)."""
     while True:
         match = _STRUCTURE.search(data, pos)
         if match is None:
@@ -181,6 +186,138 @@ def _element_end(data: Any, pos: int) -> tuple[int, bool]:
         elif depth == 0:  # a comma between elements
             return at, False
         pos = at + 1
+
+
+# -- counting ------------------------------------------------------------------------------
+
+# Escapes that matter to where strings end: an escaped backslash, then an escaped quote.
+# Replaced left to right they pair the backslashes of a run as JSON does (a run starts
+# where an escape can: after a character that is not a backslash).
+_ESCAPES = (b"\\\\", b'\\"')
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{},"')
+_COMMA, _CLOSE, _OPEN = ord(","), ord("]"), (ord("["), ord("{"))
+_WINDOW = 1 << 16  # the first window of an array; doubled up to `_MAX_WINDOW`
+_MAX_WINDOW = 1 << 22
+
+
+def input_rows(source: InputFile) -> int | None:
+    """How many records `read_json_array` yields for ``source`` (rows, and rejects such as
+    an empty element or a truncated array), counted without parsing, for a progress bar
+    with a total; None when the file cannot be read.
+
+    Exact for well-formed elements, whatever their strings hold (brackets, braces,
+    commas, escaped quotes), and for what follows the array (further arrays, JSON lines,
+    other lines); a backslash outside any string (not JSON) may shift it.
+    """
+    try:
+        with open(source.path, "rb") as f:
+            try:
+                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError:  # an empty file cannot be mapped
+                return 0
+    except OSError:
+        return None
+    with data:
+        return count_records(data)
+
+
+def count_records(data: Any) -> int:
+    """The records `_elements` yields for ``data``, taking the same steps."""
+    size = len(data)
+    pos = _skip_space(data, 0)
+    if pos >= size:
+        return 0
+    if data[pos:pos + 1] != b"[":
+        return 1
+    records = 0
+    while pos < size:
+        char = data[pos:pos + 1]
+        if char == b"[":
+            end, elements = _array_extent(data, pos)
+            records += elements
+            if end < 0:  # truncated or malformed: the reader stops at its error record
+                return records
+            pos = _skip_space(data, end)
+            continue
+        records += 1
+        if char == b"{":
+            end = _value_end(data, pos)
+            if end < 0:
+                return records
+        else:  # a line the reader rejects
+            end = data.find(b"\n", pos)
+            end = size if end < 0 else end
+        pos = _skip_space(data, end)
+    return records
+
+
+def _array_extent(data: Any, start: int) -> tuple[int, int]:
+    """``(offset after the closing bracket, records)`` of the array opening at ``start``;
+    the offset is -1 when the array is truncated or malformed (its records then include
+    the reader's error record)."""
+    size = len(data)
+    pos = _skip_space(data, start + 1)
+    if data[pos:pos + 1] == b"]":
+        return pos + 1, 0
+    commas = depth = 0  # commas between elements; depth inside the current element
+    width = _WINDOW
+    while pos < size:  # each window starts outside any string
+        stop = min(pos + width, size)
+        chunk = data[pos:stop]
+        text = chunk.replace(_ESCAPES[0], b"").replace(_ESCAPES[1], b"")
+        # A window that ends inside a string (or splits an escape, which only strings hold)
+        # stops before the string: the next one starts at its opening quote.
+        if text.count(b'"') % 2:
+            if stop < size:
+                cut = _open_quote(chunk)
+                if cut == 0:  # one string longer than the window
+                    width *= 2
+                    continue
+                chunk = chunk[:cut]
+            text = text[:text.rfind(b'"')]
+        # Outside strings, only brackets, braces and commas: every other piece dropped.
+        structure = b"".join(text.translate(None, _NOT_STRUCTURE).split(b'"')[::2])
+        at_start = depth
+        for char in structure:
+            if char == _COMMA:
+                if depth == 0:
+                    commas += 1
+            elif char in _OPEN:
+                depth += 1
+            elif depth:
+                depth -= 1
+            elif char == _CLOSE:  # the array closes: find where, as the reader does
+                end = _close_after(data, pos, at_start)
+                return (end + 1 if end >= 0 else -1), commas + 1
+            else:  # a brace closing the array: malformed
+                return -1, commas + 1
+        pos += len(chunk)
+        width = min(width * 2, _MAX_WINDOW)
+    return -1, commas + 1  # the file ends inside the array
+
+
+def _open_quote(chunk: bytes) -> int:
+    """The offset of the last unescaped quote of ``chunk`` (which starts outside a string
+    and ends inside one)."""
+    end = len(chunk)
+    while True:
+        at = chunk.rfind(b'"', 0, end)
+        run = at
+        while run > 0 and chunk[run - 1] == ord("\\"):
+            run -= 1
+        if (at - run) % 2 == 0:
+            return at
+        end = at
+
+
+def _close_after(data: Any, pos: int, depth: int) -> int:
+    """The offset of the bracket closing the array whose element ``pos`` lies in,
+    ``depth`` deep."""
+    while True:
+        end, closing = _element_end(data, pos, depth)
+        if closing or end < 0:
+            return end
+        pos, depth = end + 1, 0
 
 
 class JsonArraySink:

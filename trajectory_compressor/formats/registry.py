@@ -57,7 +57,7 @@ CONTAINERS: dict[str, Container] = {c.name: c for c in (
               rows=_lazy("jsonl", "input_rows"), open_sink=_lazy("jsonl", "open_sink")),
     # A JSON array of rows; a .json file holding JSON lines is read as jsonl (file_format).
     Container("json", (".json",), ".json", _lazy("json_array", "read_json_array"),
-              open_sink=_lazy("json_array", "open_sink")),
+              rows=_lazy("json_array", "input_rows"), open_sink=_lazy("json_array", "open_sink")),
     Container("parquet", (".parquet",), ".parquet", _lazy("parquet", "read_parquet"),
               rows=_lazy("parquet", "input_rows"), schema=_lazy("parquet", "input_schema"),
               open_sink=_lazy("parquet", "open_sink")),
