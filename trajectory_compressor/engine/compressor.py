@@ -60,7 +60,8 @@ class RowResult:
             return self.metrics.error
         if not self.metrics.still_over_limit:
             return ""
-        if self.metrics.low_fidelity and not self.metrics.was_compressed:
+        if (self.metrics.low_fidelity and not self.metrics.was_compressed
+                and self.plan.reason != reasons.HEAD_ALONE.text):
             return reasons.LOW_FIDELITY.text
         return self.plan.reason or SUMMARY_OVERRAN
 
