@@ -18,19 +18,19 @@ from typing import Any
 
 from ..core.config import CompressionConfig
 from ..core.conversation import Row, Trajectory
-from ..core.distill_row import DistillStats
 from ..core.extractive import ExtractiveSummarizer
 from ..core.metrics import AggregateMetrics, Distribution, nice_edges
-from ..core.summary import SummaryRequest, render_turns
 from ..counting.tokens import TokenCounter
 from ..dialects import detect
-from ..dialects.base import Dialect
+from ..dialects.base import Dialect, row_id
 from ..formats.registry import discover_inputs
 from ..summarizers import resolve_summarizer
 from .blocking import run_blocking
 from .compressor import RowResult, TrajectoryCompressor
 from .count import RowCounter, gap_counter
 from .distill_preview import DistillPreview
+from .projection import CountedRow, outcomes
+from .remedies import OverRows, WhatWouldFix, find_fixes
 from .stream import RowStream
 
 HISTOGRAM_BINS = 10
@@ -62,6 +62,9 @@ class TargetAnalysis:
     llm: AggregateMetrics = field(default_factory=AggregateMetrics)
     extractive_reasons: Counter[str] = field(default_factory=Counter)
     llm_reasons: Counter[str] = field(default_factory=Counter)
+    # The rows the configured summarizer leaves over the limit, and what would fix them.
+    over: OverRows = field(default_factory=OverRows)
+    fixes: WhatWouldFix | None = None
 
     @property
     def target(self) -> int:
@@ -82,14 +85,18 @@ class TargetAnalysis:
         """Why rows stay over the limit, for the configured summarizer."""
         return self.extractive_reasons if self.exact else self.llm_reasons
 
-    def add(self, extractive: RowResult, llm: RowResult) -> None:
-        """Fold one row's two outcomes into the totals."""
+    def add(self, extractive: RowResult, llm: RowResult, row: CountedRow | None = None,
+            location: str = "", row_id: Any = None) -> None:
+        """Fold one row's two outcomes into the totals; keep ``row`` for the remedies
+        when the configured summarizer leaves it over the limit."""
         for result, metrics, reasons in ((extractive, self.extractive, self.extractive_reasons),
                                          (llm, self.llm, self.llm_reasons)):
             why = result.why
             metrics.add(result.metrics, why.code if why is not None else None)
             if result.metrics.still_over_limit:  # by code, as in the metrics file
                 reasons[why.code if why is not None else result.reason] += 1
+        if row is not None:
+            self.over.add(extractive if self.exact else llm, row, location, row_id)
 
     def to_dict(self, prices: Prices | None) -> dict[str, Any]:
         """This target's figures for ``--json``."""
@@ -101,6 +108,7 @@ class TargetAnalysis:
             "exact": self.exact,
             "metrics": {k: v for k, v in self.metrics.to_dict().items() if k != "processing"},
             "over_limit_reasons": dict(self.reasons),
+            "remedies": None if self.fixes is None else self.fixes.to_dict(),
             "extractive": {
                 "trajectories_compressed": self.extractive.trajectories_compressed,
                 "trajectories_still_over_limit": self.extractive.trajectories_still_over_limit,
@@ -260,12 +268,14 @@ async def _run(analysis: Analysis, inputs: list[Any], stream: RowStream,
                 counted = compressors[0].rows.count([(dialect, r, t) for r, t in valid])
                 kept = []
                 distilled = []
+                kept_entries = []
                 for entry, v, c in zip(entries, valid, counted, strict=True):
                     if isinstance(c, str):
                         analysis.reject(str(entry.record.location), c)
                     else:
                         kept.append((v, c))
                         distilled.append(entry.distill)
+                        kept_entries.append(entry)
                         if analysis.distill is not None:
                             saved = entry.distill.saved if entry.distill is not None else 0
                             analysis.distill.add(read_turns[id(entry)] or [], sum(c) + saved,
@@ -273,12 +283,16 @@ async def _run(analysis: Analysis, inputs: list[Any], stream: RowStream,
                 if analysis.gap is not None:
                     _add_gap(analysis.gap, compressors[0].rows, counter, dialect,
                              [v for v, _ in kept], [c for _, c in kept])
-                for ((row, turns), turn_tokens), stats in zip(kept, distilled, strict=True):
+                for ((row, turns), turn_tokens), stats, entry in zip(kept, distilled, kept_entries,
+                                                                     strict=True):
+                    one = CountedRow(row, turns, turn_tokens, dialect, stats)
                     analysis.rows += 1
-                    analysis.tokens.add(sum(turn_tokens))
+                    analysis.tokens.add(one.total)
                     for target, compressor in zip(analysis.targets, compressors, strict=True):
-                        target.add(*await _outcomes(compressor, row, turns, turn_tokens,
-                                                    dialect, stats))
+                        target.add(*await outcomes(compressor, one), one,
+                                   str(entry.record.location), row_id(row))
+        for target, compressor in zip(analysis.targets, compressors, strict=True):
+            target.fixes = await find_fixes(compressor, target.over, exact=target.exact)
 
 
 def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect: Dialect,
@@ -296,25 +310,3 @@ def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect:
             return
     for turns_total, template_total in zip(turns_totals, template_totals, strict=True):
         gap.add(turns_total, template_total)
-
-
-async def _outcomes(compressor: TrajectoryCompressor, row: Row, turns: Trajectory,
-                    turn_tokens: list[int], dialect: Dialect,
-                    distilled: DistillStats | None = None) -> tuple[RowResult, RowResult]:
-    """The row's result with the extractive summarizer (exact) and with an LLM (projected)."""
-    plan = compressor.plan(turns, turn_tokens, dialect, distilled)
-    if plan.action != "compress":
-        unchanged = compressor.unchanged(row, turns, plan, dialect)
-        return unchanged, unchanged
-    assert plan.region is not None
-    exact = await compressor.compress_planned(row, turns, plan, dialect)
-    config = compressor.config
-    metrics = compressor.projected_metrics(turns, plan, config.summary_target_tokens)
-    metrics.summarization_api_calls = 1
-    metrics.summary_source = "llm"
-    request = SummaryRequest(turns[plan.region.start:plan.region.end], plan.region.start,
-                             config.summary_target_tokens)
-    metrics.prompt_tokens = min(compressor.counter.count(render_turns(request)),
-                                config.max_input_tokens)
-    metrics.completion_tokens = config.summary_target_tokens
-    return exact, RowResult(row, metrics, plan, changed=True, turns=exact.turns)

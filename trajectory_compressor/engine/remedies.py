@@ -1,0 +1,200 @@
+"""What would fix the rows still over the limit (issue 25): each re-planned under the
+documented remedies (`core.remedies`) by the `TrajectoryCompressor` that `compress` runs.
+
+With the extractive summarizer a row under a remedy is compressed for real (summary,
+notice, second pass), so "it fits" is what `compress --summarizer extractive` with that
+flag would do; for an LLM backend the summary is projected at ``summary_target_tokens``
+(`projection`). A row is re-planned once per distinct plan, not once per question: most
+remedies leave most rows' plans as they were.
+
+The work is bounded: at most `MAX_ROWS` rows are examined (the first ones over the limit,
+in input order), and a combination holds at most `core.remedies.MAX_COMBINATION`
+families; the result says when either bound was reached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import reasons
+from ..core.plan import Region
+from ..core.remedies import (
+    Entry,
+    Fixes,
+    Question,
+    head_alone_over,
+    ladders,
+    search,
+    with_remedies,
+)
+from .compressor import RowResult, TrajectoryCompressor
+from .projection import CountedRow, outcome
+
+MAX_ROWS = 100
+
+
+@dataclass
+class OverRow:
+    """One row still over the limit, as the remedies re-plan it."""
+
+    location: str
+    id: Any
+    code: str  # why it is over (`core.reasons`)
+    tokens_after: int  # as the settings leave it
+    counted: CountedRow
+
+    @property
+    def head_alone(self) -> bool:
+        return self.code == reasons.HEAD_ALONE.code
+
+
+@dataclass
+class OverRows:
+    """The rows a pass found still over the limit: counted all, the first `MAX_ROWS`
+    kept for the remedies. Failed rows are counted apart: no remedy is about them."""
+
+    limit: int = MAX_ROWS
+    over: int = 0
+    failed: int = 0
+    rows: list[OverRow] = field(default_factory=list)
+    # Rows over the limit that could not be re-planned, with why (`report`: an input gone).
+    not_examined: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, result: RowResult, counted: CountedRow, location: str, row_id: Any) -> None:
+        """Keep ``counted`` when ``result`` (its outcome) leaves it over the limit."""
+        metrics = result.metrics
+        if not metrics.still_over_limit:
+            return
+        if metrics.failed:
+            self.failed += 1
+            return
+        why = result.why
+        self.keep(OverRow(location, row_id, why.code if why is not None else "",
+                          metrics.compressed_tokens, counted))
+
+    def keep(self, row: OverRow) -> None:
+        self.over += 1
+        if len(self.rows) < self.limit:
+            self.rows.append(row)
+
+    def cannot_examine(self, location: str, why: str) -> None:
+        self.over += 1
+        self.not_examined.append((location, why))
+
+
+@dataclass
+class WhatWouldFix:
+    """The remedies for the rows still over the limit under one set of settings."""
+
+    over: OverRows
+    fixes: Fixes
+    exact: bool  # extractive summaries built; else projected at `summary_target`
+    summary_target: int
+    target: int
+
+    @property
+    def examined(self) -> int:
+        return len(self.over.rows)
+
+    @property
+    def capped_rows(self) -> bool:
+        return self.examined < self.over.over - len(self.over.not_examined)
+
+    @property
+    def head_alone(self) -> int:
+        """Examined rows whose protected head alone is over the target."""
+        return sum(r.head_alone for r in self.over.rows)
+
+    def fixed_by(self, index: int) -> list[Entry]:
+        """The remedies that bring examined row ``index`` under on their own."""
+        return [e for e in self.fixes.alone if index in e.fixed]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The table for ``--json``: each remedy alone, the best combination, the rows."""
+
+        def entry(e: Entry | None) -> dict[str, Any] | None:
+            if e is None:
+                return None
+            return {"flags": e.command, "families": [r.family for r in e.remedies],
+                    "rows_under": e.count}
+
+        fixes = self.fixes
+        return {
+            "rows_over": self.over.over,
+            "rows_examined": self.examined,
+            "max_rows": self.over.limit,
+            "rows_failed": self.over.failed,
+            "exact": self.exact,
+            "summary_target_tokens": self.summary_target,
+            "target_max_tokens": self.target,
+            "protected_head_alone_over_target": self.head_alone,
+            "alone": [entry(e) for e in fixes.alone],
+            "best": entry(fixes.best),
+            "max_combination": fixes.searched,
+            "together": entry(fixes.together),
+            "rows": [{"location": r.location, "id": r.id, "reason": r.code,
+                      "tokens_after": r.tokens_after,
+                      "fixed_by": [e.command for e in self.fixed_by(i)]}
+                     for i, r in enumerate(self.over.rows)],
+            "not_examined": [{"location": where, "why": why}
+                             for where, why in self.over.not_examined],
+        }
+
+
+async def find_fixes(compressor: TrajectoryCompressor, over: OverRows, *,
+                         exact: bool) -> WhatWouldFix:
+    """Search the remedies for ``over``'s rows under ``compressor``'s settings;
+    ``compressor`` holds the extractive summarizer (used when ``exact``)."""
+    config = compressor.config
+    rows = over.rows
+    rungs = ladders(config, [r.tokens_after for r in rows], [r.counted.total for r in rows])
+    replan = _Replan(compressor, rows, exact)
+    running = search(len(rows), rungs)
+    try:
+        question = next(running)
+        while True:
+            question = running.send(await replan.fits(question))
+    except StopIteration as done:
+        fixes = done.value
+    return WhatWouldFix(over, fixes, exact, config.summary_target_tokens,
+                        config.target_max_tokens)
+
+
+# What decides a row's outcome besides the row: its plan's middle and region, and the
+# settings the summary, the count and the second pass read.
+_Key = tuple[Region, Region | None, int, int, str]
+
+
+class _Replan:
+    """Answers the search: which rows settings with some remedies bring under."""
+
+    def __init__(self, compressor: TrajectoryCompressor, rows: list[OverRow],
+                 exact: bool) -> None:
+        self.base = compressor
+        self.rows = rows
+        self.exact = exact
+        self.known: list[dict[_Key, bool]] = [{} for _ in rows]
+
+    async def fits(self, remedies: Question) -> frozenset[int]:
+        compressor = self.base.with_config(with_remedies(self.base.config, remedies))
+        fixed = set()
+        for i, row in enumerate(self.rows):
+            if await self._fits(compressor, i, row.counted):
+                fixed.add(i)
+        return frozenset(fixed)
+
+    async def _fits(self, compressor: TrajectoryCompressor, i: int, row: CountedRow) -> bool:
+        config = compressor.config
+        if row.total <= config.target_max_tokens:
+            return True  # skipped, as it is
+        if head_alone_over([t["from"] for t in row.turns], row.turn_tokens, config):
+            return False  # whatever happens to the rest, the head alone is over
+        plan = compressor.plan(row.turns, row.turn_tokens, row.dialect, row.distilled)
+        key = (plan.middle, plan.region, config.target_max_tokens,
+               config.summary_target_tokens, config.over_limit_strategy)
+        known = self.known[i]
+        if key not in known:
+            result = await outcome(compressor, row, exact=self.exact, plan=plan)
+            known[key] = not result.metrics.still_over_limit
+        return known[key]
