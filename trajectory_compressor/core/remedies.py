@@ -234,7 +234,9 @@ def _mildest(ladder: list[Remedy], ask: Ask) -> Generator[Question, frozenset[in
             else:
                 low = mid + 1
     most = max(len(found) for found in results.values())
-    i = min(i for i, found in results.items() if len(found) == most)
+    # None helps: the strongest rung says so best ("even --protect-last-n-turns 0").
+    i = (min(i for i, found in results.items() if len(found) == most) if most
+         else len(ladder) - 1)
     return Entry((ladder[i],), results[i])
 
 

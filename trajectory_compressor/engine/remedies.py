@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import reasons
-from ..core.plan import Region
+from ..core.elide import eligible_turns
+from ..core.plan import Plan, Region
 from ..core.remedies import (
     Entry,
     Fixes,
@@ -163,7 +164,7 @@ async def find_fixes(compressor: TrajectoryCompressor, over: OverRows, *,
 
 # What decides a row's outcome besides the row: its plan's middle and region, and the
 # settings the summary, the count and the second pass read.
-_Key = tuple[Region, Region | None, int, int, str]
+_Key = tuple[Region | None, Region | None, int, int, bool]
 
 
 class _Replan:
@@ -191,10 +192,28 @@ class _Replan:
         if head_alone_over([t["from"] for t in row.turns], row.turn_tokens, config):
             return False  # whatever happens to the rest, the head alone is over
         plan = compressor.plan(row.turns, row.turn_tokens, row.dialect, row.distilled)
-        key = (plan.middle, plan.region, config.target_max_tokens,
-               config.summary_target_tokens, config.over_limit_strategy)
+        elide = config.over_limit_strategy == "elide_tool_outputs"
+        if _cannot_fit(row, plan, config.target_max_tokens, elide):
+            return False
+        # Without the second pass the middle matters only through the region.
+        key = (plan.middle if elide else None, plan.region, config.target_max_tokens,
+               config.summary_target_tokens, elide)
         known = self.known[i]
         if key not in known:
             result = await outcome(compressor, row, exact=self.exact, plan=plan)
             known[key] = not result.metrics.still_over_limit
         return known[key]
+
+
+def _cannot_fit(row: CountedRow, plan: Plan, target: int, elide: bool) -> bool:
+    """True when the row stays over ``target`` under ``plan`` whatever its summary: even
+    with the region gone and nothing in its place (and, with the second pass, every tool
+    output it may cut gone too). Counted with the row's own per-turn counts, which in
+    either counting mode is what removing those turns takes off."""
+    left = row.total - plan.region_tokens if plan.region is not None else row.total
+    if elide:
+        roles = [t["from"] for t in row.turns]
+        region = plan.region or Region(0, 0)
+        left -= sum(row.turn_tokens[i] for i in eligible_turns(roles, plan.middle)
+                    if not region.start <= i < region.end)
+    return left > target
