@@ -172,12 +172,15 @@ def _failed_in_output(output: Path) -> Iterator[FlaggedRow]:
                              code=code_of(str(metrics["error"]), True))
 
 
-def find_fixes(report: RunReport, config: CompressionConfig) -> WhatWouldFix | None:
+def find_fixes(report: RunReport, config: CompressionConfig,
+               counter: TokenCounter | None = None) -> WhatWouldFix | None:
     """What would fix the run's rows still over the limit (`engine.run_fixes`), re-planned
-    under ``config``; None when no row is over the limit (failed rows aside)."""
+    under ``config`` (counted with ``counter``, or the config's tokenizer); None when no
+    row is over the limit (failed rows aside)."""
     if not any(r.metrics.still_over_limit and not r.failed for r in report.rows):
         return None
-    counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
+    if counter is None:
+        counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     flagged = [Flagged(r.location, r.id, r.code, r.metrics_dict, r.row)
                for r in sorted(report.rows, key=lambda r: r.order)]
     return run_fixes(report.output, flagged, config, recorded_inputs(report.metrics),

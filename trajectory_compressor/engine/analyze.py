@@ -292,7 +292,8 @@ async def _run(analysis: Analysis, inputs: list[Any], stream: RowStream,
                         target.add(*await outcomes(compressor, one), one,
                                    str(entry.record.location), row_id(row))
         for target, compressor in zip(analysis.targets, compressors, strict=True):
-            target.fixes = await find_fixes(compressor, target.over, exact=target.exact)
+            if target.over.over:
+                target.fixes = await find_fixes(compressor, target.over, exact=target.exact)
 
 
 def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect: Dialect,
