@@ -23,6 +23,7 @@ from trajectory_compressor.core.remedies import (
     Remedy,
     head_alone_over,
     ladders,
+    shrinking_head,
     what_would_fix,
     with_remedies,
 )
@@ -76,6 +77,26 @@ def test_the_head_alone_over_the_target():
     # The first tool turn unprotected: the head is 0-2, 90 tokens.
     assert not head_alone_over(roles, [40, 30, 20, 11, 1, 1, 1, 1],
                                config.replace(protect_first_tool=False))
+
+
+def test_only_what_shrinks_the_head_can_help_a_row_whose_head_alone_is_over():
+    roles = ["system", "human", "gpt", "tool", "gpt", "tool", "gpt", "tool"]
+    config = CompressionConfig(target_max_tokens=100, summary_target_tokens=10)
+    tokens = [40, 30, 20, 11, 1, 1, 1, 1]  # head 0-3: 101
+    rungs = ladders(config, [104], [104])
+    # The first system, human or gpt turn unprotected: the head still ends at turn 3. The
+    # last turns protected (4-7) are all in the tail. The summary and the second pass
+    # never touch the head.
+    assert flags(shrinking_head(roles, tokens, config, rungs)) == [
+        "--no-protect-first-tool", "--target-max-tokens 104"]
+    # Six turns, the first gpt turn not protected: the last four (2-5) reach into the head
+    # (indices below 6 // 2), so turn 2 is protected as one of them; with three, it is not.
+    short = ["system", "human", "gpt", "human", "gpt", "human"]
+    config = config.replace(protect_first_gpt=False)
+    assert head_alone_over(short, [30, 30, 50, 1, 1, 1], config)
+    assert flags(shrinking_head(short, [30, 30, 50, 1, 1, 1], config,
+                                ladders(config, [113]))) == [
+        "--protect-last-n-turns 3", "--target-max-tokens 113"]
 
 
 def oracle(question: tuple[Remedy, ...]) -> frozenset[int]:
@@ -165,10 +186,9 @@ FIXED_BY = {"tail": ["--protect-last-n-turns 2"], "head": [],
                       "--summary-target-tokens 100"]}
 
 
-@pytest.fixture(scope="module")
-def settings(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("hand")
-    return CompressionConfig.from_yaml(hand.write_settings(folder))
+@pytest.fixture
+def settings(tmp_path):
+    return CompressionConfig.from_yaml(hand.write_settings(tmp_path))
 
 
 def test_the_hand_counts_hold(counter):
@@ -193,6 +213,14 @@ def check_table(data: dict, over: int = 3) -> None:
     fixed_by = {r["id"]: [f for f in r["fixed_by"] if not f.startswith("--target")]
                 for r in data["rows"]}
     assert fixed_by == FIXED_BY
+    # The head row: only un-protecting its first tool turn shrinks its head (1,073) under
+    # the target (to 425: the system, human and first assistant turns), or a target of
+    # at least 1,073. Not the summary, the second pass or fewer last turns.
+    helping = {r["id"]: r.get("only_these_can_help") for r in data["rows"]}
+    assert helping["tail"] is None and helping["elide"] is None
+    first, larger = helping["head"]
+    assert first == "--no-protect-first-tool"
+    assert larger.startswith("--target-max-tokens ") and int(larger.split()[-1]) >= 1073
     assert [r["reason"] for r in data["rows"]] == [
         "protected_tail_over_target", "protected_head_alone_over_target", "region_too_small"]
 
@@ -211,8 +239,11 @@ def test_analyze_proposes_what_compress_then_does(dialect, container, tmp_path, 
     assert [r["id"] for r in data["rows"]] == list(hand.OVER)
     text = "\n".join(fix_lines(t.fixes))
     assert "  --protect-last-n-turns 2" in text and "2 of 3" in text
-    assert "    " + BEST.replace(" --over-limit-strategy", "\n      --over-limit-strategy") \
-        in text or BEST in text.replace("\n     ", "")
+    words = " ".join(text.split())
+    assert BEST in words
+    assert ("1 of them: the protected head alone is over the target; only "
+            "--no-protect-first-tool or a larger target can help") in words
+    assert "--summary-target-tokens 100 1 of 3" in words
     for line in text.splitlines():
         assert display_width(line) <= 80, line
     # What compress then does: each proposal, run for real.
@@ -259,3 +290,86 @@ def test_analyze_proposes_what_compress_then_does(dialect, container, tmp_path, 
     assert again["not_examined"] == []
     check_table(again)
     assert again["alone"] == data["alone"] and again["best"] == data["best"]
+
+
+# --- analyze's prediction against compress, on realistic corpora ----------------------------
+
+SAMPLES = [("trajectories.jsonl", 20), ("trajectories.parquet", 20),
+           ("openai_messages.jsonl", None), ("llamafactory_sharegpt.json", None),
+           ("llamafactory_messages.jsonl", None)]
+
+
+def generated_with_parallel_calls(path):
+    """Generated Hermes rows whose calls are often answered by two tool turns, so that the
+    protected tail can start on a tool turn and the middle's outputs outlast the summary."""
+    from tests.fixtures_runs import generated_rows, write_jsonl
+
+    return write_jsonl(path, generated_rows(3, 25) + generated_rows(4, 25))
+
+
+@pytest.mark.parametrize(("name", "sample"),
+                         [pytest.param(n, s, id=n) for n, s in SAMPLES]
+                         + [pytest.param("generated", None, id="generated")])
+def test_analyze_predicts_what_compress_leaves_over_with_and_without_the_second_pass(
+        name, sample, tmp_path, counter):
+    from tests.cli_helpers import ROOT
+    from trajectory_compressor.engine.local import RunOptions
+
+    if name == "generated":
+        src = generated_with_parallel_calls(tmp_path / "gen.jsonl")
+        base = CompressionConfig(summarizer="extractive", target_max_tokens=600,
+                                 summary_target_tokens=120)
+    else:
+        src = ROOT / "data_samples" / name
+        base = CompressionConfig(summarizer="extractive", target_max_tokens=4000,
+                                 summary_target_tokens=200)
+    options = RunOptions(sample_percent=sample, quiet=True)
+    elided = checked = 0
+    for strategy in ("keep", "elide_tool_outputs"):
+        config = base.replace(over_limit_strategy=strategy)
+        (t,) = analyze(str(src), config, counter=counter, sample_percent=sample).targets
+        out = tmp_path / f"{strategy}_{src.name}"
+        run = compress_run(src, out, config, counter, options=options, detect=True)
+        m = run.metrics
+        assert t.metrics.trajectories_still_over_limit == m.trajectories_still_over_limit
+        assert t.metrics.rows_elided == m.rows_elided
+        assert dict(t.reasons) == m.reasons
+        elided += m.rows_elided
+        if t.fixes is None or t.fixes.fixes.best is None:
+            continue
+        # The best combination, run for real, leaves over exactly the rows it does not
+        # bring under.
+        best = t.fixes.fixes.best
+        fixed = with_remedies(config, best.remedies)
+        again = compress_run(src, tmp_path / f"best_{strategy}_{src.name}", fixed, counter,
+                             options=options, detect=True)
+        assert again.metrics.trajectories_still_over_limit == \
+            m.trajectories_still_over_limit - best.count, best.command
+        checked += 1
+    assert checked, "some rows must stay over, and some remedy bring some under"
+    if name == "generated":
+        assert elided, "the corpus must make the second pass matter"
+
+
+def test_the_projection_for_an_llm_applies_the_second_pass_too(tmp_path, counter, settings):
+    # Projected summaries are exactly 200 tokens. With the first tool turn unprotected and
+    # the second pass: "head" is 1,473 - 250 + 200 = 1,423, over by 423, and its 648-token
+    # turn 3 can give them; "elide" gets no summary and its turn 5 gives 53; "tail" keeps
+    # 1,575 - 450 + 200 = 1,325 and its only tool output outside the region (turn 3, 50
+    # tokens) is too short to cut.
+    src = hand.write_corpus(tmp_path, "hermes", "jsonl")
+    config = settings.replace(summarizer="openai", protect_first_tool=False,
+                              over_limit_strategy="elide_tool_outputs")
+    (t,) = analyze(str(src), config, counter=counter).targets
+    assert not t.exact
+    assert (t.llm.trajectories_still_over_limit, t.llm.rows_elided) == (1, 2)
+    assert t.llm.reasons == {"protected_tail_over_target": 1}
+    (kept,) = analyze(str(src), config.replace(over_limit_strategy="keep"),
+                      counter=counter).targets
+    assert (kept.llm.trajectories_still_over_limit, kept.llm.rows_elided) == (3, 0)
+    # The remedies then project too: the tail row needs at most two of its last turns
+    # protected (region 4-10: 1,575 - 925 + 200 = 850).
+    assert t.fixes is not None and not t.fixes.exact
+    assert t.fixes.fixes.best is not None
+    assert t.fixes.fixes.best.command == "--protect-last-n-turns 2"
+    assert t.fixes.fixes.best.count == 1

@@ -57,11 +57,16 @@ def fix_lines(w: WhatWouldFix, target_label: bool = False) -> list[str]:
         lines.append("  no change within the target brings any of them under")
     if w.head_alone:
         lines += _wrapped(f"{num(w.head_alone)} of them: the protected head alone is over "
-                          "the target; only a first turn left unprotected or a larger "
-                          "target can help those", "  ", "    ")
+                          f"the target; only {head_help(w)} can help", "  ", "    ")
     return lines
 
 
 def _wrapped(text: str, first: str, rest: str) -> list[str]:
     return textwrap.wrap(text, 80, initial_indent=first, subsequent_indent=rest,
                          break_on_hyphens=False, break_long_words=False)
+
+
+def head_help(w: WhatWouldFix) -> str:
+    """``--no-protect-first-tool or a larger target``: what can help the rows whose head
+    alone is over the target."""
+    return " or ".join([*w.head_remedies(), "a larger target"])

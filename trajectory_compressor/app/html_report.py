@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .fixes import head_help
 from .html_assets import CSS, JS
 from .report_data import Histogram, ReportData, ShownRow
 
@@ -421,8 +422,7 @@ def _fixes(data: ReportData) -> str:
     notes = []
     if w.head_alone:
         notes.append(f"{w.head_alone:,} of them: the protected head alone is over the "
-                     "target; only a first turn left unprotected or a larger target can "
-                     "help those.")
+                     f"target; only {head_help(w)} can help.")
     notes += [f"not examined: {where}: {why}" for where, why in w.over.not_examined[:5]]
     parts += [f'<div class="note">{esc(n)}</div>' for n in notes]
     parts.append("</section>")

@@ -111,6 +111,21 @@ def head_alone_over(roles: Sequence[str], turn_tokens: Sequence[int],
     return sum(turn_tokens[:middle.start]) > config.target_max_tokens
 
 
+def shrinking_head(roles: Sequence[str], turn_tokens: Sequence[int], config: CompressionConfig,
+                   rungs: dict[str, list[Remedy]]) -> list[Remedy]:
+    """For a row whose protected head alone is over the target: of each family, the
+    mildest rung under which it no longer is (a first turn left unprotected, fewer last
+    turns when they reach into the head, a larger target). Only these can help the row;
+    a smaller summary or the second pass never can."""
+    found = []
+    for family in FAMILIES:
+        for rung in rungs.get(family, ()):
+            if not head_alone_over(roles, turn_tokens, rung.apply(config)):
+                found.append(rung)
+                break
+    return found
+
+
 @dataclass(frozen=True)
 class Entry:
     """Remedies taken together and the examined rows (by index) they bring under."""

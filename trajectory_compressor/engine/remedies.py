@@ -17,16 +17,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import reasons
 from ..core.elide import eligible_turns
 from ..core.plan import Plan, Region
 from ..core.remedies import (
     Entry,
     Fixes,
     Question,
+    Remedy,
     head_alone_over,
     ladders,
     search,
+    shrinking_head,
     with_remedies,
 )
 from .compressor import RowResult, TrajectoryCompressor
@@ -44,10 +45,6 @@ class OverRow:
     code: str  # why it is over (`core.reasons`)
     tokens_after: int  # as the settings leave it
     counted: CountedRow
-
-    @property
-    def head_alone(self) -> bool:
-        return self.code == reasons.HEAD_ALONE.code
 
 
 @dataclass
@@ -93,6 +90,9 @@ class WhatWouldFix:
     exact: bool  # extractive summaries built; else projected at `summary_target`
     summary_target: int
     target: int
+    # For each examined row whose protected head alone is over the target (by index):
+    # the only remedies that can help it (`core.remedies.shrinking_head`).
+    head_help: dict[int, list[Remedy]] = field(default_factory=dict)
 
     @property
     def examined(self) -> int:
@@ -105,7 +105,15 @@ class WhatWouldFix:
     @property
     def head_alone(self) -> int:
         """Examined rows whose protected head alone is over the target."""
-        return sum(r.head_alone for r in self.over.rows)
+        return len(self.head_help)
+
+    def head_remedies(self) -> list[str]:
+        """The flags that can help some row whose head alone is over the target (the
+        larger target aside), in the table's order."""
+        flags: dict[str, None] = {}
+        for remedies in self.head_help.values():
+            flags.update((r.command, None) for r in remedies if r.family != "target")
+        return list(flags)
 
     def fixed_by(self, index: int) -> list[Entry]:
         """The remedies that bring examined row ``index`` under on their own."""
@@ -136,7 +144,9 @@ class WhatWouldFix:
             "together": entry(fixes.together),
             "rows": [{"location": r.location, "id": r.id, "reason": r.code,
                       "tokens_after": r.tokens_after,
-                      "fixed_by": [e.command for e in self.fixed_by(i)]}
+                      "fixed_by": [e.command for e in self.fixed_by(i)],
+                      **({"only_these_can_help": [h.command for h in self.head_help[i]]}
+                         if i in self.head_help else {})}
                      for i, r in enumerate(self.over.rows)],
             "not_examined": [{"location": where, "why": why}
                              for where, why in self.over.not_examined],
@@ -158,8 +168,13 @@ async def find_fixes(compressor: TrajectoryCompressor, over: OverRows, *,
             question = running.send(await replan.fits(question))
     except StopIteration as done:
         fixes = done.value
+    head_help = {i: shrinking_head([t["from"] for t in r.counted.turns],
+                                   r.counted.turn_tokens, config, rungs)
+                 for i, r in enumerate(rows)
+                 if head_alone_over([t["from"] for t in r.counted.turns],
+                                    r.counted.turn_tokens, config)}
     return WhatWouldFix(over, fixes, exact, config.summary_target_tokens,
-                        config.target_max_tokens)
+                        config.target_max_tokens, head_help)
 
 
 # What decides a row's outcome besides the row: its plan's middle and region, and the

@@ -1,0 +1,188 @@
+"""'What would fix it' through the commands a person runs (issue 25): `analyze
+--over-limit-strategy`, then `compress`, then `report` as text, `--json`, `--html` and the
+page in Chromium, on the rows of `remedy_rows` (their outcomes worked out by hand there)
+in every dialect and container.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests import remedy_rows as hand
+from tests.cli_helpers import invoke_cli
+from tests.test_html_report import (
+    assert_loads_nothing,
+    browser,  # noqa: F401 - the fixture
+    open_page,
+)
+from tests.test_remedies import BEST, check_table
+from trajectory_compressor.app.textfmt import display_width
+from trajectory_compressor.engine.layout import finished_layout
+
+CORPORA = [pytest.param(d, c, id=f"{d}-{c}") for d, c in hand.CORPORA]
+
+
+def compressed(tmp_path, dialect: str, container: str, *extra: str):
+    """The corpus compressed with the hand settings: (settings file, input, output)."""
+    settings = hand.write_settings(tmp_path)
+    src = hand.write_corpus(tmp_path, dialect, container)
+    out = tmp_path / f"out.{container}"
+    run = invoke_cli("compress", str(src), "-o", str(out), "--config", str(settings),
+                     "--quiet", "--no-cache", *extra)
+    assert run.returncode == 0, run.stderr
+    return settings, src, out
+
+
+@pytest.mark.parametrize(("dialect", "container"), CORPORA)
+def test_analyze_previews_the_second_pass_and_what_would_fix_the_rest(dialect, container,
+                                                                      tmp_path):
+    settings = hand.write_settings(tmp_path)
+    src = hand.write_corpus(tmp_path, dialect, container)
+    run = invoke_cli("analyze", str(src), "--config", str(settings), "--json", "-")
+    assert run.returncode == 0, run.stderr
+    [target] = json.loads(run.stdout)["targets"]
+    assert target["metrics"]["summary"]["trajectories_still_over_limit"] == 3
+    check_table(target["remedies"])
+    # With the second pass the "elide" row fits (its 153-token output gives 53); the two
+    # others need what the second pass cannot do.
+    run = invoke_cli("analyze", str(src), "--config", str(settings), "--json", "-",
+                     "--over-limit-strategy", "elide_tool_outputs")
+    assert run.returncode == 0, run.stderr
+    [target] = json.loads(run.stdout)["targets"]
+    metrics = target["metrics"]
+    assert metrics["summary"]["trajectories_still_over_limit"] == 2
+    assert metrics["over_limit"]["rows_elided"] == 1
+    assert target["remedies"]["best"]["flags"] == ("--protect-last-n-turns 2 "
+                                                   "--no-protect-first-tool")
+    # The text: the table, within 80 columns.
+    run = invoke_cli("analyze", str(src), "--config", str(settings))
+    assert run.returncode == 0, run.stderr
+    text = run.stdout[run.stdout.index("What would fix it"):]
+    assert text.startswith("What would fix it: 3 rows still over the limit\n")
+    assert BEST in " ".join(text.split())
+    for line in run.stdout.splitlines():
+        assert display_width(line) <= 80, line
+
+
+def test_analyze_refuses_an_unknown_strategy(tmp_path):
+    src = hand.write_corpus(tmp_path, "hermes", "jsonl")
+    run = invoke_cli("analyze", str(src), "--over-limit-strategy", "shorten")
+    assert run.returncode == 2
+    assert "over_limit_strategy must be one of keep, elide_tool_outputs" in run.stderr
+
+
+@pytest.mark.parametrize(("dialect", "container"), CORPORA)
+def test_report_prints_the_table_in_text_json_and_html(dialect, container, tmp_path):
+    settings, _src, out = compressed(tmp_path, dialect, container)
+    run = invoke_cli("report", str(out), "--config", str(settings), "--json")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    check_table(data["remedies"])
+    assert data["remedies"]["not_examined"] == []
+    run = invoke_cli("report", str(out), "--config", str(settings))
+    assert run.returncode == 0, run.stderr
+    assert "What would fix it: 3 rows still over the limit" in run.stdout
+    assert BEST in " ".join(run.stdout.split())
+    html = tmp_path / "page.html"
+    run = invoke_cli("report", str(out), "--config", str(settings), "--html", str(html))
+    assert run.returncode == 0, run.stderr
+    page = assert_loads_nothing(html.read_text(encoding="utf-8"))
+    cells = [text for cls, text in page.cells if cls in ("mono", "num")]
+    assert "--protect-last-n-turns 2" in cells and "2 of 3" in cells
+    assert "--summary-target-tokens 100" in cells and "--no-protect-first-tool" not in cells
+    assert BEST in html.read_text(encoding="utf-8")
+
+
+def test_report_says_which_rows_it_could_not_re_plan(tmp_path):
+    settings, src, out = compressed(tmp_path, "hermes", "jsonl")
+    src.rename(tmp_path / "moved.jsonl")
+    run = invoke_cli("report", str(out), "--config", str(settings), "--json")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)["remedies"]
+    # "tail" and "head" got a summary: only their input holds the turns it replaced.
+    # "elide" got none and is read from the output: a summary of 100, the second pass or
+    # two protected last turns each bring it under.
+    assert (data["rows_over"], data["rows_examined"]) == (3, 1)
+    assert [r["location"].rsplit(":", 1)[-1] for r in data["not_examined"]] == ["1", "2"]
+    assert all("not among the run's inputs that still exist" in r["why"]
+               for r in data["not_examined"])
+    alone = {e["flags"]: e["rows_under"] for e in data["alone"] if e["rows_under"]}
+    assert {k: v for k, v in alone.items() if not k.startswith("--target")} == {
+        "--protect-last-n-turns 2": 1, "--over-limit-strategy elide_tool_outputs": 1,
+        "--summary-target-tokens 100": 1}
+    run = invoke_cli("report", str(out), "--config", str(settings))
+    assert "not examined:" in run.stdout and "(the first" not in run.stdout
+
+
+def test_report_re_plans_rows_the_run_moved_to_the_over_limit_file(tmp_path):
+    settings = hand.write_settings(tmp_path)
+    settings.write_text(hand.HAND_YAML + "processing: {save_over_limit: false}\n",
+                        encoding="utf-8")
+    src = hand.write_corpus(tmp_path, "lf_sharegpt", "json")
+    out = tmp_path / "out.json"
+    run = invoke_cli("compress", str(src), "-o", str(out), "--config", str(settings),
+                     "--quiet")
+    assert run.returncode == 0, run.stderr
+    assert len(json.loads(out.read_text(encoding="utf-8"))) == 2  # fits, short
+    entries = finished_layout(out).over_limit.read_text(encoding="utf-8").splitlines()
+    assert all("trajectory" in json.loads(line) for line in entries)
+    run = invoke_cli("report", str(out), "--config", str(settings), "--json")
+    assert run.returncode == 0, run.stderr
+    check_table(json.loads(run.stdout)["remedies"])
+
+
+def test_report_of_a_run_with_nothing_over_has_no_table(tmp_path):
+    settings, _src, out = compressed(tmp_path, "hermes", "jsonl", "--target-max-tokens",
+                                     "2000")
+    run = invoke_cli("report", str(out), "--config", str(settings), "--target-max-tokens",
+                     "2000", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["remedies"] is None
+    run = invoke_cli("report", str(out), "--config", str(settings), "--target-max-tokens",
+                     "2000")
+    assert "What would fix it" not in run.stdout
+
+
+def test_the_page_shows_the_table_in_chromium(tmp_path, browser):  # noqa: F811
+    settings, _src, out = compressed(tmp_path, "openai", "jsonl")
+    html = tmp_path / "page.html"
+    run = invoke_cli("report", str(out), "--config", str(settings), "--html", str(html))
+    assert run.returncode == 0, run.stderr
+    page, seen = open_page(browser, html)
+    card = page.locator("#fixes")
+    assert card.is_visible()
+    rows = card.locator("table.fixes tbody tr")
+    texts = [" ".join(t.split()) for t in rows.all_inner_texts()]
+    assert texts[:3] == ["--protect-last-n-turns 2 2 of 3",
+                         "--over-limit-strategy elide_tool_outputs 1 of 3",
+                         "--summary-target-tokens 100 1 of 3"]
+    assert texts[3].startswith("--target-max-tokens ") and texts[3].endswith("3 of 3")
+    assert BEST in card.locator("p.best code").inner_text()
+    assert "--no-protect-first-tool or a larger target" in card.inner_text()
+    assert seen["errors"] == [] and seen["dialogs"] == [] and all(
+        url.startswith("file:") for url in seen["requests"])
+
+
+def test_page_text_from_data_stays_text(tmp_path):
+    """A row id and a file name that look like markup reach the page only escaped."""
+    settings = hand.write_settings(tmp_path)
+    rows = hand.rows_of("hermes")
+    rows[1]["id"] = "</script><img src=x onerror=alert(1)>"
+    folder = tmp_path / "<b>odd<i>"
+    folder.mkdir()
+    src = folder / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert invoke_cli("compress", str(src), "-o", str(out), "--config", str(settings),
+                      "-q").returncode == 0
+    shutil.rmtree(folder)  # the summarized rows cannot be re-planned: said on the page
+    html = tmp_path / "page.html"
+    run = invoke_cli("report", str(out), "--config", str(settings), "--html", str(html))
+    assert run.returncode == 0, run.stderr
+    text = html.read_text(encoding="utf-8")
+    assert_loads_nothing(text)
+    assert "<b>odd" not in text.split("<script")[0] and "&lt;b&gt;odd" in text
+    assert "not examined: " in text
