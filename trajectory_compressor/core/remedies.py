@@ -29,7 +29,10 @@ from .plan import compressible_middle
 
 # Families in the order the table lists them (the README's order of remedies).
 PROTECT_LAST = "protect_last"
-FIRST_ROLES = ("system", "human", "gpt", "tool")
+# The roles whose first turn a config protects (``protect_first_<role>``), in its order.
+FIRST_ROLES = tuple(f.name.removeprefix("protect_first_")
+                    for f in dataclasses.fields(CompressionConfig)
+                    if f.name.startswith("protect_first_"))
 ELIDE = "elide"
 SUMMARY = "summary"
 TARGET = "target"
