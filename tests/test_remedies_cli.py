@@ -226,3 +226,42 @@ def test_the_readme_flow_runs_as_written(tmp_path):
     assert "No row is still over the limit, and none failed." in reported
     # The flags the README passes are the table's "together" line.
     assert table.splitlines()[-1].strip() in commands[1]
+
+
+def test_a_run_counted_with_a_chat_template_file(tmp_path):
+    """The metrics file keeps the template's hash, not its path: without the file report
+    cannot count the rows, and says so for each; given it (in --config), it re-plans them
+    in that counting mode, and its proposal holds when compress runs it."""
+    from tests.template_tokenizer import CHATML
+
+    template = tmp_path / "chatml.jinja"
+    template.write_text(CHATML, encoding="utf-8")
+    settings = hand.write_settings(tmp_path)
+    settings.write_text(hand.HAND_YAML + f"tokenizer: {{counting: chat_template, "
+                        f"chat_template: {json.dumps(str(template))}}}\n", encoding="utf-8")
+    src = hand.write_corpus(tmp_path, "openai", "jsonl")
+    out = tmp_path / "out.jsonl"
+    run = invoke_cli("compress", str(src), "-o", str(out), "--config", str(settings), "-q")
+    assert run.returncode == 0, run.stderr
+    over = json.loads(finished_layout(out).metrics.read_text())["summary"][
+        "trajectories_still_over_limit"]
+    assert over >= 1
+    run = invoke_cli("report", str(out), "--json")
+    assert run.returncode == 0, run.stderr
+    blind = json.loads(run.stdout)["remedies"]
+    assert (blind["rows_over"], blind["rows_examined"]) == (over, 0)
+    assert all("cannot be counted here" in r["why"] and "--chat-template" in r["why"]
+               for r in blind["not_examined"])
+    run = invoke_cli("report", str(out), "--config", str(settings), "--json")
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)["remedies"]
+    assert (seen["rows_over"], seen["rows_examined"], seen["not_examined"]) == (over, over, [])
+    best = seen["best"]
+    assert best is not None
+    again = tmp_path / "again.jsonl"
+    run = invoke_cli("compress", str(src), "-o", str(again), "--config", str(settings), "-q",
+                     *best["flags"].split())
+    assert run.returncode == 0, run.stderr
+    left = json.loads(finished_layout(again).metrics.read_text())["summary"][
+        "trajectories_still_over_limit"]
+    assert left == over - best["rows_under"]

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..core.config import CompressionConfig
 from ..core.conversation import Row
+from ..core.errors import CompressorError
 from ..core.extractive import ExtractiveSummarizer
 from ..core.metrics import METRICS_KEY
 from ..counting.tokens import TokenCounter
@@ -35,7 +36,7 @@ from ..formats.registry import discover_inputs
 from .blocking import run_blocking
 from .compressor import TrajectoryCompressor
 from .projection import CountedRow
-from .remedies import OverRow, OverRows, WhatWouldFix, find_fixes
+from .remedies import Fixes, OverRow, OverRows, WhatWouldFix, find_fixes
 from .stream import Entry, RowStream
 
 
@@ -111,9 +112,18 @@ def run_fixes(output: Path, flagged: Sequence[Flagged], config: CompressionConfi
               inputs: Sequence[Path], counter: TokenCounter) -> WhatWouldFix:
     """The remedies for ``flagged`` (in the order the run wrote them), re-planned under
     ``config``; ``inputs``: the run's input files, where summarized rows are read."""
-    extractive = ExtractiveSummarizer(counter.count)
-    compressor = TrajectoryCompressor(config, summarizer=extractive, counter=counter)
     over = OverRows()
+    extractive = ExtractiveSummarizer(counter.count)
+    try:
+        compressor = TrajectoryCompressor(config, summarizer=extractive, counter=counter)
+    except CompressorError as exc:  # e.g. a chat template the report was not given
+        for f in flagged:
+            if f.failed:
+                over.failed += 1
+            else:
+                over.cannot_examine(str(f.location), f"it cannot be counted here: {exc}")
+        return WhatWouldFix(over, Fixes(0), config.summarizer == "extractive",
+                            config.summary_target_tokens, config.target_max_tokens)
     reader = _Reader(config, compressor)
     for f in flagged:
         if f.failed:
