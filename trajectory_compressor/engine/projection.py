@@ -11,6 +11,7 @@ applied to the projection (counted by the changed turns: no summary text exists)
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 from ..core.assemble import assemble
@@ -92,3 +93,21 @@ def projected(compressor: TrajectoryCompressor, counted: CountedRow, plan: Plan,
                          plan.region.start, config, compressor.counter, compressor.rows,
                          render=False)
     return RowResult(counted.row, metrics, plan, changed=True, turns=shown)
+
+
+def elision_fits(compressor: TrajectoryCompressor, counted: CountedRow, plan: Plan,
+                 first: RowResult, *, exact: bool) -> bool:
+    """Whether the second pass (`over_limit_strategy: elide_tool_outputs`, under
+    ``compressor``'s target) brings under the target a row that ``first``, its result
+    without the second pass under ``plan``, leaves over it; as `compress` would apply it
+    (``exact``), or to the projection."""
+    metrics = copy.deepcopy(first.metrics)
+    summarized = metrics.turns_compressed_start_idx >= 0
+    summary_at = plan.region.start if summarized and plan.region is not None else None
+    turns = first.turns
+    if summary_at is not None and not exact:  # the projection keeps the turns as read
+        assert plan.region is not None
+        turns = assemble(counted.turns, plan.region, "", compressor.config)
+    return elide_over_limit(counted.row, turns, metrics, plan, counted.dialect, summary_at,
+                            compressor.config, compressor.counter, compressor.rows,
+                            render=exact) is not None

@@ -4,8 +4,12 @@ documented remedies (`core.remedies`) by the `TrajectoryCompressor` that `compre
 With the extractive summarizer a row under a remedy is compressed for real (summary,
 notice, second pass), so "it fits" is what `compress --summarizer extractive` with that
 flag would do; for an LLM backend the summary is projected at ``summary_target_tokens``
-(`projection`). A row is re-planned once per distinct plan, not once per question: most
-remedies leave most rows' plans as they were.
+(`projection`). Planning is cheap (the counts are known); what costs is a summary, and
+a row gets one per region and summary size, however many questions share them: the
+second pass is then applied to that result under each question's target and middle, as
+`compress` applies it after the summary. Rows that cannot fit whatever their summary (the
+head alone over the target; over even with the region and every tool output the second
+pass may cut gone) are known to stay over without one.
 
 The work is bounded: at most `MAX_ROWS` rows are examined (the first ones over the limit,
 in input order), and a combination holds at most `core.remedies.MAX_COMBINATION`
@@ -14,6 +18,7 @@ families; the result says when either bound was reached.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,9 +36,9 @@ from ..core.remedies import (
     with_remedies,
 )
 from .compressor import RowResult, TrajectoryCompressor
-from .projection import CountedRow, outcome
+from .projection import CountedRow, elision_fits, outcome
 
-MAX_ROWS = 100
+MAX_ROWS = 50
 
 
 @dataclass
@@ -177,9 +182,9 @@ async def find_fixes(compressor: TrajectoryCompressor, over: OverRows, *,
                         config.target_max_tokens, head_help)
 
 
-# What decides a row's outcome besides the row: its plan's middle and region, and the
-# settings the summary, the count and the second pass read.
-_Key = tuple[Region | None, Region | None, int, int, bool]
+# What decides whether the second pass brings a row under: its plan's middle and region,
+# the summary size (the row as the summary left it) and the target.
+_Key = tuple[Region, Region | None, int, int]
 
 
 class _Replan:
@@ -190,7 +195,8 @@ class _Replan:
         self.base = compressor
         self.rows = rows
         self.exact = exact
-        self.known: list[dict[_Key, bool]] = [{} for _ in rows]
+        self.first: list[dict[tuple[Region | None, int], RowResult]] = [{} for _ in rows]
+        self.elided: list[dict[_Key, bool]] = [{} for _ in rows]
 
     async def fits(self, remedies: Question) -> frozenset[int]:
         compressor = self.base.with_config(with_remedies(self.base.config, remedies))
@@ -202,21 +208,40 @@ class _Replan:
 
     async def _fits(self, compressor: TrajectoryCompressor, i: int, row: CountedRow) -> bool:
         config = compressor.config
-        if row.total <= config.target_max_tokens:
+        target = config.target_max_tokens
+        if row.total <= target:
             return True  # skipped, as it is
         if head_alone_over([t["from"] for t in row.turns], row.turn_tokens, config):
             return False  # whatever happens to the rest, the head alone is over
         plan = compressor.plan(row.turns, row.turn_tokens, row.dialect, row.distilled)
         elide = config.over_limit_strategy == "elide_tool_outputs"
-        if _cannot_fit(row, plan, config.target_max_tokens, elide):
+        if _cannot_fit(row, plan, target, elide):
             return False
-        # Without the second pass the middle matters only through the region.
-        key = (plan.middle if elide else None, plan.region, config.target_max_tokens,
-               config.summary_target_tokens, elide)
-        known = self.known[i]
+        first = await self._first_pass(compressor, i, row, plan)
+        if first.metrics.failed:
+            return False  # written as it was: a failure, not a fix
+        if first.metrics.compressed_tokens <= target:
+            return True
+        if not elide:
+            return False
+        key = (plan.middle, plan.region, config.summary_target_tokens, target)
+        known = self.elided[i]
         if key not in known:
-            result = await outcome(compressor, row, exact=self.exact, plan=plan)
-            known[key] = not result.metrics.still_over_limit
+            known[key] = elision_fits(compressor, row, plan, first, exact=self.exact)
+        return known[key]
+
+    async def _first_pass(self, compressor: TrajectoryCompressor, i: int, row: CountedRow,
+                          plan: Plan) -> RowResult:
+        """The row under ``plan`` before any second pass: its summary (built, with the
+        extractive summarizer) depends on the region and the summary size only, not on
+        the target or the middle around the region, so it is made once for them."""
+        config = compressor.config
+        key = (plan.region, config.summary_target_tokens)
+        known = self.first[i]
+        if key not in known:
+            keep = compressor.with_config(dataclasses.replace(config,
+                                                              over_limit_strategy="keep"))
+            known[key] = await outcome(keep, row, exact=self.exact, plan=plan)
         return known[key]
 
 
