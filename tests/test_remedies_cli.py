@@ -265,3 +265,27 @@ def test_a_run_counted_with_a_chat_template_file(tmp_path):
     left = json.loads(finished_layout(again).metrics.read_text())["summary"][
         "trajectories_still_over_limit"]
     assert left == over - best["rows_under"]
+
+
+def test_the_rows_examined_are_bounded_and_the_table_says_so(tmp_path, monkeypatch):
+    from trajectory_compressor.engine import remedies
+
+    monkeypatch.setattr(remedies, "MAX_ROWS", 2)
+    settings, src, out = compressed(tmp_path, "hermes", "jsonl")
+    # The first two rows over the limit, in input order: "tail" and "head". "tail" needs
+    # two protected last turns at most, "head" its first tool turn unprotected and the
+    # second pass: three flags bring both under; "elide" (not examined) is not counted.
+    for command in (["analyze", str(src)], ["report", str(out)]):
+        run = invoke_cli(*command, "--config", str(settings), "--json", *(
+            ["-"] if command[0] == "analyze" else []))
+        assert run.returncode == 0, run.stderr
+        data = json.loads(run.stdout)
+        table = data["targets"][0]["remedies"] if command[0] == "analyze" else data["remedies"]
+        assert (table["rows_over"], table["rows_examined"], table["max_rows"]) == (3, 2, 2)
+        assert [r["id"] for r in table["rows"]] == ["tail", "head"]
+        alone = {e["flags"]: e["rows_under"] for e in table["alone"]}
+        assert alone["--protect-last-n-turns 2"] == 1
+        assert alone["--over-limit-strategy elide_tool_outputs"] == 0
+        assert table["best"]["flags"] == BEST and table["best"]["rows_under"] == 2
+        run = invoke_cli(*command, "--config", str(settings))
+        assert "(the first 2 of them examined)" in run.stdout

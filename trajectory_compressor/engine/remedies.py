@@ -57,7 +57,7 @@ class OverRows:
     """The rows a pass found still over the limit: counted all, the first `MAX_ROWS`
     kept for the remedies. Failed rows are counted apart: no remedy is about them."""
 
-    limit: int = MAX_ROWS
+    limit: int = field(default_factory=lambda: MAX_ROWS)
     over: int = 0
     failed: int = 0
     rows: list[OverRow] = field(default_factory=list)
