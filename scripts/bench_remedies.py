@@ -5,8 +5,8 @@ remedies' search and without it (runs interleaved).
 
 Corpora: data_samples/trajectories.jsonl (50 rows, 5 over the default target), and its
 5 over-limit rows repeated 20 times (100 rows over the limit, of which the table examines
-the first 50: `engine.remedies.MAX_ROWS`). Extractive summaries, the default settings. Figures: BENCHMARKS.md "What would
-fix it".
+the first 50: `engine.remedies.MAX_ROWS`). Extractive summaries, the default settings.
+Figures: BENCHMARKS.md "What would fix it".
 """
 
 from __future__ import annotations

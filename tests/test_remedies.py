@@ -373,3 +373,18 @@ def test_the_projection_for_an_llm_applies_the_second_pass_too(tmp_path, counter
     assert t.fixes.fixes.best is not None
     assert t.fixes.fixes.best.command == "--protect-last-n-turns 2"
     assert t.fixes.fixes.best.count == 1
+
+
+def test_the_text_names_rows_it_did_not_examine_and_failed_rows():
+    from trajectory_compressor.core.remedies import Fixes
+    from trajectory_compressor.engine.remedies import OverRows, WhatWouldFix
+
+    over = OverRows(over=1, failed=2, not_examined=[("in.jsonl:4", "its input is gone")])
+    lines = fix_lines(WhatWouldFix(over, Fixes(0), False, 200, 1000))
+    assert lines == [
+        "What would fix it: 1 row still over the limit",
+        "  (each re-planned as compress would; summaries projected at 200 tokens)",
+        "  (2 failed rows not among them: no remedy is about a failure)",
+        "  not examined: in.jsonl:4: its input is gone",
+    ]
+    assert fix_lines(WhatWouldFix(OverRows(), Fixes(0), True, 200, 1000)) == []

@@ -23,10 +23,13 @@ def fix_lines(w: WhatWouldFix, target_label: bool = False) -> list[str]:
     rows = w.examined
     how = ("extractive summaries: exact" if w.exact
            else f"summaries projected at {num(w.summary_target)} tokens")
-    lines = [f"What would fix it{at}: {num(over.over)} rows still over the limit",
+    lines = [f"What would fix it{at}: {rows_text(over.over)} still over the limit",
              f"  (each re-planned as compress would; {how})"]
     if w.capped_rows:
         lines.append(f"  (the first {num(rows)} of them examined)")
+    if over.failed:
+        lines.append(f"  ({rows_text(over.failed, 'failed row')} not among them: no remedy "
+                     "is about a failure)")
     for where, why in over.not_examined[:3]:
         lines += _wrapped(f"not examined: {where}: {why}", "  ", "    ")
     if len(over.not_examined) > 3:
@@ -70,3 +73,8 @@ def head_help(w: WhatWouldFix) -> str:
     """``--no-protect-first-tool or a larger target``: what can help the rows whose head
     alone is over the target."""
     return " or ".join([*w.head_remedies(), "a larger target"])
+
+
+def rows_text(n: int, noun: str = "row") -> str:
+    """``1 row``, ``3 rows``."""
+    return f"{num(n)} {noun}" + ("" if n == 1 else "s")

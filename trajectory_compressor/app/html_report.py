@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .fixes import head_help
+from .fixes import head_help, rows_text
 from .html_assets import CSS, JS
 from .report_data import Histogram, ReportData, ShownRow
 
@@ -394,7 +394,7 @@ def _fixes(data: ReportData) -> str:
     rows = w.examined
     how = ("extractive summaries: exact" if w.exact
            else f"summaries projected at {w.summary_target:,} tokens")
-    hint = (f"{w.over.over:,} rows still over the limit, each re-planned as compress would "
+    hint = (f"{rows_text(w.over.over)} still over the limit, each re-planned as compress would "
             f"({how}); the flags to give compress, and how many rows each brings under.")
     if w.capped_rows:
         hint += f" The first {rows:,} of them were examined."

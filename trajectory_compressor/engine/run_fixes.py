@@ -25,7 +25,7 @@ from typing import Any
 
 from ..core.config import CompressionConfig
 from ..core.conversation import Row
-from ..core.errors import CompressorError
+from ..core.errors import CompressorError, one_line_error
 from ..core.extractive import ExtractiveSummarizer
 from ..core.metrics import METRICS_KEY
 from ..counting.tokens import TokenCounter
@@ -204,16 +204,21 @@ def _read_inputs(reader: _Reader, inputs: Sequence[Path]) -> None:
                 want.why = f"its input {path} is gone"
             continue
         by_place = {(w.flagged.location.line, w.flagged.location.row): w for w in wanted}
-        for source in discover_inputs(str(path)):
-            stream = reader.stream()
-            stream.detect(source)
-            for batch in stream.batches(source):
-                for entry in batch:
-                    place = (entry.record.location.line, entry.record.location.row)
-                    if place in by_place:
-                        reader.take(by_place.pop(place), entry, distill=True)
-                if not by_place:
-                    break
+        try:
+            for source in discover_inputs(str(path)):
+                stream = reader.stream()
+                stream.detect(source)
+                for batch in stream.batches(source):
+                    for entry in batch:
+                        place = (entry.record.location.line, entry.record.location.row)
+                        if place in by_place:
+                            reader.take(by_place.pop(place), entry, distill=True)
+                    if not by_place:
+                        break
+        except (OSError, CompressorError) as exc:  # the table never costs the report
+            for want in by_place.values():
+                want.why = f"its input {path} cannot be read: {one_line_error(exc)}"
+            continue
         for want in by_place.values():
             want.why = f"{path} has no row at {want.flagged.location}"
 
