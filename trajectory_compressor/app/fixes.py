@@ -45,13 +45,13 @@ def fix_lines(w: WhatWouldFix, target_label: bool = False) -> list[str]:
                          f"{num(e.count)} of {num(rows)}"] for e in helping])
     useless = fixes.useless
     if useless:
-        lines += _wrapped("no effect alone: " + ", ".join(e.command for e in useless),
-                          "  ", "    ")
+        lines += _units(["no effect alone:", *(e.command + "," for e in useless[:-1]),
+                         useless[-1].command], "  ", "    ")
     best = fixes.best
     if best is not None:
         lines.append(f"  together, the fewest flags that bring the most under "
                      f"({num(best.count)} of {num(rows)}):")
-        lines += _wrapped(best.command, "    ", "      ")
+        lines += _units([r.command for r in best.remedies], "    ", "      ")
         if fixes.capped and fixes.together is not None:
             lines += _wrapped(f"(no {fixes.searched} of them together bring more; all "
                               f"{len(fixes.together.remedies)} bring "
@@ -61,6 +61,20 @@ def fix_lines(w: WhatWouldFix, target_label: bool = False) -> list[str]:
     if w.head_alone:
         lines += _wrapped(f"{num(w.head_alone)} of them: the protected head alone is over "
                           f"the target; only {head_help(w)} can help", "  ", "    ")
+    return lines
+
+
+def _units(units: list[str], first: str, rest: str) -> list[str]:
+    """``units`` joined by spaces into lines of 80 columns, never splitting one (a flag
+    stays with its value, so a line can be copied as it is)."""
+    lines: list[str] = []
+    line = first
+    for unit in units:
+        if line.strip() and len(line) + 1 + len(unit) > 80:
+            lines.append(line)
+            line = rest
+        line += ("" if not line.strip() else " ") + unit
+    lines.append(line)
     return lines
 
 
