@@ -86,7 +86,7 @@ class TargetAnalysis:
         return self.extractive_reasons if self.exact else self.llm_reasons
 
     def add(self, extractive: RowResult, llm: RowResult, row: CountedRow | None = None,
-            location: str = "", row_id: Any = None) -> None:
+            location: str = "", ident: Any = None) -> None:
         """Fold one row's two outcomes into the totals; keep ``row`` for the remedies
         when the configured summarizer leaves it over the limit."""
         for result, metrics, reasons in ((extractive, self.extractive, self.extractive_reasons),
@@ -96,7 +96,7 @@ class TargetAnalysis:
             if result.metrics.still_over_limit:  # by code, as in the metrics file
                 reasons[why.code if why is not None else result.reason] += 1
         if row is not None:
-            self.over.add(extractive if self.exact else llm, row, location, row_id)
+            self.over.add(extractive if self.exact else llm, row, location, ident)
 
     def to_dict(self, prices: Prices | None) -> dict[str, Any]:
         """This target's figures for ``--json``."""

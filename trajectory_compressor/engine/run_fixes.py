@@ -101,9 +101,10 @@ class _Reader:
             "original_turns")
         if (tokens is not None and sum(counted) != tokens) or (
                 turn_count is not None and len(turns) != turn_count):
+            recorded = " in ".join("?" if n is None else f"{n:,}" for n in (tokens, turn_count))
             want.why = (f"counted {sum(counted):,} tokens in {len(turns):,} turns, the run "
-                        f"recorded {tokens:,} in {turn_count:,} (the input changed since the "
-                        "run, or another --tokenizer or --config?)")
+                        f"recorded {recorded} (the input changed since the run, or another "
+                        "--tokenizer or --config?)")
             return
         want.counted = CountedRow(row, turns, counted, entry.dialect, stats)
 
