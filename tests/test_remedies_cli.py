@@ -289,3 +289,22 @@ def test_the_rows_examined_are_bounded_and_the_table_says_so(tmp_path, monkeypat
         assert table["best"]["flags"] == BEST and table["best"]["rows_under"] == 2
         run = invoke_cli(*command, "--config", str(settings))
         assert "(the first 2 of them examined)" in run.stdout
+
+
+def test_report_without_the_runs_tokenizer_still_reports(tmp_path):
+    from trajectory_compressor.counting.tokens import bundled_tokenizer_dir
+
+    tokenizer = tmp_path / "tok"
+    shutil.copytree(bundled_tokenizer_dir(), tokenizer)
+    settings, _src, out = compressed(tmp_path, "hermes", "jsonl", "--tokenizer",
+                                     str(tokenizer))
+    shutil.rmtree(tokenizer)
+    run = invoke_cli("report", str(out), "--config", str(settings), "--tokenizer",
+                     str(tokenizer), "--json")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["figures"]["over_limit"] == 3
+    table = data["remedies"]
+    assert (table["rows_over"], table["rows_examined"]) == (3, 0)
+    assert all("cannot be counted here: cannot load tokenizer" in r["why"]
+               for r in table["not_examined"])

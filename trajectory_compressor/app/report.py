@@ -179,8 +179,6 @@ def find_fixes(report: RunReport, config: CompressionConfig,
     row is over the limit (failed rows aside)."""
     if not any(r.metrics.still_over_limit and not r.failed for r in report.rows):
         return None
-    if counter is None:
-        counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     flagged = [Flagged(r.location, r.id, r.code, r.metrics_dict, r.row)
                for r in sorted(report.rows, key=lambda r: r.order)]
     return run_fixes(report.output, flagged, config, recorded_inputs(report.metrics),

@@ -110,14 +110,16 @@ class _Reader:
 
 
 def run_fixes(output: Path, flagged: Sequence[Flagged], config: CompressionConfig,
-              inputs: Sequence[Path], counter: TokenCounter) -> WhatWouldFix:
+              inputs: Sequence[Path], counter: TokenCounter | None = None) -> WhatWouldFix:
     """The remedies for ``flagged`` (in the order the run wrote them), re-planned under
-    ``config``; ``inputs``: the run's input files, where summarized rows are read."""
+    ``config`` (counted with ``counter``, else the config's tokenizer); ``inputs``: the
+    run's input files, where summarized rows are read."""
     over = OverRows()
-    extractive = ExtractiveSummarizer(counter.count)
     try:
-        compressor = TrajectoryCompressor(config, summarizer=extractive, counter=counter)
-    except CompressorError as exc:  # e.g. a chat template the report was not given
+        counter = counter or TokenCounter.load(config.tokenizer_name,
+                                               config.trust_remote_code)
+        compressor = TrajectoryCompressor(config, ExtractiveSummarizer(counter.count), counter)
+    except CompressorError as exc:  # a tokenizer or chat template not to be had here
         for f in flagged:
             if f.failed:
                 over.failed += 1
