@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import random
+from functools import partial
 from pathlib import Path
 
+from trajectory_compressor import dialects
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.summary import Summarizer
 from trajectory_compressor.engine.compressor import TrajectoryCompressor
@@ -76,13 +78,16 @@ def generated_rows(seed: int, n: int = 40) -> list[dict]:
 
 def compress_run(input_path: Path, output: Path, config: CompressionConfig, counter,
                  summarizer: Summarizer | None = None,
-                 options: RunOptions | None = None) -> RunResult:
-    """A real `compress` run in-process (the pipeline, sinks and sidecars)."""
+                 options: RunOptions | None = None, detect: bool = False) -> RunResult:
+    """A real `compress` run in-process (the pipeline, sinks and sidecars); ``detect``:
+    each file's dialect detected as the CLI does (else Hermes ShareGPT)."""
     inputs = discover_inputs(str(input_path))
     layout = plan_layout(str(input_path), inputs, str(output), config,
                          single_file=input_path.is_file())
     compressor = TrajectoryCompressor(config, summarizer=summarizer, counter=counter)
-    return run_pipeline(compressor, inputs, layout, options or RunOptions(quiet=True))
+    dialect = partial(dialects.detect, config=config) if detect else None
+    return run_pipeline(compressor, inputs, layout, options or RunOptions(quiet=True),
+                        dialect)
 
 
 def long_hermes_row(row_id: str, **extra: object) -> dict:

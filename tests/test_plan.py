@@ -9,8 +9,10 @@ from tests.property_budget import examples
 from tests.reference_planner import reference_region
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.plan import (
+    HEAD_ALONE,
     NO_CLEAN_CUT,
     NO_MIDDLE,
+    PROTECTED_HEAD,
     SMALL_REGION,
     compressible_middle,
     plan_trajectory,
@@ -89,7 +91,8 @@ def test_end_snaps_forward_past_the_tool_answers_of_a_large_gpt_turn():
 
 def test_net_savings_guard_refuses_a_tiny_middle():
     r = roles("SHGTGTGTGT")
-    tokens = [1000, 10, 10, 10, 50, 10, 500, 500, 500, 500]
+    # Head 0-3 holds 530 tokens (under the target 1,000): the middle's 60 are the reason.
+    tokens = [500, 10, 10, 10, 50, 10, 500, 500, 500, 500]
     plan = plan_trajectory(r, tokens, CFG)
     assert plan.action == "over_limit"
     assert plan.region is None
@@ -99,15 +102,38 @@ def test_net_savings_guard_refuses_a_tiny_middle():
 def test_a_middle_that_cannot_be_cut_without_splitting_a_tool_pair():
     # Middle [4, 6) = gpt, tool; the tail starts with further tool answers of that gpt.
     r = roles("SHGTGTTTGT")
-    plan = plan_trajectory(r, [300] * len(r), CFG)
+    tokens = [200] * 4 + [300] * 6  # head 800, under the target
+    plan = plan_trajectory(r, tokens, CFG)
     assert (plan.action, plan.reason) == ("over_limit", NO_CLEAN_CUT)
     assert (plan.middle.start, plan.middle.end) == (4, 6)
-    assert reference_region(r, [300] * len(r), 1000, 100) is None
+    assert reference_region(r, tokens, 1000, 100) is None
 
 
 def test_no_middle_at_all():
-    plan = plan_trajectory(roles("SHGT"), [600, 600, 600, 600], CFG)
+    # Head 0-1 (800 tokens, under the target), tail 2-3.
+    plan = plan_trajectory(roles("SHGT"), [400, 400, 600, 600], CFG)
     assert (plan.action, plan.reason) == ("over_limit", NO_MIDDLE)
+
+
+def test_a_head_over_the_target_on_its_own_is_the_reason_whatever_else_holds():
+    # The three rows above with a head of more than 1,000 tokens: a middle too small, one
+    # that cannot be cut, none at all. The region chosen does not change, the reason does.
+    small = plan_trajectory(roles("SHGTGTGTGT"), [1000, 10, 10, 10, 50, 10, 500, 500, 500,
+                                                  500], CFG)
+    assert (small.action, small.region, small.head_tokens) == ("over_limit", None, 1030)
+    uncut = plan_trajectory(roles("SHGTGTTTGT"), [300] * 10, CFG)
+    nothing = plan_trajectory(roles("SHGT"), [600] * 4, CFG)
+    for plan in (small, uncut, nothing):
+        assert plan.reason == HEAD_ALONE
+    # The middle is still summarized when it can be (the reference's region): head 1,200 +
+    # tail 40 + summary 100 > 1,000 would have been "head and tail, the head larger".
+    summarized = plan_trajectory(roles("SHGTGTGTGTGT"), [300] * 4 + [500] * 4 + [10] * 4, CFG)
+    assert summarized.action == "compress" and summarized.region is not None
+    assert (summarized.region.start, summarized.region.end) == (4, 8)
+    assert summarized.reason == HEAD_ALONE
+    # Exactly at the target is not over it: the head and tail are the reason then.
+    at = plan_trajectory(roles("SHGTGTGTGTGT"), [250] * 4 + [500] * 4 + [10] * 4, CFG)
+    assert at.head_tokens == 1000 and at.reason == PROTECTED_HEAD
 
 
 def test_under_target_is_skipped():

@@ -104,6 +104,20 @@ def test_protected_head_over_target(counter):
           numbers(135, after, 75, 20, 40, 40, summary_tokens=after - 95))
 
 
+def test_protected_head_alone_over_target(counter):
+    # 4 turns, all protected: head 0-1 holds 60 + 50 = 110 tokens, over the target of 100
+    # on its own; there is no middle either, but the head is the reason (issue 25).
+    result = run(counter, row("r", "SHGT", [60, 50, 10, 10]))
+    check(result, "protected_head_alone_over_target", numbers(130, 130, 110, 20, 0, 0))
+    # A middle that is summarized does not change it: head 0-3 (105) + summary > 100
+    # (165 tokens: 105 + middle 40 + tail 20).
+    result = run(counter, row("r", "SHGTGTGTGTGT", [90, 5, 5, 5, 10, 10, 10, 10, 5, 5, 5, 5]))
+    after = result.metrics.compressed_tokens
+    check(result, "protected_head_alone_over_target",
+          numbers(165, after, 105, 20, 40, 40, summary_tokens=after - 125))
+    assert result.metrics.was_compressed and 125 < after <= 145
+
+
 def test_budget_not_reached(counter):
     # Middle 4-7 is G G T T and the tail starts with a tool turn (8): the region's end
     # snaps back from 7 to 5, so only turn 4 (30) can go. 25 + 20 + 20 = 65 would fit,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..core.metrics import bin_of
 from ..engine.analyze import Analysis, Prices, TargetAnalysis
+from .fixes import fix_lines
 from .textfmt import (
     Column,
     clip,
@@ -51,6 +52,10 @@ def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
                                              for i, m in marks.items()})
     for start in range(0, len(a.targets), _COLUMNS):
         lines += ["", *_target_block(a.targets[start:start + _COLUMNS], prices)]
+    for t in a.targets:
+        fixes = [] if t.fixes is None else fix_lines(t.fixes, target_label=len(a.targets) > 1)
+        if fixes:
+            lines += ["", *fixes]
     if a.gap is not None and a.gap.rows:
         lines += ["", *_gap_block(a)]
     if a.distill is not None and a.distill.tool_tokens:

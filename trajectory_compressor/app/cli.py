@@ -107,6 +107,15 @@ DistillOpt = Annotated[
                  "kept) or all (safe plus lossy rules: JSON tables, blobs by hash, long "
                  "lines cut). Applies to every row; see README \"Distill\"."),
 ]
+OverLimitStrategyOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--over-limit-strategy", metavar="STRATEGY",
+                 help="A row still over the target after its summary "
+                 "(compression.over_limit_strategy): keep (as it is; the default) or "
+                 "elide_tool_outputs (shorten its largest tool outputs outside the protected "
+                 "turns just enough to fit: first and last lines kept, JSON kept valid, each "
+                 "elision in the row's metrics)."),
+]
 ProtectToolOpt = Annotated[
     Optional[bool],  # noqa: UP045
     typer.Option("--protect-first-tool/--no-protect-first-tool", show_default=False,
@@ -375,14 +384,7 @@ def compress(
                                          "row (exit 1, no output committed).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")]
     = False,
-    over_limit_strategy: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--over-limit-strategy", metavar="STRATEGY",
-                     help="A row still over the target after its summary: keep (as it is; "
-                     "the default) or elide_tool_outputs (shorten its largest tool outputs "
-                     "outside the protected turns just enough to fit: first and last lines "
-                     "kept, JSON kept valid, each elision in the row's metrics)."),
-    ] = None,
+    over_limit_strategy: OverLimitStrategyOpt = None,
     max_over_limit: MaxOverLimitOpt = None,
     max_failed: MaxFailedOpt = None,
     max_rejected: MaxRejectedOpt = None,
@@ -524,6 +526,7 @@ def analyze(
     token_counting: CountingOpt = None,
     chat_template: ChatTemplateOpt = None,
     distill: DistillOpt = None,
+    over_limit_strategy: OverLimitStrategyOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Dry run: token distribution, what compress would do and how long it would take;
@@ -543,6 +546,7 @@ def analyze(
             token_counting=token_counting,
             chat_template=chat_template,
             distill=distill,
+            over_limit_strategy=over_limit_strategy,
         )
         _check_sample(sample_percent)
         # The time estimate's summarizer, endpoints and concurrency, as compress takes them.

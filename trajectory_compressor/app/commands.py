@@ -202,6 +202,7 @@ def report_output(
     """
     from .gates import evaluate, finish
     from .report import (
+        find_fixes,
         find_row,
         format_found,
         format_report,
@@ -219,6 +220,8 @@ def report_output(
                     if report.metrics is not None else None)
         config = recorded if recorded is not None else fallback()
     config = config.replace(**(overrides or {}))
+    if show is None:
+        report.fixes = find_fixes(report, config)
     if html is not None:
         if show is not None:
             raise ConfigError("give --html or --show, not both (the page holds the timeline "

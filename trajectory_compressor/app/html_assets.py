@@ -141,6 +141,15 @@ table.turns td.barcell { width: 150px; }
 .role { font-family: var(--mono); font-size: 11.5px; }
 .note { background: #fff8e6; border: 1px solid #f3dfb0; color: #6b4e00; border-radius: 8px;
   padding: 8px 12px; font-size: 12.5px; margin-top: 10px; }
+table.fixes { font-size: 13px; margin-bottom: 10px; }
+table.fixes th { text-align: left; font-weight: 600; color: var(--muted); font-size: 12px;
+  border-bottom: 1px solid var(--line); padding: 7px 10px; }
+table.fixes td { padding: 7px 10px; border-bottom: 1px solid #eef0f4; }
+table.fixes .num { text-align: right; font-variant-numeric: tabular-nums;
+  white-space: nowrap; }
+.best { font-size: 13px; margin: 10px 0 6px; }
+.best code { font-family: var(--mono); font-size: 12px; background: #f3f6fc;
+  border-radius: 4px; padding: 1px 5px; }
 footer { color: var(--muted); font-size: 12px; margin-top: 28px; }
 """
 

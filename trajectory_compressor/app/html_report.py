@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .fixes import head_help, rows_text
 from .html_assets import CSS, JS
 from .report_data import Histogram, ReportData, ShownRow
 
@@ -48,6 +49,7 @@ def render_html(data: ReportData) -> str:
         _header(data),
         _figures(data),
         _charts(data),
+        _fixes(data),
         _flagged(data),
         '<footer>Written by <span class="mono">trajectory-compressor report --html</span>. '
         "A self-contained page: nothing is loaded from anywhere.</footer>",
@@ -379,6 +381,52 @@ def _histogram_svg(
                f'rotate(-90)" text-anchor="middle">rows</text>')
     return (f'<svg class="chart" viewBox="0 0 {width} {_H}" role="img" '
             f'aria-label="{esc(label)}">{"".join(out)}</svg>')
+
+
+# What would fix the rows still over the limit
+
+def _fixes(data: ReportData) -> str:
+    """The remedies table (`app.fixes` says the same in text); nothing when no row is
+    over the limit."""
+    w = data.fixes
+    if w is None or not w.over.over:
+        return ""
+    rows = w.examined
+    how = ("extractive summaries: exact" if w.exact
+           else f"summaries projected at {w.summary_target:,} tokens")
+    hint = (f"{rows_text(w.over.over)} still over the limit, each re-planned as compress would "
+            f"({how}); the flags to give compress, and how many rows each brings under.")
+    if w.capped_rows:
+        hint += f" The first {rows:,} of them were examined."
+    parts = [f'<section class="card" id="fixes"><h2>What would fix it</h2>'
+             f'<p class="hint">{esc(hint)}</p>']
+    helping = w.fixes.helping
+    if helping:
+        body = "".join(
+            f'<tr><td class="mono">{esc(e.command)}</td>'
+            f'<td class="num">{e.count:,} of {rows:,}</td></tr>' for e in helping)
+        parts.append('<table class="fixes"><thead><tr><th>flags</th>'
+                     '<th class="num">rows brought under</th></tr></thead>'
+                     f"<tbody>{body}</tbody></table>")
+    best = w.fixes.best
+    if best is not None:
+        parts.append(f'<p class="best">Together, the fewest flags that bring the most under '
+                     f"({best.count:,} of {rows:,}): <code>{esc(best.command)}</code></p>")
+    elif rows:
+        parts.append('<p class="best">No change within the target brings any of them '
+                     "under.</p>")
+    useless = w.fixes.useless
+    if useless:
+        parts.append(f'<p class="hint">No effect alone: '
+                     f'{esc(", ".join(e.command for e in useless))}</p>')
+    notes = []
+    if w.head_alone:
+        notes.append(f"{w.head_alone:,} of them: the protected head alone is over the "
+                     f"target; only {head_help(w)} can help.")
+    notes += [f"not examined: {where}: {why}" for where, why in w.over.not_examined[:5]]
+    parts += [f'<div class="note">{esc(n)}</div>' for n in notes]
+    parts.append("</section>")
+    return "".join(parts)
 
 
 # The flagged rows

@@ -15,14 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from ..core import reasons
+from ..core.config import CompressionConfig
 from ..core.conversation import Row
 from ..core.errors import InputError
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
+from ..counting.tokens import TokenCounter
 from ..dialects.base import row_id
 from ..engine.layout import OutputLayout, finished_layout
+from ..engine.paths import recorded_inputs
+from ..engine.remedies import WhatWouldFix
+from ..engine.run_fixes import Flagged, run_fixes
 from ..formats import jsonio
 from ..formats.base import Location
 from ..formats.registry import discover_inputs, read_records
+from .fixes import fix_lines
 from .gates import Counts, counts_of
 from .sidecar import over_limit_entry_problem, read_metrics
 from .textfmt import Column, clip, num, one_line, reason_order, short_reason, table
@@ -41,6 +47,7 @@ class FlaggedRow:
     row: Row | None = None  # the row itself when the run did not keep it in the output
     code: str = ""  # the reason's code (`core.reasons`)
     numbers: dict[str, int] = field(default_factory=dict)  # `core.explain`
+    order: int = 0  # its place in the over-limit file (the run's order)
 
     @property
     def failed(self) -> bool:
@@ -67,6 +74,7 @@ class RunReport:
     layout: OutputLayout
     metrics: dict[str, Any] | None
     rows: list[FlaggedRow] = field(default_factory=list)
+    fixes: WhatWouldFix | None = None  # what would fix the rows over the limit, if asked
 
     def figures(self) -> dict[str, Any]:
         """The run's counts for scripts: rows, compressed, skipped, over the limit,
@@ -91,7 +99,8 @@ class RunReport:
         """The report as JSON-able data (``--json``)."""
         return {"output": str(self.output), "metrics_file": str(self.layout.metrics),
                 "over_limit_file": str(self.layout.over_limit), "figures": self.figures(),
-                "metrics": self.metrics, "rows": [r.to_dict() for r in self.rows]}
+                "metrics": self.metrics, "rows": [r.to_dict() for r in self.rows],
+                "remedies": None if self.fixes is None else self.fixes.to_dict()}
 
 
 def load_report(output: str | Path) -> RunReport:
@@ -142,7 +151,7 @@ def _over_limit_rows(path: Path) -> Iterator[FlaggedRow]:
                          entry.get("row")),
                 entry.get("id"), text, flagged, metrics, entry.get("trajectory"),
                 code_of(raw or text, flagged.failed),
-                dict(numbers) if isinstance(numbers, dict) else {},
+                dict(numbers) if isinstance(numbers, dict) else {}, number,
             )
 
 
@@ -161,6 +170,19 @@ def _failed_in_output(output: Path) -> Iterator[FlaggedRow]:
             yield FlaggedRow(location, row_id(row), metrics["error"],
                              TrajectoryMetrics.from_dict(metrics), metrics,
                              code=code_of(str(metrics["error"]), True))
+
+
+def find_fixes(report: RunReport, config: CompressionConfig,
+               counter: TokenCounter | None = None) -> WhatWouldFix | None:
+    """What would fix the run's rows still over the limit (`engine.run_fixes`), re-planned
+    under ``config`` (counted with ``counter``, or the config's tokenizer); None when no
+    row is over the limit (failed rows aside)."""
+    if not any(r.metrics.still_over_limit and not r.failed for r in report.rows):
+        return None
+    flagged = [Flagged(r.location, r.id, r.code, r.metrics_dict, r.row)
+               for r in sorted(report.rows, key=lambda r: r.order)]
+    return run_fixes(report.output, flagged, config, recorded_inputs(report.metrics),
+                     counter)
 
 
 def report_counts(report: RunReport) -> Counts:
@@ -314,6 +336,8 @@ def format_report(report: RunReport, limit: int | None = 50) -> str:
     )
     if len(shown) < len(report.rows):
         lines.append(f"  ... {num(len(report.rows) - len(shown))} more (--limit 0 shows all)")
+    if report.fixes is not None:
+        lines += ["", *fix_lines(report.fixes)]
     lines += ["", "See one row's turns: trajectory-compressor report OUTPUT --show ID"]
     return "\n".join(lines)
 

@@ -24,6 +24,7 @@ from ..core.metrics import METRICS_KEY, Distribution, TrajectoryMetrics, nice_ed
 from ..counting.tokens import TokenCounter
 from ..dialects import row_turns
 from ..dialects.base import row_id
+from ..engine.remedies import WhatWouldFix
 from .report import FlaggedRow, RunReport, _same_metrics, output_rows
 from .textfmt import clip, first_line, short_reason
 from .timeline import build_timeline
@@ -103,6 +104,7 @@ class ReportData:
     flagged_total: int
     shown: list[ShownRow]
     notes: list[str] = field(default_factory=list)
+    fixes: WhatWouldFix | None = None  # what would fix the rows still over the limit
 
 
 class _Tokens:
@@ -230,7 +232,7 @@ def collect_report_data(report: RunReport, config: CompressionConfig, counter: T
         over_after=tokens.over[1], ratios=ratios,
         fidelity=fidelity if fidelity.total or "fidelity" in metrics else None,
         sources=recorded_sources if isinstance(recorded_sources, dict) else sources,
-        flagged_total=len(report.rows), shown=shown, notes=notes)
+        flagged_total=len(report.rows), shown=shown, notes=notes, fixes=report.fixes)
 
 
 def _shown(f: FlaggedRow) -> ShownRow:

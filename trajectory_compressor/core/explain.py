@@ -73,7 +73,8 @@ def explain(plan: Plan, metrics: TrajectoryMetrics) -> RowReason | None:
         return RowReason(code, metrics.error, reason_numbers(plan, metrics))
     if not metrics.still_over_limit:
         return None
-    if metrics.low_fidelity and not metrics.was_compressed:
+    if metrics.low_fidelity and not metrics.was_compressed and plan.reason != \
+            reasons.HEAD_ALONE.text:
         known: reasons.Reason | None = reasons.LOW_FIDELITY
         text = reasons.LOW_FIDELITY.text
     elif plan.reason:

@@ -19,6 +19,7 @@ from .distill_row import DistillStats
 Action = Literal["skip", "compress", "over_limit"]
 
 # Why a row over the target gets no summary, or stays over after one.
+HEAD_ALONE = reasons.HEAD_ALONE.text
 NO_MIDDLE = reasons.NO_MIDDLE.text
 SMALL_REGION = reasons.SMALL_REGION.text
 NO_CLEAN_CUT = reasons.NO_CLEAN_CUT.text
@@ -152,6 +153,11 @@ def plan_trajectory(
 
     def made(action: Action, region: Region | None = None, region_tokens: int = 0,
              reason: str = "") -> Plan:
+        # A head over the target on its own outweighs whatever else keeps the row over
+        # (every plan of such a row has a reason: even its whole middle summarized, head +
+        # summary > target), and it is the one a person can act on.
+        if reason and head > config.target_max_tokens:
+            reason = HEAD_ALONE
         return Plan(action, total, middle, region, region_tokens, reason, head, tail,
                     config.target_max_tokens, config.summary_target_tokens)
 

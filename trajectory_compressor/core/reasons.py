@@ -32,6 +32,15 @@ SMALL_REGION = Reason(
     "region_too_small",
     "the compressible middle is too small to save tokens with a summary",
     "middle too small to help")
+# The turns before the compressible middle alone exceed the target: nothing the middle,
+# the tail or the summary size can do brings the row under; only a smaller protected head
+# (a first turn left unprotected) or a larger target can. Given whenever it holds, before
+# any other reason (a row with no middle, or whose summary overran, included).
+HEAD_ALONE = Reason(
+    "protected_head_alone_over_target",
+    "the protected head alone exceeds the target: no summary of the middle can bring the "
+    "row under",
+    "protected head alone > target")
 # The protected head and tail plus a summary of ``summary_target_tokens`` exceed the
 # target, so no summary of the middle can bring the row under. The code names the larger
 # side (the head when ``head_tokens >= tail_tokens``); the numbers say whether that side
@@ -90,8 +99,8 @@ FAILED = Reason("failed", "the row failed", "failed")
 OVER_TARGET = Reason("over_target", "over the target", "over the target")
 
 # In the order reports list them; failures come after, in this order.
-OVER_LIMIT = (NO_MIDDLE, NO_CLEAN_CUT, SMALL_REGION, PROTECTED_HEAD, PROTECTED_TAIL,
-              MIDDLE_EXHAUSTED, SUMMARY_OVERRAN, LOW_FIDELITY)
+OVER_LIMIT = (HEAD_ALONE, NO_MIDDLE, NO_CLEAN_CUT, SMALL_REGION, PROTECTED_HEAD,
+              PROTECTED_TAIL, MIDDLE_EXHAUSTED, SUMMARY_OVERRAN, LOW_FIDELITY)
 FAILURES = (DEADLINE, SUMMARY_GREW, SUMMARY_FAILED, FAILED)
 ALL = (*OVER_LIMIT, OVER_TARGET, *FAILURES)
 _BY_TEXT = {r.text: r for r in (*OVER_LIMIT, PROTECTED_TOO_BIG)}

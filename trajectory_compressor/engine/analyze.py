@@ -21,14 +21,12 @@ from typing import Any
 
 from ..core.config import CompressionConfig
 from ..core.conversation import Row, Trajectory
-from ..core.distill_row import DistillStats
 from ..core.errors import ConfigError
 from ..core.extractive import ExtractiveSummarizer
 from ..core.metrics import AggregateMetrics, Distribution, nice_edges
-from ..core.summary import SummaryRequest, render_turns
 from ..counting.tokens import TokenCounter
 from ..dialects import detect
-from ..dialects.base import Dialect
+from ..dialects.base import Dialect, row_id
 from ..formats import jsonio
 from ..formats.registry import discover_inputs
 from ..summarizers import resolve_summarizer
@@ -38,6 +36,8 @@ from .count import RowCounter, gap_counter
 from .distill_preview import DistillPreview
 from .estimate import Probe, TimedSummarizer, TimeEstimate, WorkClock, estimate_time
 from .probe import ProbeRow, ProbeSample, probe
+from .projection import CountedRow, projected
+from .remedies import OverRows, WhatWouldFix, find_fixes
 from .stream import RowStream
 
 HISTOGRAM_BINS = 10
@@ -69,6 +69,9 @@ class TargetAnalysis:
     llm: AggregateMetrics = field(default_factory=AggregateMetrics)
     extractive_reasons: Counter[str] = field(default_factory=Counter)
     llm_reasons: Counter[str] = field(default_factory=Counter)
+    # The rows the configured summarizer leaves over the limit, and what would fix them.
+    over: OverRows = field(default_factory=OverRows)
+    fixes: WhatWouldFix | None = None
 
     @property
     def target(self) -> int:
@@ -89,14 +92,18 @@ class TargetAnalysis:
         """Why rows stay over the limit, for the configured summarizer."""
         return self.extractive_reasons if self.exact else self.llm_reasons
 
-    def add(self, extractive: RowResult, llm: RowResult) -> None:
-        """Fold one row's two outcomes into the totals."""
+    def add(self, extractive: RowResult, llm: RowResult, row: CountedRow | None = None,
+            location: str = "", ident: Any = None) -> None:
+        """Fold one row's two outcomes into the totals; keep ``row`` for the remedies
+        when the configured summarizer leaves it over the limit."""
         for result, metrics, reasons in ((extractive, self.extractive, self.extractive_reasons),
                                          (llm, self.llm, self.llm_reasons)):
             why = result.why
             metrics.add(result.metrics, why.code if why is not None else None)
             if result.metrics.still_over_limit:  # by code, as in the metrics file
                 reasons[why.code if why is not None else result.reason] += 1
+        if row is not None:
+            self.over.add(extractive if self.exact else llm, row, location, ident)
 
     def to_dict(self, prices: Prices | None) -> dict[str, Any]:
         """This target's figures for ``--json``."""
@@ -108,6 +115,7 @@ class TargetAnalysis:
             "exact": self.exact,
             "metrics": {k: v for k, v in self.metrics.to_dict().items() if k != "processing"},
             "over_limit_reasons": dict(self.reasons),
+            "remedies": None if self.fixes is None else self.fixes.to_dict(),
             "extractive": {
                 "trajectories_compressed": self.extractive.trajectories_compressed,
                 "trajectories_still_over_limit": self.extractive.trajectories_still_over_limit,
@@ -290,15 +298,13 @@ async def _run(analysis: Analysis, inputs: list[Any], stream: RowStream,
     timed = [TimedSummarizer(extractive) for _ in analysis.targets]
     compressors = [TrajectoryCompressor(t.config, summarizer=s, counter=counter)
                    for t, s in zip(analysis.targets, timed, strict=True)]
-    try:
-        await _walk(analysis, inputs, stream, counter, compressors, clock, sample)
-    finally:
-        clock.extractive_seconds[:] = [s.total_seconds for s in timed]
+    await _walk(analysis, inputs, stream, counter, compressors, timed, clock, sample)
 
 
 async def _walk(analysis: Analysis, inputs: list[Any], stream: RowStream,
                 counter: TokenCounter, compressors: list[TrajectoryCompressor],
-                clock: WorkClock, sample: ProbeSample | None) -> None:
+                timed: list[TimedSummarizer], clock: WorkClock,
+                sample: ProbeSample | None) -> None:
     async with AsyncExitStack() as stack:
         for compressor in compressors:
             await stack.enter_async_context(compressor)
@@ -320,12 +326,14 @@ async def _walk(analysis: Analysis, inputs: list[Any], stream: RowStream,
                 clock.records_kept += len(batch)
                 kept = []
                 distilled = []
+                kept_entries = []
                 for entry, v, c in zip(entries, valid, counted, strict=True):
                     if isinstance(c, str):
                         analysis.reject(str(entry.record.location), c)
                     else:
                         kept.append((v, c))
                         distilled.append(entry.distill)
+                        kept_entries.append(entry)
                         if analysis.distill is not None:
                             saved = entry.distill.saved if entry.distill is not None else 0
                             analysis.distill.add(read_turns[id(entry)] or [], sum(c) + saved,
@@ -333,17 +341,23 @@ async def _walk(analysis: Analysis, inputs: list[Any], stream: RowStream,
                 if analysis.gap is not None:
                     _add_gap(analysis.gap, compressors[0].rows, counter, dialect,
                              [v for v, _ in kept], [c for _, c in kept])
-                for ((row, turns), turn_tokens), stats in zip(kept, distilled, strict=True):
+                for ((row, turns), turn_tokens), stats, entry in zip(kept, distilled, kept_entries,
+                                                                     strict=True):
+                    one = CountedRow(row, turns, turn_tokens, dialect, stats)
                     analysis.rows += 1
                     clock.rows += 1
-                    analysis.tokens.add(sum(turn_tokens))
+                    analysis.tokens.add(one.total)
                     for i, (target, compressor) in enumerate(zip(analysis.targets,
                                                                  compressors, strict=True)):
-                        exact, projected = await _outcomes(compressor, row, turns, turn_tokens,
-                                                           dialect, stats, clock, i)
-                        target.add(exact, projected)
+                        exact, llm = await _outcomes(compressor, one, clock, i)
+                        target.add(exact, llm, one, str(entry.record.location), row_id(row))
                         if i == 0 and sample is not None and exact.plan.action == "compress":
                             sample.offer(ProbeRow(row, turns, exact.plan, dialect))
+        # What compress would do ends here: the remedies' summaries are analyze's own.
+        clock.extractive_seconds[:] = [s.total_seconds for s in timed]
+        for target, compressor in zip(analysis.targets, compressors, strict=True):
+            if target.over.over:
+                target.fixes = await find_fixes(compressor, target.over, exact=target.exact)
 
 
 def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect: Dialect,
@@ -363,34 +377,21 @@ def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect:
         gap.add(turns_total, template_total)
 
 
-async def _outcomes(compressor: TrajectoryCompressor, row: Row, turns: Trajectory,
-                    turn_tokens: list[int], dialect: Dialect,
-                    distilled: DistillStats | None = None, clock: WorkClock | None = None,
-                    index: int = 0) -> tuple[RowResult, RowResult]:
-    """The row's result with the extractive summarizer (exact) and with an LLM (projected);
-    what compress would do of it is timed on ``clock`` (target ``index``)."""
+async def _outcomes(compressor: TrajectoryCompressor, one: CountedRow, clock: WorkClock,
+                    index: int) -> tuple[RowResult, RowResult]:
+    """`projection.outcomes`, with what compress would do of the row timed on ``clock``
+    (target ``index``): planning, and for a summarized row building and serializing it;
+    the LLM projection, which compress does not make, is left out of the clock."""
     start = time.perf_counter()
-    plan = compressor.plan(turns, turn_tokens, dialect, distilled)
+    plan = compressor.plan(one.turns, one.turn_tokens, one.dialect, one.distilled)
     if plan.action != "compress":
-        unchanged = compressor.unchanged(row, turns, plan, dialect)
-        if clock is not None:
-            clock.plan_seconds[index] += time.perf_counter() - start
+        unchanged = compressor.unchanged(one.row, one.turns, plan, one.dialect)
+        clock.plan_seconds[index] += time.perf_counter() - start
         return unchanged, unchanged
-    assert plan.region is not None
     planned = time.perf_counter()
-    exact = await compressor.compress_planned(row, turns, plan, dialect)
+    exact = await compressor.compress_planned(one.row, one.turns, plan, one.dialect)
     jsonio.dumps(exact.row)  # compress writes it
-    if clock is not None:
-        clock.plan_seconds[index] += planned - start
-        clock.build_seconds[index] += time.perf_counter() - planned
-        clock.summarized[index] += 1
-    config = compressor.config
-    metrics = compressor.projected_metrics(turns, plan, config.summary_target_tokens)
-    metrics.summarization_api_calls = 1
-    metrics.summary_source = "llm"
-    request = SummaryRequest(turns[plan.region.start:plan.region.end], plan.region.start,
-                             config.summary_target_tokens)
-    metrics.prompt_tokens = min(compressor.counter.count(render_turns(request)),
-                                config.max_input_tokens)
-    metrics.completion_tokens = config.summary_target_tokens
-    return exact, RowResult(row, metrics, plan, changed=True, turns=exact.turns)
+    clock.plan_seconds[index] += planned - start
+    clock.build_seconds[index] += time.perf_counter() - planned
+    clock.summarized[index] += 1
+    return exact, projected(compressor, one, plan, exact.turns)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 from dataclasses import dataclass
 from types import TracebackType
@@ -60,7 +61,8 @@ class RowResult:
             return self.metrics.error
         if not self.metrics.still_over_limit:
             return ""
-        if self.metrics.low_fidelity and not self.metrics.was_compressed:
+        if (self.metrics.low_fidelity and not self.metrics.was_compressed
+                and self.plan.reason != reasons.HEAD_ALONE.text):
             return reasons.LOW_FIDELITY.text
         return self.plan.reason or SUMMARY_OVERRAN
 
@@ -113,6 +115,14 @@ class TrajectoryCompressor:
         self.rows = RowCounter(self.config, self.counter)
         # The configured key values: no summary, from whatever backend, carries them.
         self.scrubber = Scrubber(self.config.secret_values())
+
+    def with_config(self, config: CompressionConfig) -> TrajectoryCompressor:
+        """A compressor for ``config`` that shares this one's tokenizer, summarizer, row
+        counter and scrubber: for settings that plan differently but count, summarize and
+        scrub the same (``config`` must keep the counting settings and the endpoints)."""
+        other = copy.copy(self)
+        other.config = config
+        return other
 
     async def __aenter__(self) -> TrajectoryCompressor:
         await self.summarizer.start()

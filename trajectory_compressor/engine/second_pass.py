@@ -26,11 +26,14 @@ ROUNDS = 3
 def elide_over_limit(
     row: Row, turns: Trajectory, metrics: TrajectoryMetrics, plan: Plan, dialect: Dialect,
     summary_at: int | None, config: CompressionConfig, counter: TokenCounter,
-    rows: RowCounter,
+    rows: RowCounter, *, render: bool = True,
 ) -> tuple[Trajectory, Row] | None:
     """``(turns, row)`` with tool outputs elided so that the row fits the target, and
     ``metrics`` updated (tokens, ``elisions``); None (``metrics`` untouched) when no
-    elision brings it under."""
+    elision brings it under.
+
+    ``render=False`` counts by the changed turns alone whatever the counting mode: for a
+    projection (`analyze` with an LLM backend), whose summary is not written."""
     target = config.target_max_tokens
     eligible = eligible_turns([t["from"] for t in turns], plan.middle,
                               plan.region if summary_at is not None else None, summary_at)
@@ -40,7 +43,8 @@ def elide_over_limit(
     total = metrics.compressed_tokens
     done: dict[int, Elision] = {}
     new_row: Row | None = None
-    for _ in range(ROUNDS if rows.template is not None else 1):
+    rendered = render and rows.template is not None
+    for _ in range(ROUNDS if rendered else 1):
         found = elide_tool_outputs([t["value"] for t in current], eligible, total - target,
                                    counter.count_many)
         if not found:
@@ -50,7 +54,7 @@ def elide_over_limit(
             done[i] = Elision(i, first.tokens_before, elision.tokens_after)
             current[i] = {**current[i], "value": text}
         new_row = dialect.with_turns(row, current, summary_at)
-        if rows.template is not None:
+        if rendered:
             total = rows.total(dialect, new_row)
         else:
             total -= sum(e.tokens_before - e.tokens_after for _, _, e in found)
