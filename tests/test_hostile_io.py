@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.cli_helpers import ROOT, read_jsonl, run_cli
+from tests.cli_helpers import ROOT, invoke_cli, read_jsonl, run_cli
 from tests.fixtures_runs import long_hermes_row
 
 SMALL = ("--summarizer", "extractive", "--target-max-tokens", "150",
@@ -125,6 +125,78 @@ def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path):
     _ok(result, 0)
     assert [r["id"] for r in read_jsonl(tmp_path / "out.jsonl")] == ["a"]
     assert not lock.exists()
+
+
+def _hold_lock(lock: Path, output: Path) -> subprocess.Popen:
+    """Another process holding ``lock`` as a run writing ``output`` does, until killed."""
+    code = ("import sys; from pathlib import Path; "
+            "from trajectory_compressor.engine.lock import output_lock\n"
+            "with output_lock(Path(sys.argv[1]), Path(sys.argv[2])):\n"
+            "    print('held', flush=True); sys.stdin.read()")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(lock), str(output)],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+@pytest.mark.parametrize("holder", ["folder run", "file run", "folder run by a link"])
+def test_a_folder_run_and_a_file_run_into_its_folder_exclude_each_other(tmp_path, holder):
+    # The trial's two runs named one output; here a folder run's output folder holds the
+    # file another run names (outdir/a.jsonl), each way round, and a folder named through
+    # a symbolic link. Both would write outdir/.a.jsonl.partial: the second refuses.
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(json.dumps(_row("d1")) + "\n", encoding="utf-8")
+    single = tmp_path / "b.jsonl"
+    single.write_text(json.dumps(_row("b1")) + "\n", encoding="utf-8")
+    outdir = tmp_path / "outdir"
+    outdir.mkdir()
+    (tmp_path / "outlink").symlink_to(outdir)
+    if holder == "folder run":
+        lock, args = tmp_path / ".outdir.lock", (str(single), "-o", str(outdir / "a.jsonl"))
+    elif holder == "file run":
+        lock, args = outdir / ".a.lock", (str(folder), "-o", str(outdir))
+    else:
+        lock, args = tmp_path / ".outdir.lock", (str(folder), "-o", str(tmp_path / "outlink"))
+    held = _hold_lock(lock, outdir)
+    try:
+        result = invoke_cli("compress", *args, *SMALL, "--overwrite")
+    finally:
+        held.kill()
+        held.wait()
+    _ok(result, 2)
+    assert f"pid {held.pid}" in result.stderr and lock.name in result.stderr
+    assert sorted(p.name for p in outdir.iterdir()) == [lock.name] * (lock.parent == outdir)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["d", "b.jsonl", "outdir", "outlink"] + [lock.name] * (lock.parent == tmp_path))
+
+
+def test_a_second_batch_export_into_one_folder_is_refused_and_so_is_its_finish(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(long_hermes_row(f"r{i}")) + "\n" for i in range(3)),
+                   encoding="utf-8")
+    folder = tmp_path / "batch"
+    folder.mkdir()
+    batch = ("--summarizer", "batch", "--model", "m", "--batch-dir", str(folder),
+             "--target-max-tokens", "150", "--summary-target-tokens", "10")
+    held = _hold_lock(folder / ".batch.lock", folder / "manifest.json")
+    try:
+        export = invoke_cli("compress", str(src), *batch)
+        results = tmp_path / "results.jsonl"
+        results.write_text("", encoding="utf-8")
+        finish = invoke_cli("compress", str(src), *batch, "--batch-results", str(results))
+    finally:
+        held.kill()
+        held.wait()
+    for result in (export, finish):
+        _ok(result, 2)
+        assert f"pid {held.pid}" in result.stderr and "--batch-dir" in result.stderr
+    assert sorted(p.name for p in folder.iterdir()) == [".batch.lock"]
+    # Once the other export is gone, the folder is this one's.
+    _ok(invoke_cli("compress", str(src), *batch), 0)
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json",
+                                                        "requests-00001.jsonl"]
 
 
 # 3. A deeply nested row is one reject, on every container.
