@@ -8,6 +8,7 @@ with a location; no traceback; one run per output; numbers keep their text.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -74,6 +75,46 @@ def test_an_unterminated_object_after_the_array_is_a_located_reject(tmp_path):
     assert [r["id"] for r in read_jsonl(out)] == ["a"]
     [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
     assert reject["row"] == 1 and "truncated" in reject["error"]
+
+
+BOM = "\ufeff"
+
+
+@pytest.mark.parametrize("source", ["json", "jsonl", "jsonl.gz"])
+def test_files_saved_with_a_byte_order_mark_are_read_whole_and_written_as_json(tmp_path,
+                                                                              source):
+    # Windows editors start a file with a UTF-8 BOM; `cat` of two such files puts the
+    # second one mid-file. Each row is read (not one reject for the whole file) and the
+    # .json output is strict JSON (a BOM copied inside the array is not).
+    if source == "json":
+        text = (BOM + json.dumps([_row("a1"), _row("a2")]) + "\n"
+                + BOM + json.dumps([_row("b1")], indent=1) + "\n")
+    else:
+        text = (BOM + json.dumps(_row("a1")) + "\n" + json.dumps(_row("a2")) + "\n"
+                + BOM + json.dumps(_row("b1")) + "\n")
+    src = tmp_path / f"bom.{source}"
+    data = text.encode("utf-8")
+    src.write_bytes(gzip.compress(data) if source.endswith(".gz") else data)
+    out = tmp_path / "out.json"
+    result = invoke_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 0)
+    assert [r["id"] for r in json.loads(out.read_bytes().decode("utf-8"))] == ["a1", "a2", "b1"]
+    assert BOM.encode("utf-8") not in out.read_bytes()
+
+
+def test_a_utf16_line_is_a_reject_never_copied_into_the_output(tmp_path):
+    # UTF-16 (PowerShell's `>`) is not JSON's encoding; Python's json would guess it and
+    # the row was written back byte for byte: a UTF-16 line inside a UTF-8 file.
+    src = tmp_path / "mixed.jsonl"
+    src.write_bytes(json.dumps(_row("u8")).encode("utf-8") + b"\n"
+                    + json.dumps(_row("u16")).encode("utf-16-le") + b"\n")
+    out = tmp_path / "out.jsonl"
+    result = invoke_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 1)
+    assert [json.loads(line.decode("utf-8"))["id"] for line in out.read_bytes().splitlines()] \
+        == ["u8"]
+    [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
+    assert reject["line"] == 2 and "invalid JSON" in reject["error"]
 
 
 # 2. One run per output at a time.

@@ -27,13 +27,16 @@ from .base import AtomicFile, InputFile, Location, Record
 _STRUCTURE = re.compile(rb'[\[\]{}",]')
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _SPACE = b" \t\r\n"
+# A UTF-8 byte order mark where a file starts (``cat a.json b.json`` of files a Windows
+# editor saved puts one after the first array too): skipped there, as RFC 8259 allows.
+_BOM = b"\xef\xbb\xbf"
 
 
 def first_char(path: Path) -> bytes:
     """The first non-space byte of a file (``b""`` when it has none)."""
     with open(path, "rb") as f:
         while chunk := f.read(4096):
-            stripped = chunk.lstrip(_SPACE)
+            stripped = chunk.lstrip(_SPACE).removeprefix(_BOM).lstrip(_SPACE)
             if stripped:
                 return stripped[:1]
     return b""
@@ -61,7 +64,7 @@ def _elements(data: Any, name: str, skip_rows: int) -> Iterator[Record]:
     and reading goes on at the next line. The first ``skip_rows`` rows are not parsed.
     """
     size = len(data)
-    pos = _skip_space(data, 0)
+    pos = _skip_bom(data, 0)
     if pos >= size:
         return
     if data[pos:pos + 1] != b"[":
@@ -88,6 +91,9 @@ def _elements(data: Any, name: str, skip_rows: int) -> Iterator[Record]:
                 index += 1
                 pos = _skip_space(data, end + 1)
             pos = _skip_space(data, end + 1)
+            continue
+        if data[pos:pos + 3] == _BOM:  # the start of a second file
+            pos = _skip_bom(data, pos)
             continue
         location = Location(name, row=index)
         if char == b"{":  # a JSON object after an array (JSON lines): a row
@@ -121,6 +127,14 @@ def _parse(location: Location, raw: bytes) -> Record:
             f"element is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"))
     except ValueError as exc:
         return Record(location, raw=raw[:200], error=f"invalid JSON: {exc}")
+
+
+def _skip_bom(data: Any, pos: int) -> int:
+    """Past the spaces at ``pos``, a byte order mark if one follows, and spaces again."""
+    pos = _skip_space(data, pos)
+    if data[pos:pos + 3] == _BOM:
+        pos = _skip_space(data, pos + 3)
+    return pos
 
 
 def _skip_space(data: Any, pos: int) -> int:
