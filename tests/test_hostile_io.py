@@ -117,6 +117,43 @@ def test_a_utf16_line_is_a_reject_never_copied_into_the_output(tmp_path):
     assert reject["line"] == 2 and "invalid JSON" in reject["error"]
 
 
+@pytest.mark.parametrize("damage", ["second stream appended", "garbage appended",
+                                    "cut in the middle"])
+def test_an_arrow_shard_with_bytes_past_its_stream_or_cut_short_is_a_located_reject(
+        tmp_path, damage):
+    # The JSON rule for every reader: a save_to_disk shard's bytes after its stream's end
+    # (cat of two shards, or garbage) were ignored with exit 0, and a cut shard stopped the
+    # whole run (exit 4, nothing written). The other shard's rows are written either way.
+    import datasets
+
+    folder = tmp_path / "ds"
+    datasets.Dataset.from_list([_row(f"r{i}") for i in range(6)]).save_to_disk(
+        str(folder), num_shards=2)
+    other = tmp_path / "other"
+    datasets.Dataset.from_list([_row("x0"), _row("x1")]).save_to_disk(str(other))
+    first = folder / "data-00000-of-00002.arrow"
+    data = first.read_bytes()
+    if damage == "second stream appended":
+        data += (other / "data-00000-of-00001.arrow").read_bytes()
+    elif damage == "garbage appended":
+        data += b"\x00garbage"
+    else:
+        data = data[:len(data) - 20]
+    first.write_bytes(data)
+    out = tmp_path / "out"
+    result = invoke_cli("compress", str(folder), "-o", str(out), *SMALL)
+    _ok(result, 1)
+    assert [r["id"] for r in _rows(out / "train-00001-of-00002.parquet")] == ["r3", "r4", "r5"]
+    kept = _rows(out / "train-00000-of-00002.parquet")
+    [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
+    assert reject["file"] == str(first) and reject["row"] == len(kept)
+    if damage == "cut in the middle":
+        assert "breaks off after" in reject["error"]
+    else:
+        assert [r["id"] for r in kept] == ["r0", "r1", "r2"]
+        assert "after the end of the Arrow stream" in reject["error"]
+
+
 # 2. One run per output at a time.
 
 def _start(*args: str) -> subprocess.Popen:
