@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -370,6 +371,49 @@ def test_an_openai_file_with_one_sharegpt_row_stays_openai(tmp_path):
     assert [r["id"] for r in read_jsonl(out)] == ["o1", "o2"]
     [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
     assert reject["line"] == 1 and "ShareGPT" in reject["error"]
+
+
+def _long_row(dialect: str, row_id: str) -> dict:
+    """`long_hermes_row`'s length (over the 150-token target) in another dialect:
+    a system turn, then user and assistant turns in turn."""
+    texts = [f"turn {i} " + " ".join(f"w{i}" for i in range(5)) for i in range(14)]
+    if dialect == "openai":
+        return {"id": row_id, "messages": [{"role": "system", "content": texts[0]}] + [
+            {"role": "user" if i % 2 else "assistant", "content": t}
+            for i, t in enumerate(texts[1:], start=1)]}
+    return {"id": row_id, "system": texts[0], "tools": "[]", "conversations": [
+        {"from": "user" if i % 2 else "assistant", "value": t}
+        for i, t in enumerate(texts[1:], start=1)]}
+
+
+@pytest.mark.parametrize("container", ["parquet", "save_to_disk"])
+@pytest.mark.parametrize("dialect", ["openai", "sharegpt-variant"])
+def test_a_parquet_or_arrow_file_of_another_dialect_is_read_by_its_rows(tmp_path, dialect,
+                                                                        container):
+    # The container decided the dialect: a Parquet file (or save_to_disk shard) without a
+    # Hermes `conversations` column of from/value structs was rejected whole, so the
+    # tool's own OpenAI Parquet output could not be compressed again.
+    import datasets
+
+    rows = [_long_row(dialect, f"r{i}") for i in range(3)]
+    src = tmp_path / ("in.parquet" if container == "parquet" else "in")
+    if container == "parquet":
+        pq.write_table(pa.Table.from_pylist(rows), src)
+    else:
+        datasets.Dataset.from_list(rows).save_to_disk(str(src))
+    out = tmp_path / ("out.parquet" if container == "parquet" else "out")
+    result = invoke_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 0)
+    written = _rows(out if container == "parquet" else out / "train-00000-of-00001.parquet")
+    assert [r["id"] for r in written] == ["r0", "r1", "r2"]
+    for row in written:
+        assert row["compression_metrics"]["was_compressed"] is True
+        if dialect == "openai":  # the summary is a user message (README, Formats)
+            [summary] = [m for m in row["messages"] if "[CONTEXT SUMMARY]" in m["content"]]
+            assert summary["role"] == "user"
+        else:  # appended to the user-side turn before the summarized pairs
+            [summary] = [t for t in row["conversations"] if "[CONTEXT SUMMARY]" in t["value"]]
+            assert summary["from"] == "user" and "\n\n[CONTEXT SUMMARY]: " in summary["value"]
 
 
 # 6. Exact numbers.

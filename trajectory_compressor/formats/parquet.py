@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.errors import CompressorError
+from ..core.extractive import clip
 from ..core.metrics import METRICS_KEY
 from .base import InputFile, Location, Record, replace_file, temp_path, text_chars
 from .jsonio import JsonNumber
@@ -91,20 +92,25 @@ def _is_text(t: pa.DataType) -> bool:
 
 
 def schema_problem(schema: pa.Schema) -> str | None:
-    """Why rows of ``schema`` cannot be trajectories, or None when they can."""
-    if "conversations" not in schema.names:
-        shown = ", ".join(schema.names[:8]) + (", …" if len(schema.names) > 8 else "")
-        return f"the file's schema has no 'conversations' column (columns: {shown or 'none'})"
-    t = schema.field("conversations").type
+    """Why no row of ``schema`` can be a trajectory, or None when some can.
+
+    Every dialect's turns are a list of objects (ShareGPT ``conversations``, OpenAI and
+    LLaMA-Factory ``messages``, a custom ``dataset.messages`` column): a file with no
+    list-of-structs column holds none, said once for the file. Which column holds the
+    turns and how they are spelled is each row's dialect's to judge (a Parquet file of
+    OpenAI messages was rejected whole when this asked for Hermes columns).
+    """
+    if any(_is_turn_list(field.type) for field in schema):
+        return None
+    shown = ", ".join(f"{f.name} ({clip(str(f.type), 40)})" for f in schema)
+    return ("no column of the file's schema is a list of turns (a list of structs), as "
+            f"every dialect's turns are (columns: {clip(shown, 300) or 'none'})")
+
+
+def _is_turn_list(t: pa.DataType) -> bool:
     if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t)):
-        return f"the file's 'conversations' column is {t}, not a list of turns"
-    turn = t.value_type
-    if not pa.types.is_struct(turn) or not all(
-        turn.get_field_index(key) >= 0 and _is_text(turn.field(key).type)
-        for key in ("from", "value")
-    ):
-        return f"the file's turns are {turn}, not structs with string 'from' and 'value'"
-    return None
+        return False
+    return bool(pa.types.is_struct(t.value_type))
 
 
 def output_schema(schema: pa.Schema) -> pa.Schema:
