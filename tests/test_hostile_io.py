@@ -373,6 +373,24 @@ def test_an_openai_file_with_one_sharegpt_row_stays_openai(tmp_path):
     assert reject["line"] == 1 and "ShareGPT" in reject["error"]
 
 
+def test_rows_of_no_dialect_before_the_good_ones_leave_the_vote_to_the_good_ones(tmp_path):
+    # 40 elements that are no conversation (a row without turns, null, a string, a number)
+    # filled the first 32 rows: nobody voted, the default (Hermes) won, and its row check
+    # rejected every OpenAI row after them "as detected by the majority".
+    msgs = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    noise = [{"id": "n"}, None, "text", 7] * 10
+    rows = [*noise, *({"id": f"o{i}", "messages": msgs} for i in range(3)), _row("h")]
+    src = tmp_path / "late.json"
+    src.write_text(json.dumps(rows), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = invoke_cli("compress", str(src), "-o", str(out), *SMALL)
+    _ok(result, 1)
+    assert [r["id"] for r in read_jsonl(out)] == ["o0", "o1", "o2"]
+    rejects = read_jsonl(tmp_path / "out_rejects.jsonl")
+    assert [r["row"] for r in rejects] == [*range(40), 43]
+    assert "detected as OpenAI messages" in rejects[-1]["error"]
+
+
 def _long_row(dialect: str, row_id: str) -> dict:
     """`long_hermes_row`'s length (over the 150-token target) in another dialect:
     a system turn, then user and assistant turns in turn."""
