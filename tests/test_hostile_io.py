@@ -474,6 +474,24 @@ def test_an_out_of_range_number_is_a_parquet_reject(tmp_path):
     assert reject["line"] == 2 and "1e400" in reject["error"]
 
 
+def test_an_integer_past_64_bits_is_a_parquet_reject_that_says_so(tmp_path):
+    # JSON integers have no size; Parquet's have 64 bits. Variant of 1e400: a .json input,
+    # the integer nested in a turn.
+    big = 2**64
+    rows = [_row("a"), {"id": "b", "conversations": [{"from": "human", "value": "q",
+                                                      "n": big}, CONV[1]]}, _row("c")]
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps(rows), encoding="utf-8")
+    for container, ids in (("jsonl", ["a", "b", "c"]), ("parquet", ["a", "c"])):
+        out = tmp_path / f"out.{container}"
+        result = invoke_cli("compress", str(src), "-o", str(out), *SMALL, "--overwrite")
+        _ok(result, 1 if container == "parquet" else 0)
+        assert [r["id"] for r in _rows(out)] == ids
+    assert _rows(tmp_path / "out.jsonl")[1]["conversations"][0]["n"] == big
+    [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")  # the Parquet run's
+    assert reject["row"] == 1 and f"the integer {big} is out of the range" in reject["error"]
+
+
 # 7. A Parquet output whose column changes type at one row.
 
 def test_a_nested_field_changing_type_in_a_parquet_output_rejects_that_row(tmp_path):

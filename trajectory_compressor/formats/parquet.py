@@ -253,10 +253,14 @@ ROW_GROUP_CHARS = 4 * 2**20
 def _check_utf8(value: Any) -> None:
     """Raise `UnicodeEncodeError` if a string in ``value`` has no UTF-8 form (Parquet
     strings are UTF-8; JSON can carry a lone surrogate escape, Parquet cannot), and
-    `ValueError` for a number no Parquet double holds (``1e400``: it would become inf)."""
+    `ValueError` for a number no Parquet double holds (``1e400``: it would become inf)
+    or an integer no Parquet integer holds (JSON integers have no size)."""
     if isinstance(value, str):
         if not value.isascii():
             value.encode("utf-8")
+    elif isinstance(value, int) and not -(2**63) <= value < 2**64:
+        raise ValueError(f"the integer {clip(str(value), 60)} is out of the range of a "
+                         "Parquet integer (64 bits); use --output-format jsonl")
     elif isinstance(value, JsonNumber):
         raise ValueError(f"the number {value.text} is out of the range of a Parquet double "
                          f"(it would be stored as {float(value)!r}); use --output-format "
