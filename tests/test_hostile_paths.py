@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from tests.cli_helpers import run_cli
+from tests.cli_helpers import invoke_cli, run_cli
 from tests.fixtures_runs import HAND_CONFIG, HAND_ROWS, write_jsonl
 
 HAND = ("--target-max-tokens", str(HAND_CONFIG["target_max_tokens"]),
@@ -139,6 +139,40 @@ def test_a_key_given_as_the_variable_name_is_refused_and_never_printed(tmp_path)
         assert "not the key itself" in proc.stderr and "(not shown" in proc.stderr
         assert secret not in proc.stdout + proc.stderr
         assert secret[:12] not in proc.stderr  # not even a prefix
+        assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_keys_of_other_shapes_anywhere_in_a_config_are_never_printed(tmp_path):
+    # Keys that are valid variable names and match no credential pattern: 64 hex digits
+    # (Together), gsk_ (Groq), a long lowercase token; given on the command line, as
+    # summarization.api_key_env, as an endpoint's api_key_env. Also a key pasted as a
+    # section name or inside a wrong-typed value, which the messages quote.
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    keys = ["b7e2" + "0123456789abcdef" * 3 + "9a8b7c6d5e4f3a2b",
+            "gsk_" + "q2w3e4r5t6y7u8i9o0p1a2s3d4f5g6h7j8k9l0z1x2c3v4b5n6m7",
+            "qwertyuiop1234567890asdfghjkl"]
+    endpoint = ("summarization:\n  endpoints:\n    - base_url: http://127.0.0.1:9/v1\n"
+                "      model: m\n      api_key_env: {}\n")
+    cases = []
+    for key in keys:
+        cases.append((("--summarizer", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                       "--api-key-env", key), key, "not the key itself"))
+        cases.append((f"summarization:\n  backend: openai\n  api_key_env: {key}\n", key,
+                      "not the key itself"))
+        cases.append((endpoint.format(key), key, "not the key itself"))
+    pasted = "sk-proj-" + "AbC123dEf456GhI789jKl012MnO345pQr678"
+    cases.append((f"{pasted}: 1\n", pasted, "unknown section '[REDACTED]'"))
+    cases.append((f"summarization:\n  model: {{a: {pasted}}}\n", pasted,
+                  "summarization.model must be a string, got {'a': '[REDACTED]'}"))
+    for number, (given, key, said) in enumerate(cases):
+        if isinstance(given, str):
+            config = tmp_path / f"c{number}.yaml"
+            config.write_text(given, encoding="utf-8")
+            given = ("--config", str(config))
+        proc = invoke_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"), *HAND, *given)
+        assert proc.returncode == 2, proc.stderr
+        assert said in proc.stderr
+        assert key[:12] not in proc.stdout + proc.stderr, proc.stderr
         assert not (tmp_path / "o.jsonl").exists()
 
 
