@@ -202,6 +202,25 @@ def test_the_prompt_sent_to_the_endpoint_holds_no_key(tmp_path):
     assert src.read_text(encoding="utf-8").count(key) == 1
 
 
+def test_batch_request_files_hold_no_key(tmp_path):
+    # The batch variant of the prompt test: the requests a provider will read are files.
+    key = "Zq9-batch-proxy-token-5582"
+    github = "ghp_" + "Rt5yU8iO1pA4sD7fG0hJ3kL6zX9cV2bN5mQ8"
+    rows = json.loads(json.dumps(HAND_ROWS))
+    rows[1]["conversations"][4]["value"] += f" TOKEN={key} and {github} end"
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    folder = tmp_path / "batch"
+    proc = invoke_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"),
+                      "--target-max-tokens", "100", "--summary-target-tokens", "20",
+                      "--summarizer", "batch", "--model", "m", "--batch-dir", str(folder),
+                      "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "BATCH_KEY",
+                      env={"BATCH_KEY": key})
+    assert proc.returncode == 0, proc.stderr
+    written = "".join(p.read_text(encoding="utf-8") for p in sorted(folder.iterdir()))
+    assert "requests-00001.jsonl" in proc.stdout and "TOKEN=[REDACTED]" in written
+    assert key not in written and github not in written
+
+
 # Config values: quoted within bounds, and numbers that are numbers
 
 def test_an_alias_bomb_in_a_wrong_typed_value_gives_a_short_message(tmp_path):
