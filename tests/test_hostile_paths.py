@@ -292,6 +292,32 @@ def test_a_fifo_input_is_named_for_what_it_is(tmp_path):
     assert proc.returncode == 2 and "FIFO" in proc.stderr
 
 
+def test_a_fifo_or_dead_link_among_a_folders_data_files_is_named_not_passed_over(tmp_path):
+    # The single-file variant said what the input is; in a folder (or a glob) such files
+    # were dropped without a word, exit 0. A subprocess: a FIFO that is opened would block.
+    folder = tmp_path / "d"
+    folder.mkdir()
+    write_jsonl(folder / "a.jsonl", HAND_ROWS)
+    cases = (("b.json", "is a FIFO (named pipe)"),
+             ("c.jsonl.gz", "is a symbolic link to nothing"))
+    for name, kind in cases:
+        odd = folder / name
+        if "FIFO" in kind:
+            os.mkfifo(odd)
+        else:
+            odd.symlink_to(tmp_path / "moved-away.jsonl.gz")
+        for spec in (str(folder), str(folder / "*")):
+            proc = run_cli("compress", spec, "-o", str(tmp_path / "out"), *HAND, timeout=60)
+            assert proc.returncode == 2, proc.stderr
+            assert f"{odd} in {spec} {kind}" in proc.stderr, proc.stderr
+            assert not (tmp_path / "out").exists()
+        odd.unlink()
+    # A FIFO that is no data file (by its name) is none of the run's business.
+    os.mkfifo(folder / "notes.txt")
+    proc = run_cli("compress", str(folder), "-o", str(tmp_path / "out"), *HAND, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_a_folder_input_passes_over_only_the_side_files_this_tool_wrote(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
