@@ -8,10 +8,12 @@ pipeline and checks that every input row ends in the output or in the rejects.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -163,9 +165,50 @@ _turn = st.fixed_dictionaries({
 _row = st.fixed_dictionaries({"conversations": st.lists(_turn, max_size=8)},
                              optional={"id": st.text(max_size=6) | st.integers(),
                                        "meta": _json_values})
+# Issue 24's classes: rows of every dialect in one file, values nested past the depth
+# limit (and within it), numbers no double holds, written as JSON text.
+_variant_row = st.fixed_dictionaries(
+    {"conversations": st.lists(st.fixed_dictionaries({
+        "from": st.sampled_from(["user", "assistant", "function_call", "observation", "gpt"]),
+        "value": st.text(max_size=60)}), max_size=8)},
+    optional={"system": st.text(max_size=20), "tools": st.just("[]"),
+              "id": st.text(max_size=6)})
+_openai_row = st.fixed_dictionaries(
+    {"messages": st.lists(st.fixed_dictionaries({
+        "role": st.sampled_from(["system", "developer", "user", "assistant", "tool", 3]),
+        "content": st.text(max_size=60) | st.none() | st.lists(st.fixed_dictionaries(
+            {"type": st.just("text"), "text": st.text(max_size=20)}), max_size=2)}),
+        max_size=8)},
+    optional={"id": st.text(max_size=6) | st.integers()})
+_NUMBERS = ["1e400", "-1E+400", "1e-400", "2.5e-999", "-0", "-0.0", "1E+2", "0.10e1",
+            "123456789012345678901234567890", "-98765432109876543210", "5e-324",
+            "1.7976931348623157e308"]
+_CONV_TEXT = json.dumps([{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}])
+_LONG = json.dumps(long_hermes_row("n")["conversations"])
+
+
+def _nested(depth: int, kind: str) -> str:
+    return "[" * depth + "]" * depth if kind == "[" else '{"a":' * depth + "1" + "}" * depth
+
+
+_row_texts = st.one_of(
+    _row.map(lambda r: json.dumps(r)),
+    _variant_row.map(lambda r: json.dumps(r)),
+    _openai_row.map(lambda r: json.dumps(r)),
+    st.builds(lambda depth, kind: f'{{"conversations":{_CONV_TEXT},"x":{_nested(depth, kind)}}}',
+              st.integers(1, 1200), st.sampled_from(["[", "{"])),
+    # A long row is compressed, so its numbers are written again, not copied.
+    st.builds(lambda number, nested, conv: f'{{"n":{number},"conversations":{conv},'
+                                           f'"m":{{"k":[{number}]}}}}' if nested else
+              f'{{"conversations":{conv},"n":{number}}}',
+              st.sampled_from(_NUMBERS), st.booleans(), st.sampled_from([_CONV_TEXT, _LONG])),
+)
+_value_texts = st.one_of(_row_texts,
+                         _json_values.map(lambda v: json.dumps(v)),
+                         st.sampled_from([*_NUMBERS, "NaN", "null", '"text"', "[]", "{}"]))
 _line = st.one_of(
     _row.map(lambda r: json.dumps(r).encode("utf-8", "surrogatepass")),
-    _json_values.map(lambda v: json.dumps(v).encode("utf-8", "surrogatepass")),
+    _value_texts.map(lambda t: t.encode("utf-8", "surrogatepass")),
     st.binary(max_size=40),
     st.sampled_from([b'{"conversations": [{"from": "human", "value": "\\ud800"}]}',
                      b'{"conversations": NaN}', b'{"a": 123456789012345678901234567890}',
@@ -173,30 +216,101 @@ _line = st.one_of(
 )
 
 
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(lines=st.lists(_line, min_size=0, max_size=12))
-def test_fuzz_every_input_row_is_written_or_rejected(tmp_path_factory, counter, lines):
-    folder = tmp_path_factory.mktemp("fuzz")
-    src = folder / "in.jsonl"
-    src.write_bytes(b"".join(line.replace(b"\n", b" ").replace(b"\r", b" ") + b"\n"
-                             for line in lines))
-    physical = [line for line in src.read_bytes().split(b"\n")[:-1] if line.strip()]
+def _fuzz_run(counter, src: Path, out: Path) -> tuple[list[Any], int, Any]:
+    """``src`` through the real pipeline (extractive, small budgets) into ``out``: the
+    rows written (parsed strictly: no NaN/Infinity unless the input has them), the
+    rejects file's entries, and the run's result."""
     config = CompressionConfig(summarizer="extractive", target_max_tokens=40,
                                summary_target_tokens=8, cache_enabled=False)
     compressor = TrajectoryCompressor(config, ExtractiveSummarizer(counter.count), counter)
     inputs = discover_inputs(str(src))
-    layout = plan_layout(str(src), inputs, str(folder / "out.jsonl"), config, single_file=True)
+    layout = plan_layout(str(src), inputs, str(out), config, single_file=True)
     result = run_pipeline(compressor, inputs, layout, RunOptions(quiet=True))
-    written = (folder / "out.jsonl").read_bytes().splitlines()
-    rejects = (folder / "out_rejects.jsonl").read_bytes().splitlines()
-    over = [json.loads(x) for x in (folder / "out_over_limit.jsonl").read_bytes().splitlines()]
-    empty_file = 1 if not physical else 0  # an empty input is listed once in the rejects
-    assert len(written) + len(rejects) - empty_file == len(physical)
-    assert result.metrics.rows_rejected == len(rejects) - empty_file
+    data = out.read_bytes()
+    loose = any(word in src.read_bytes() for word in (b"NaN", b"Infinity"))
+
+    def strict(name: str) -> Any:
+        assert loose, f"{name} written for an input without it"  # 1e400 must stay 1e400
+        return float(name)
+
+    if out.suffix == ".json":
+        written = json.loads(data.decode("utf-8"), parse_constant=strict)
+    else:
+        written = [json.loads(line.decode("utf-8"), parse_constant=strict)
+                   for line in data.splitlines()]
+    over = [json.loads(x) for x in layout.over_limit.read_bytes().splitlines()]
     assert all("trajectory" not in entry for entry in over)  # save_over_limit: kept in output
-    for line in written:
-        jsonio.loads(line)  # every written line is JSON
+    return written, len(layout.rejects.read_bytes().splitlines()), result
+
+
+def _gzip_members(data: bytes, cuts: list[int]) -> bytes:
+    """``data`` as concatenated gzip members cut at ``cuts`` (what ``cat a.gz b.gz`` is)."""
+    bounds = [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
+    return b"".join(gzip.compress(data[a:b]) for a, b in itertools.pairwise(bounds))
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(lines=st.lists(_line, min_size=0, max_size=12),
+       container=st.sampled_from(["jsonl", "jsonl.gz"]),
+       cuts=st.lists(st.integers(0, 10**6), max_size=2))
+def test_fuzz_every_input_row_is_written_or_rejected(tmp_path_factory, counter, lines,
+                                                     container, cuts):
+    folder = tmp_path_factory.mktemp("fuzz")
+    src = folder / f"in.{container}"
+    data = b"".join(line.replace(b"\n", b" ").replace(b"\r", b" ") + b"\n" for line in lines)
+    src.write_bytes(data if container == "jsonl" else _gzip_members(data, cuts))
+    physical = [line for line in data.split(b"\n")[:-1] if line.strip()]
+    written, rejects, result = _fuzz_run(counter, src, folder / "out.jsonl")
+    empty_file = 1 if not physical else 0  # an empty input is listed once in the rejects
+    assert len(written) + rejects - empty_file == len(physical)
+    assert result.metrics.rows_rejected == rejects - empty_file
+
+
+BOM = "\ufeff".encode("utf-8")
+# The same for JSON containers: concatenated arrays (`cat a.json b.json`, BOMs included),
+# pretty-printed or not, then JSON lines and garbage lines after them.
+_garbage_line = st.binary(min_size=1, max_size=30).filter(
+    lambda b: b"\n" not in b and b.strip() != b"" and b.lstrip()[:1] not in (b"[", b"{")
+    and not b.lstrip().startswith(b"\xef\xbb\xbf"))
+_block = st.one_of(
+    st.tuples(st.just("array"), st.lists(_value_texts, max_size=6), st.booleans(),
+              st.booleans()),
+    st.tuples(st.just("object"), _row_texts, st.just(False), st.just(False)),
+    st.tuples(st.just("garbage"), _garbage_line, st.just(False), st.just(False)),
+)
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(first=st.lists(_value_texts, min_size=1, max_size=6), blocks=st.lists(_block, max_size=5),
+       pretty=st.booleans(), bom=st.booleans(), output=st.sampled_from(["jsonl", "json"]))
+def test_fuzz_json_containers_lose_no_row(tmp_path_factory, counter, first, blocks, pretty, bom,
+                                          output):
+    folder = tmp_path_factory.mktemp("fuzzjson")
+
+    def utf8(text: str) -> bytes:
+        return text.encode("utf-8", "surrogatepass")
+
+    sep = ",\n " if pretty else ","
+    parts = [(BOM if bom else b"") + utf8("[" + sep.join(first) + "]")]
+    expected = len(first)
+    for kind, body, block_pretty, block_bom in blocks:
+        if kind == "array":
+            joiner = ",\n  " if block_pretty else ","
+            parts.append((b"\n" + BOM if block_bom else b"") + utf8("[" + joiner.join(body) + "]"))
+            expected += len(body)
+        elif kind == "object":
+            parts.append(b"\n" + utf8(body) + b"\n")
+            expected += 1
+        else:  # a garbage line: one located reject
+            parts.append(b"\n" + body + b"\n")
+            expected += 1
+    src = folder / "in.json"
+    src.write_bytes(b"".join(parts))
+    written, rejects, result = _fuzz_run(counter, src, folder / f"out.{output}")
+    assert len(written) + rejects == expected
+    assert result.metrics.rows_rejected == rejects
 
 
 def test_fuzz_through_the_cli_never_prints_a_traceback(tmp_path):

@@ -155,6 +155,25 @@ def test_an_arrow_shard_with_bytes_past_its_stream_or_cut_short_is_a_located_rej
         assert "after the end of the Arrow stream" in reject["error"]
 
 
+def test_a_broken_object_among_the_json_lines_after_an_array_is_one_line_rejected(tmp_path):
+    # A variant of the unterminated object at the end: here JSON lines follow it. Its
+    # braces never closed (or closed over the next lines), and every line after it went
+    # into its one reject; as in JSONL, only its own line is a reject.
+    good = [json.dumps(_row(f"j{i}")) for i in range(3)]
+    pretty = json.dumps(_row("p"), indent=2)
+    for broken in ('{"id": "x", "conversations": [', '{"id": "y", "conversations": [}', "{{{{"):
+        src = tmp_path / "after.json"
+        src.write_text(json.dumps([_row("a")]) + "\n" + broken + "\n" + good[0] + "\n"
+                       + pretty + "\n" + "\n".join(good[1:]) + "\n", encoding="utf-8")
+        out = tmp_path / "out.jsonl"
+        result = invoke_cli("compress", str(src), "-o", str(out), *SMALL, "--overwrite")
+        _ok(result, 1)
+        assert [r["id"] for r in read_jsonl(out)] == ["a", "j0", "p", "j1", "j2"]
+        [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
+        assert reject["row"] == 1 and reject["preview"] == broken
+        assert "reading goes on at the next" in reject["error"]
+
+
 # 2. One run per output at a time.
 
 def _start(*args: str) -> subprocess.Popen:

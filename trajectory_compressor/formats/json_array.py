@@ -60,8 +60,9 @@ def _elements(data: Any, name: str, skip_rows: int) -> Iterator[Record]:
 
     Nothing after the first array is ignored (``cat a.json b.json`` is common): a further
     array's elements and JSON objects (JSON lines appended to the array) are rows too,
-    numbered on from the first array; any other content is a located reject, one per line,
-    and reading goes on at the next line. The first ``skip_rows`` rows are not parsed.
+    numbered on from the first array; any other content (an object that does not parse
+    included) is a located reject, one per line, and reading goes on at the next line.
+    The first ``skip_rows`` rows are not yielded (array elements among them not parsed).
     """
     size = len(data)
     pos = _skip_bom(data, 0)
@@ -96,16 +97,22 @@ def _elements(data: Any, name: str, skip_rows: int) -> Iterator[Record]:
             pos = _skip_bom(data, pos)
             continue
         location = Location(name, row=index)
-        if char == b"{":  # a JSON object after an array (JSON lines): a row
-            end = _value_end(data, pos)
-            if end < 0:
-                if index >= skip_rows:
-                    yield Record(location, error=(
-                        f"the JSON object at byte {pos}, after the array, is truncated or "
-                        "malformed (an unterminated string or object)"))
-                return
+        end = _value_end(data, pos) if char == b"{" else -1
+        record = _parse(location, bytes(data[pos:end])) if end >= 0 else None
+        if record is not None and record.error is None:  # an object after an array: a row
             if index >= skip_rows:
-                yield _parse(location, bytes(data[pos:end]))
+                yield record
+        elif char == b"{":
+            # Not one JSON object (unterminated, or its braces close over the lines after
+            # it): this line alone is the reject, and the next line is read, as in JSONL.
+            end = data.find(b"\n", pos)
+            end = size if end < 0 else end
+            if index >= skip_rows:
+                why = ("is truncated or malformed (an unterminated string or object)"
+                       if record is None else f"does not parse ({record.error})")
+                yield Record(location, raw=bytes(data[pos:min(end, pos + 200)]), error=(
+                    f"the JSON object at byte {pos}, after the array, {why}; its line is "
+                    "a reject and reading goes on at the next"))
         else:
             end = data.find(b"\n", pos)
             end = size if end < 0 else end
