@@ -278,6 +278,9 @@ _block = st.one_of(
               st.booleans()),
     st.tuples(st.just("object"), _row_texts, st.just(False), st.just(False)),
     st.tuples(st.just("garbage"), _garbage_line, st.just(False), st.just(False)),
+    # An object that can never parse ("{{" opens no key), whatever the lines after it.
+    st.tuples(st.just("garbage"), _garbage_line.map(lambda b: b"{{" + b), st.just(False),
+              st.just(False)),
 )
 
 
@@ -314,21 +317,47 @@ def test_fuzz_json_containers_lose_no_row(tmp_path_factory, counter, first, bloc
 
 
 def test_fuzz_through_the_cli_never_prints_a_traceback(tmp_path):
+    # Hostile pieces in every container: JSON lines, JSON lines in concatenated gzip
+    # members, and concatenated JSON arrays with the pieces that are no JSON as lines
+    # after them; rows of every dialect, deep nesting and numbers no double holds among
+    # them; the output in JSON lines, a JSON array or Parquet.
     rng = random.Random(11)
-    pieces = [json.dumps(long_hermes_row("ok")).encode(), b"\xff\xfe\x00garbage", b"[]", b"null",
+    values = [json.dumps(long_hermes_row("ok")).encode(), b"[]", b"null",
               b'{"conversations": [{"from": "gpt", "value": null}]}',
               json.dumps(long_hermes_row("sur", x="\udfff")).encode("utf-8", "surrogatepass"),
-              b'{"conversations": [1, 2, 3]}', b"{" * 50]
+              b'{"conversations": [1, 2, 3]}',
+              b'{"messages": [{"role": "user", "content": "hi"}], "n": 1e400}',
+              b'{"conversations": [{"from": "user", "value": "q"}], "tools": "[]"}',
+              b'{"conversations": [], "x": ' + b"[" * 300 + b"]" * 300 + b"}",
+              b'{"conversations": [], "n": 123456789012345678901234567890, "z": -0}']
+    broken = [b"\xff\xfe\x00garbage", b"{" * 50]
     for k in range(FUZZ_CLI_FILES):
-        lines = [rng.choice(pieces) for _ in range(12)]
-        src = tmp_path / f"f{k}.jsonl"
-        src.write_bytes(b"\n".join(lines) + b"\n")
-        result = run_cli("compress", str(src), *SMALL)
+        container = ("jsonl", "jsonl.gz", "json")[k % 3]
+        output = ("jsonl", "json", "parquet")[(k + k // 3) % 3]  # each pair within 9 files
+        pieces = [rng.choice(values + broken) for _ in range(12)]
+        if container == "json":  # two arrays, then the lines that are no JSON value
+            good = [p for p in pieces if p not in broken]
+            half = len(good) // 2
+            data = (b"[" + b",".join(good[:half]) + b"]\n[" + b",\n".join(good[half:]) + b"]\n"
+                    + b"".join(p + b"\n" for p in pieces if p in broken))
+        else:
+            data = b"\n".join(pieces) + b"\n"
+            if container == "jsonl.gz":
+                data = _gzip_members(data, [rng.randrange(len(data))])
+        src = tmp_path / f"f{k}.{container}"
+        src.write_bytes(data)
+        out = tmp_path / f"o{k}.{output}"
+        result = run_cli("compress", str(src), "-o", str(out), *SMALL)
         _no_traceback(result)
         assert result.returncode in (0, 1), result.stderr
-        written = (tmp_path / f"f{k}_compressed.jsonl").read_bytes().splitlines()
-        rejects = (tmp_path / f"f{k}_compressed_rejects.jsonl").read_bytes().splitlines()
-        assert len(written) + len(rejects) == 12
+        if output == "parquet":
+            written = pq.read_table(out).num_rows
+        elif output == "json":
+            written = len(json.loads(out.read_bytes()))
+        else:
+            written = len(out.read_bytes().splitlines())
+        rejects = (tmp_path / f"o{k}{'.json' if output == 'json' else ''}_rejects.jsonl")
+        assert written + len(rejects.read_bytes().splitlines()) == 12
 
 
 def test_a_lone_surrogate_row_is_rejected_by_a_parquet_output_and_the_run_goes_on(tmp_path):
