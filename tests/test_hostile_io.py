@@ -211,13 +211,17 @@ def test_a_second_run_into_the_same_output_is_refused_and_the_first_is_whole(tmp
     assert not lock.exists()
 
 
-def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path):
+@pytest.mark.parametrize("holder", ["dead pid", "other host"])
+def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path, holder):
+    # Nobody holds its flock: a run that died here, or one on another host that shares
+    # this folder (its pid says nothing here; the kernel's lock says it is gone).
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps(_row("a")) + "\n", encoding="utf-8")
     lock = tmp_path / ".out.lock"
-    lock.write_text(json.dumps({"pid": dead.pid, "host": os.uname().nodename}),
+    lock.write_text(json.dumps({"pid": dead.pid, "host": os.uname().nodename}
+                               if holder == "dead pid" else {"pid": 1, "host": "elsewhere"}),
                     encoding="utf-8")
     result = run_cli("compress", str(src), "-o", str(tmp_path / "out.jsonl"), *SMALL)
     _ok(result, 0)
