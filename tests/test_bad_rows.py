@@ -12,12 +12,13 @@ import itertools
 import json
 import os
 import random
+import re
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.cli_helpers import read_jsonl, run_cli
@@ -244,6 +245,20 @@ def _fuzz_run(counter, src: Path, out: Path, plain: bytes) -> tuple[list[Any], i
     return written, len(layout.rejects.read_bytes().splitlines()), result
 
 
+def _classes(data: bytes, container: str) -> None:
+    """Tell hypothesis's statistics which of issue 24's classes an input holds."""
+    event(f"container: {container}")
+    if re.search(rb'(?:\[|\{"a":){257}', data):
+        event("a value nested past the limit")
+    if any(n.encode() in data for n in ("e400", "E+400", "e-400", "e-999",
+                                         "123456789012345678901234567890")):
+        event("a number no double holds")
+    kinds = [b'"messages"' in data, b'"from": "user"' in data or b'"from": "assistant"' in data,
+             b'"from": "tool"' in data or b'"from": "human"' in data]
+    if sum(kinds) > 1:
+        event("rows of several dialects")
+
+
 def _gzip_members(data: bytes, cuts: list[int]) -> bytes:
     """``data`` as concatenated gzip members cut at ``cuts`` (what ``cat a.gz b.gz`` is)."""
     bounds = [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
@@ -262,6 +277,7 @@ def test_fuzz_every_input_row_is_written_or_rejected(tmp_path_factory, counter, 
     data = b"".join(line.replace(b"\n", b" ").replace(b"\r", b" ") + b"\n" for line in lines)
     src.write_bytes(data if container == "jsonl" else _gzip_members(data, cuts))
     physical = [line for line in data.split(b"\n")[:-1] if line.strip()]
+    _classes(data, f"{container}, {len(cuts) + 1 if container != 'jsonl' else 1} member(s)")
     written, rejects, result = _fuzz_run(counter, src, folder / "out.jsonl", data)
     empty_file = 1 if not physical else 0  # an empty input is listed once in the rejects
     assert len(written) + rejects - empty_file == len(physical)
@@ -312,6 +328,9 @@ def test_fuzz_json_containers_lose_no_row(tmp_path_factory, counter, first, bloc
             expected += 1
     src = folder / "in.json"
     src.write_bytes(b"".join(parts))
+    _classes(src.read_bytes(), f"{1 + sum(k == 'array' for k, *_ in blocks)} array(s), "
+                                 f"{'with' if any(k != 'array' for k, *_ in blocks) else 'no'} "
+                                 "lines after")
     written, rejects, result = _fuzz_run(counter, src, folder / f"out.{output}",
                                          src.read_bytes())
     assert len(written) + rejects == expected
