@@ -561,6 +561,30 @@ def test_a_file_name_that_is_not_utf8_still_gets_its_metrics(tmp_path):
     assert report.returncode == 0 and "rows" in report.stdout
 
 
+def test_a_parquet_file_or_output_whose_name_is_not_utf8_is_read_and_written(tmp_path):
+    # The JSONL variant above was fixed; a Parquet input so named stopped the run
+    # ("internal error", exit 4, nothing written): pyarrow opens paths by their UTF-8.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "data"
+    data.mkdir()
+    pq.write_table(pa.Table.from_pylist(HAND_ROWS[:3]), tmp_path / "t.parquet")
+    os.rename(tmp_path / "t.parquet", os.fsdecode(bytes(data) + b"/\xff\xfe.parquet"))
+    write_jsonl(Path(os.fsdecode(bytes(data) + b"/caf\xe9.jsonl")), HAND_ROWS[3:])
+    for output_format in ("same", "parquet"):
+        out = tmp_path / f"out-{output_format}"
+        proc = invoke_cli("compress", str(data), "-o", str(out), *HAND, "--output-format",
+                          output_format)
+        assert proc.returncode == 0, proc.stderr
+        names = sorted(os.listdir(bytes(out)))
+        assert names == sorted([b"\xff\xfe.parquet", b"caf\xe9" + (
+            b".parquet" if output_format == "parquet" else b".jsonl")])
+        latin_parquet = pq.read_table(pa.OSFile(bytes(out) + b"/\xff\xfe.parquet"))
+        assert latin_parquet.column("id").to_pylist() == [r["id"] for r in HAND_ROWS[:3]]
+        assert invoke_cli("validate", str(out)).returncode == 0
+
+
 # A DatasetDict's splits, every one of them back from datasets.load_dataset(OUTPUT)
 
 def test_every_split_of_a_dataset_dict_comes_back_from_load_dataset(tmp_path):

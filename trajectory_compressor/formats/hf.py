@@ -114,7 +114,9 @@ def _open_arrow(path: Path, mapped: bool = False) -> Any:
 
 def _open_arrow_source(path: Path, mapped: bool = False) -> tuple[Any, Any]:
     """`_open_arrow`'s reader and the file it reads (where it stopped: ``tell()``)."""
-    source = pa.memory_map(str(path)) if mapped else pa.OSFile(str(path))
+    # By its bytes: pyarrow would encode a str path as UTF-8, which a file name that is
+    # not UTF-8 has no form in.
+    source = pa.memory_map(os.fsencode(path)) if mapped else pa.OSFile(os.fsencode(path))
     try:
         return pa.ipc.open_stream(source), source
     except pa.ArrowInvalid:

@@ -142,10 +142,23 @@ def _with_metrics_feature(raw: bytes) -> bytes:
         return b'{"info": {"features": null}}'
 
 
+def native(path: Path, mode: str = "rb") -> pa.NativeFile:
+    """``path`` opened for pyarrow by its bytes: pyarrow opens a path by its UTF-8 form,
+    which a file name that is not UTF-8 (Python spells its bytes as lone surrogates) has
+    not, and such a run stopped with an internal error."""
+    return pa.OSFile(os.fsencode(path), mode)
+
+
+def _schema_of(path: Path) -> pa.Schema:
+    with native(path) as f:
+        return pq.ParquetFile(f).schema_arrow
+
+
 def parquet_rows(path: Path) -> int | None:
     """The row count in a Parquet file's footer, or None if it cannot be read."""
     try:
-        return int(pq.ParquetFile(path).metadata.num_rows)
+        with native(path) as f:
+            return int(pq.ParquetFile(f).metadata.num_rows)
     except (pa.ArrowException, OSError):
         return None
 
@@ -153,7 +166,8 @@ def parquet_rows(path: Path) -> int | None:
 def parquet_schema(path: Path) -> pa.Schema | None:
     """A Parquet file's Arrow schema, or None if it cannot be read."""
     try:
-        return pq.ParquetFile(path).schema_arrow
+        with native(path) as f:
+            return pq.ParquetFile(f).schema_arrow
     except (pa.ArrowException, OSError):
         return None
 
@@ -201,8 +215,19 @@ def read_parquet(source: InputFile, skip_rows: int = 0) -> Iterator[Record]:
     become located error records."""
     name = str(source.path)
     try:
+        file = native(source.path)
+    except OSError as exc:
+        if skip_rows == 0:
+            yield Record(Location(name), error=f"not a readable Parquet file ({_reason(exc)})")
+        return
+    with file:
+        yield from _parquet_records(file, name, skip_rows)
+
+
+def _parquet_records(file: pa.NativeFile, name: str, skip_rows: int) -> Iterator[Record]:
+    try:
         # A buffered stream reads pages as decoded, not whole column chunks up front.
-        pf = pq.ParquetFile(source.path, buffer_size=1 << 20, pre_buffer=False)
+        pf = pq.ParquetFile(file, buffer_size=1 << 20, pre_buffer=False)
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError) as exc:
         if skip_rows == 0:
@@ -303,6 +328,7 @@ class ParquetSink:
         self._buffer: list[Any] = []
         self._chars = 0
         self._writer: pq.ParquetWriter | None = None
+        self._writer_file: pa.NativeFile | None = None
         self._writer_schema: pa.Schema | None = None
         self._closed_parts = 0
         self._last_pending: Path | None = None
@@ -363,7 +389,8 @@ class ParquetSink:
         if self._writer is not None and table.schema != self._writer_schema:
             self._close_part()
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self._part(self._closed_parts), table.schema)
+            self._writer_file = native(self._part(self._closed_parts), "wb")
+            self._writer = pq.ParquetWriter(self._writer_file, table.schema)
             self._writer_schema = table.schema
         self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
         self._buffer = []
@@ -388,6 +415,8 @@ class ParquetSink:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+            if self._writer_file is not None:
+                self._writer_file.close()
             _fsync(self._part(self._closed_parts))
             self._closed_parts += 1
 
@@ -399,7 +428,8 @@ class ParquetSink:
         pending = self._pending(self.rows)
         if self._buffer:
             tmp = self.parts / ".pending.parquet.tmp"
-            pq.write_table(self._table(self._buffer), tmp)
+            with native(tmp, "wb") as f:
+                pq.write_table(self._table(self._buffer), f)
             _fsync(tmp)
             os.replace(tmp, pending)
         keep = {pending, self._last_pending}
@@ -423,7 +453,8 @@ class ParquetSink:
         self.rows = rows
         self._last_pending = self._pending(rows)
         if pending:
-            table = pq.read_table(self._pending(rows))
+            with native(self._pending(rows)) as f:
+                table = pq.read_table(f)
             if table.num_rows != pending:
                 raise FileNotFoundError(2, "pending rows differ", str(self.parts))
             self._buffer = table.to_pylist()
@@ -439,19 +470,21 @@ class ParquetSink:
             self._write_group()
         self._close_part()
         parts = [self._part(i) for i in range(self._closed_parts)]
-        schemas = [pq.ParquetFile(p).schema_arrow for p in parts]
+        schemas = [_schema_of(p) for p in parts]
         final_schema = self._final_schema(schemas)
         if len(parts) == 1 and schemas[0] == final_schema:
             os.replace(parts[0], self.temp)
         else:
-            with pq.ParquetWriter(self.temp, final_schema) as writer:
+            with native(self.temp, "wb") as out, pq.ParquetWriter(out, final_schema) as writer:
                 for part in parts:
-                    pf = pq.ParquetFile(part, buffer_size=1 << 20, pre_buffer=False)
-                    for g in range(pf.num_row_groups):
-                        table = _conform(pf.read_row_group(g, use_threads=False), final_schema)
-                        writer.write_table(table, row_group_size=max(table.num_rows, 1))
-                        del table
-                        _release_memory()
+                    with native(part) as f:
+                        pf = pq.ParquetFile(f, buffer_size=1 << 20, pre_buffer=False)
+                        for g in range(pf.num_row_groups):
+                            table = _conform(pf.read_row_group(g, use_threads=False),
+                                             final_schema)
+                            writer.write_table(table, row_group_size=max(table.num_rows, 1))
+                            del table
+                            _release_memory()
         self._finished = True
 
     def _final_schema(self, schemas: list[pa.Schema]) -> pa.Schema:
