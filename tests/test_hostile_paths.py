@@ -120,6 +120,31 @@ def test_compress_summary_and_rejects_list_print_a_hostile_file_name_inert(tmp_p
     assert_inert(proc.stderr)
 
 
+def test_analyze_validate_and_the_report_list_print_hostile_data_inert(tmp_path):
+    # The other commands that print rows' ids, roles and locations: analyze's rejects
+    # list, validate's problems (a row added to the output by hand) and report's table
+    # of over-limit rows, on a file name, a row id and a role holding OSC 52, CSI, C1 CSI
+    # and bidi controls.
+    hostile = "\x1b]52;c;SEFDSw==\x07\x1b[2J\u202e\x9b31m\u2066"
+    name = f"in{hostile}.jsonl"
+    over = json.loads(json.dumps(HAND_ROWS[2]))  # "big-tail": stays over the limit
+    over["id"] = "id" + hostile
+    bad = {"id": "bad" + hostile, "conversations": [{"from": "hu" + hostile, "value": "x"}]}
+    src = write_jsonl(tmp_path / name, [HAND_ROWS[0], over, bad])
+    out = tmp_path / "out.jsonl"
+    runs = [invoke_cli("analyze", str(src), *HAND),
+            invoke_cli("compress", str(src), "-o", str(out), *HAND),
+            invoke_cli("report", str(out))]
+    with out.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(bad) + "\n")
+    runs.append(invoke_cli("validate", str(out)))
+    assert [r.returncode for r in runs] == [0, 1, 0, 1], [r.stderr for r in runs]
+    for run in runs:
+        assert_inert(run.stdout + run.stderr)
+    assert "unknown role" in runs[0].stdout and "unknown role" in runs[3].stdout
+    assert "SEFDSw==" in runs[2].stdout  # the over-limit row's id, still readable
+
+
 # 9. Secrets: a key where a variable name goes, and keys in the prompt
 
 def test_a_key_given_as_the_variable_name_is_refused_and_never_printed(tmp_path):
