@@ -8,14 +8,17 @@ pipeline and checks that every input row ends in the output or in the rejects.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import random
+import re
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.cli_helpers import read_jsonl, run_cli
@@ -163,9 +166,50 @@ _turn = st.fixed_dictionaries({
 _row = st.fixed_dictionaries({"conversations": st.lists(_turn, max_size=8)},
                              optional={"id": st.text(max_size=6) | st.integers(),
                                        "meta": _json_values})
+# Issue 24's classes: rows of every dialect in one file, values nested past the depth
+# limit (and within it), numbers no double holds, written as JSON text.
+_variant_row = st.fixed_dictionaries(
+    {"conversations": st.lists(st.fixed_dictionaries({
+        "from": st.sampled_from(["user", "assistant", "function_call", "observation", "gpt"]),
+        "value": st.text(max_size=60)}), max_size=8)},
+    optional={"system": st.text(max_size=20), "tools": st.just("[]"),
+              "id": st.text(max_size=6)})
+_openai_row = st.fixed_dictionaries(
+    {"messages": st.lists(st.fixed_dictionaries({
+        "role": st.sampled_from(["system", "developer", "user", "assistant", "tool", 3]),
+        "content": st.text(max_size=60) | st.none() | st.lists(st.fixed_dictionaries(
+            {"type": st.just("text"), "text": st.text(max_size=20)}), max_size=2)}),
+        max_size=8)},
+    optional={"id": st.text(max_size=6) | st.integers()})
+_NUMBERS = ["1e400", "-1E+400", "1e-400", "2.5e-999", "-0", "-0.0", "1E+2", "0.10e1",
+            "123456789012345678901234567890", "-98765432109876543210", "5e-324",
+            "1.7976931348623157e308"]
+_CONV_TEXT = json.dumps([{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}])
+_LONG = json.dumps(long_hermes_row("n")["conversations"])
+
+
+def _nested(depth: int, kind: str) -> str:
+    return "[" * depth + "]" * depth if kind == "[" else '{"a":' * depth + "1" + "}" * depth
+
+
+_row_texts = st.one_of(
+    _row.map(lambda r: json.dumps(r)),
+    _variant_row.map(lambda r: json.dumps(r)),
+    _openai_row.map(lambda r: json.dumps(r)),
+    st.builds(lambda depth, kind: f'{{"conversations":{_CONV_TEXT},"x":{_nested(depth, kind)}}}',
+              st.integers(1, 1200), st.sampled_from(["[", "{"])),
+    # A long row is compressed, so its numbers are written again, not copied.
+    st.builds(lambda number, nested, conv: f'{{"n":{number},"conversations":{conv},'
+                                           f'"m":{{"k":[{number}]}}}}' if nested else
+              f'{{"conversations":{conv},"n":{number}}}',
+              st.sampled_from(_NUMBERS), st.booleans(), st.sampled_from([_CONV_TEXT, _LONG])),
+)
+_value_texts = st.one_of(_row_texts,
+                         _json_values.map(lambda v: json.dumps(v)),
+                         st.sampled_from([*_NUMBERS, "NaN", "null", '"text"', "[]", "{}"]))
 _line = st.one_of(
     _row.map(lambda r: json.dumps(r).encode("utf-8", "surrogatepass")),
-    _json_values.map(lambda v: json.dumps(v).encode("utf-8", "surrogatepass")),
+    _value_texts.map(lambda t: t.encode("utf-8", "surrogatepass")),
     st.binary(max_size=40),
     st.sampled_from([b'{"conversations": [{"from": "human", "value": "\\ud800"}]}',
                      b'{"conversations": NaN}', b'{"a": 123456789012345678901234567890}',
@@ -173,48 +217,168 @@ _line = st.one_of(
 )
 
 
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(lines=st.lists(_line, min_size=0, max_size=12))
-def test_fuzz_every_input_row_is_written_or_rejected(tmp_path_factory, counter, lines):
-    folder = tmp_path_factory.mktemp("fuzz")
-    src = folder / "in.jsonl"
-    src.write_bytes(b"".join(line.replace(b"\n", b" ").replace(b"\r", b" ") + b"\n"
-                             for line in lines))
-    physical = [line for line in src.read_bytes().split(b"\n")[:-1] if line.strip()]
+def _fuzz_run(counter, src: Path, out: Path, plain: bytes) -> tuple[list[Any], int, Any]:
+    """``src`` (whose uncompressed bytes are ``plain``) through the real pipeline
+    (extractive, small budgets) into ``out``: the rows written (parsed strictly: no
+    NaN/Infinity unless the input has them), the rejects file's entries, and the run's
+    result."""
     config = CompressionConfig(summarizer="extractive", target_max_tokens=40,
                                summary_target_tokens=8, cache_enabled=False)
     compressor = TrajectoryCompressor(config, ExtractiveSummarizer(counter.count), counter)
     inputs = discover_inputs(str(src))
-    layout = plan_layout(str(src), inputs, str(folder / "out.jsonl"), config, single_file=True)
+    layout = plan_layout(str(src), inputs, str(out), config, single_file=True)
     result = run_pipeline(compressor, inputs, layout, RunOptions(quiet=True))
-    written = (folder / "out.jsonl").read_bytes().splitlines()
-    rejects = (folder / "out_rejects.jsonl").read_bytes().splitlines()
-    over = [json.loads(x) for x in (folder / "out_over_limit.jsonl").read_bytes().splitlines()]
-    empty_file = 1 if not physical else 0  # an empty input is listed once in the rejects
-    assert len(written) + len(rejects) - empty_file == len(physical)
-    assert result.metrics.rows_rejected == len(rejects) - empty_file
+    data = out.read_bytes()
+    loose = any(word in plain for word in (b"NaN", b"Infinity"))
+
+    def strict(name: str) -> Any:
+        assert loose, f"{name} written for an input without it"  # 1e400 must stay 1e400
+        return float(name)
+
+    if out.suffix == ".json":
+        written = json.loads(data.decode("utf-8"), parse_constant=strict)
+    else:
+        written = [json.loads(line.decode("utf-8"), parse_constant=strict)
+                   for line in data.splitlines()]
+    over = [json.loads(x) for x in layout.over_limit.read_bytes().splitlines()]
     assert all("trajectory" not in entry for entry in over)  # save_over_limit: kept in output
-    for line in written:
-        jsonio.loads(line)  # every written line is JSON
+    return written, len(layout.rejects.read_bytes().splitlines()), result
+
+
+def _classes(data: bytes, container: str) -> None:
+    """Tell hypothesis's statistics which of issue 24's classes an input holds."""
+    event(f"container: {container}")
+    if re.search(rb'(?:\[|\{"a":){257}', data):
+        event("a value nested past the limit")
+    if any(n.encode() in data for n in ("e400", "E+400", "e-400", "e-999",
+                                         "123456789012345678901234567890")):
+        event("a number no double holds")
+    kinds = [b'"messages"' in data, b'"from": "user"' in data or b'"from": "assistant"' in data,
+             b'"from": "tool"' in data or b'"from": "human"' in data]
+    if sum(kinds) > 1:
+        event("rows of several dialects")
+
+
+def _gzip_members(data: bytes, cuts: list[int]) -> bytes:
+    """``data`` as concatenated gzip members cut at ``cuts`` (what ``cat a.gz b.gz`` is)."""
+    bounds = [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
+    return b"".join(gzip.compress(data[a:b]) for a, b in itertools.pairwise(bounds))
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(lines=st.lists(_line, min_size=0, max_size=12),
+       container=st.sampled_from(["jsonl", "jsonl.gz"]),
+       cuts=st.lists(st.integers(0, 10**6), max_size=2))
+def test_fuzz_every_input_row_is_written_or_rejected(tmp_path_factory, counter, lines,
+                                                     container, cuts):
+    folder = tmp_path_factory.mktemp("fuzz")
+    src = folder / f"in.{container}"
+    data = b"".join(line.replace(b"\n", b" ").replace(b"\r", b" ") + b"\n" for line in lines)
+    src.write_bytes(data if container == "jsonl" else _gzip_members(data, cuts))
+    physical = [line for line in data.split(b"\n")[:-1] if line.strip()]
+    _classes(data, f"{container}, {len(cuts) + 1 if container != 'jsonl' else 1} member(s)")
+    written, rejects, result = _fuzz_run(counter, src, folder / "out.jsonl", data)
+    empty_file = 1 if not physical else 0  # an empty input is listed once in the rejects
+    assert len(written) + rejects - empty_file == len(physical)
+    assert result.metrics.rows_rejected == rejects - empty_file
+
+
+BOM = "\ufeff".encode("utf-8")
+# The same for JSON containers: concatenated arrays (`cat a.json b.json`, BOMs included),
+# pretty-printed or not, then JSON lines and garbage lines after them.
+_garbage_line = st.binary(min_size=1, max_size=30).filter(
+    lambda b: b"\n" not in b and b.strip() != b"" and b.lstrip()[:1] not in (b"[", b"{")
+    and not b.lstrip().startswith(b"\xef\xbb\xbf"))
+_block = st.one_of(
+    st.tuples(st.just("array"), st.lists(_value_texts, max_size=6), st.booleans(),
+              st.booleans()),
+    st.tuples(st.just("object"), _row_texts, st.just(False), st.just(False)),
+    st.tuples(st.just("garbage"), _garbage_line, st.just(False), st.just(False)),
+    # An object that can never parse ("{{" opens no key), whatever the lines after it.
+    st.tuples(st.just("garbage"), _garbage_line.map(lambda b: b"{{" + b), st.just(False),
+              st.just(False)),
+)
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(first=st.lists(_value_texts, min_size=1, max_size=6), blocks=st.lists(_block, max_size=5),
+       pretty=st.booleans(), bom=st.booleans(), output=st.sampled_from(["jsonl", "json"]))
+def test_fuzz_json_containers_lose_no_row(tmp_path_factory, counter, first, blocks, pretty, bom,
+                                          output):
+    folder = tmp_path_factory.mktemp("fuzzjson")
+
+    def utf8(text: str) -> bytes:
+        return text.encode("utf-8", "surrogatepass")
+
+    sep = ",\n " if pretty else ","
+    parts = [(BOM if bom else b"") + utf8("[" + sep.join(first) + "]")]
+    expected = len(first)
+    for kind, body, block_pretty, block_bom in blocks:
+        if kind == "array":
+            joiner = ",\n  " if block_pretty else ","
+            parts.append((b"\n" + BOM if block_bom else b"") + utf8("[" + joiner.join(body) + "]"))
+            expected += len(body)
+        elif kind == "object":
+            parts.append(b"\n" + utf8(body) + b"\n")
+            expected += 1
+        else:  # a garbage line: one located reject
+            parts.append(b"\n" + body + b"\n")
+            expected += 1
+    src = folder / "in.json"
+    src.write_bytes(b"".join(parts))
+    _classes(src.read_bytes(), f"{1 + sum(k == 'array' for k, *_ in blocks)} array(s), "
+                                 f"{'with' if any(k != 'array' for k, *_ in blocks) else 'no'} "
+                                 "lines after")
+    written, rejects, result = _fuzz_run(counter, src, folder / f"out.{output}",
+                                         src.read_bytes())
+    assert len(written) + rejects == expected
+    assert result.metrics.rows_rejected == rejects
 
 
 def test_fuzz_through_the_cli_never_prints_a_traceback(tmp_path):
+    # Hostile pieces in every container: JSON lines, JSON lines in concatenated gzip
+    # members, and concatenated JSON arrays with the pieces that are no JSON as lines
+    # after them; rows of every dialect, deep nesting and numbers no double holds among
+    # them; the output in JSON lines, a JSON array or Parquet.
     rng = random.Random(11)
-    pieces = [json.dumps(long_hermes_row("ok")).encode(), b"\xff\xfe\x00garbage", b"[]", b"null",
+    values = [json.dumps(long_hermes_row("ok")).encode(), b"[]", b"null",
               b'{"conversations": [{"from": "gpt", "value": null}]}',
               json.dumps(long_hermes_row("sur", x="\udfff")).encode("utf-8", "surrogatepass"),
-              b'{"conversations": [1, 2, 3]}', b"{" * 50]
+              b'{"conversations": [1, 2, 3]}',
+              b'{"messages": [{"role": "user", "content": "hi"}], "n": 1e400}',
+              b'{"conversations": [{"from": "user", "value": "q"}], "tools": "[]"}',
+              b'{"conversations": [], "x": ' + b"[" * 300 + b"]" * 300 + b"}",
+              b'{"conversations": [], "n": 123456789012345678901234567890, "z": -0}']
+    broken = [b"\xff\xfe\x00garbage", b"{" * 50]
     for k in range(FUZZ_CLI_FILES):
-        lines = [rng.choice(pieces) for _ in range(12)]
-        src = tmp_path / f"f{k}.jsonl"
-        src.write_bytes(b"\n".join(lines) + b"\n")
-        result = run_cli("compress", str(src), *SMALL)
+        container = ("jsonl", "jsonl.gz", "json")[k % 3]
+        output = ("jsonl", "json", "parquet")[(k + k // 3) % 3]  # each pair within 9 files
+        pieces = [rng.choice(values + broken) for _ in range(12)]
+        if container == "json":  # two arrays, then the lines that are no JSON value
+            good = [p for p in pieces if p not in broken]
+            half = len(good) // 2
+            data = (b"[" + b",".join(good[:half]) + b"]\n[" + b",\n".join(good[half:]) + b"]\n"
+                    + b"".join(p + b"\n" for p in pieces if p in broken))
+        else:
+            data = b"\n".join(pieces) + b"\n"
+            if container == "jsonl.gz":
+                data = _gzip_members(data, [rng.randrange(len(data))])
+        src = tmp_path / f"f{k}.{container}"
+        src.write_bytes(data)
+        out = tmp_path / f"o{k}.{output}"
+        result = run_cli("compress", str(src), "-o", str(out), *SMALL)
         _no_traceback(result)
         assert result.returncode in (0, 1), result.stderr
-        written = (tmp_path / f"f{k}_compressed.jsonl").read_bytes().splitlines()
-        rejects = (tmp_path / f"f{k}_compressed_rejects.jsonl").read_bytes().splitlines()
-        assert len(written) + len(rejects) == 12
+        if output == "parquet":
+            written = pq.read_table(out).num_rows
+        elif output == "json":
+            written = len(json.loads(out.read_bytes()))
+        else:
+            written = len(out.read_bytes().splitlines())
+        rejects = (tmp_path / f"o{k}{'.json' if output == 'json' else ''}_rejects.jsonl")
+        assert written + len(rejects.read_bytes().splitlines()) == 12
 
 
 def test_a_lone_surrogate_row_is_rejected_by_a_parquet_output_and_the_run_goes_on(tmp_path):

@@ -120,7 +120,7 @@ def test_parquet_with_another_schema_in_the_folder_is_rejected_row_by_row(tmp_pa
     proc = run_cli("compress", str(src), *SMALL, "--quiet")
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
-    assert f"{src / 'b.parquet'} row 0: the file's schema has no 'conversations' column" \
+    assert f"{src / 'b.parquet'} row 0: no column of the file's schema is a list of turns" \
         in proc.stderr
     assert proc.stderr.count("b.parquet") == 1  # said once for the file, not per row
     rejects = read_jsonl(tmp_path / "shards_compressed_rejects.jsonl")

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from tests.cli_helpers import run_cli
+from tests.cli_helpers import invoke_cli, run_cli
 from tests.fixtures_runs import HAND_CONFIG, HAND_ROWS, write_jsonl
 
 HAND = ("--target-max-tokens", str(HAND_CONFIG["target_max_tokens"]),
@@ -120,6 +120,31 @@ def test_compress_summary_and_rejects_list_print_a_hostile_file_name_inert(tmp_p
     assert_inert(proc.stderr)
 
 
+def test_analyze_validate_and_the_report_list_print_hostile_data_inert(tmp_path):
+    # The other commands that print rows' ids, roles and locations: analyze's rejects
+    # list, validate's problems (a row added to the output by hand) and report's table
+    # of over-limit rows, on a file name, a row id and a role holding OSC 52, CSI, C1 CSI
+    # and bidi controls.
+    hostile = "\x1b]52;c;SEFDSw==\x07\x1b[2J\u202e\x9b31m\u2066"
+    name = f"in{hostile}.jsonl"
+    over = json.loads(json.dumps(HAND_ROWS[2]))  # "big-tail": stays over the limit
+    over["id"] = "id" + hostile
+    bad = {"id": "bad" + hostile, "conversations": [{"from": "hu" + hostile, "value": "x"}]}
+    src = write_jsonl(tmp_path / name, [HAND_ROWS[0], over, bad])
+    out = tmp_path / "out.jsonl"
+    runs = [invoke_cli("analyze", str(src), *HAND),
+            invoke_cli("compress", str(src), "-o", str(out), *HAND),
+            invoke_cli("report", str(out))]
+    with out.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(bad) + "\n")
+    runs.append(invoke_cli("validate", str(out)))
+    assert [r.returncode for r in runs] == [0, 1, 0, 1], [r.stderr for r in runs]
+    for run in runs:
+        assert_inert(run.stdout + run.stderr)
+    assert "unknown role" in runs[0].stdout and "unknown role" in runs[3].stdout
+    assert "SEFDSw==" in runs[2].stdout  # the over-limit row's id, still readable
+
+
 # 9. Secrets: a key where a variable name goes, and keys in the prompt
 
 def test_a_key_given_as_the_variable_name_is_refused_and_never_printed(tmp_path):
@@ -139,6 +164,40 @@ def test_a_key_given_as_the_variable_name_is_refused_and_never_printed(tmp_path)
         assert "not the key itself" in proc.stderr and "(not shown" in proc.stderr
         assert secret not in proc.stdout + proc.stderr
         assert secret[:12] not in proc.stderr  # not even a prefix
+        assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_keys_of_other_shapes_anywhere_in_a_config_are_never_printed(tmp_path):
+    # Keys that are valid variable names and match no credential pattern: 64 hex digits
+    # (Together), gsk_ (Groq), a long lowercase token; given on the command line, as
+    # summarization.api_key_env, as an endpoint's api_key_env. Also a key pasted as a
+    # section name or inside a wrong-typed value, which the messages quote.
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    keys = ["b7e2" + "0123456789abcdef" * 3 + "9a8b7c6d5e4f3a2b",
+            "gsk_" + "q2w3e4r5t6y7u8i9o0p1a2s3d4f5g6h7j8k9l0z1x2c3v4b5n6m7",
+            "qwertyuiop1234567890asdfghjkl"]
+    endpoint = ("summarization:\n  endpoints:\n    - base_url: http://127.0.0.1:9/v1\n"
+                "      model: m\n      api_key_env: {}\n")
+    cases = []
+    for key in keys:
+        cases.append((("--summarizer", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                       "--api-key-env", key), key, "not the key itself"))
+        cases.append((f"summarization:\n  backend: openai\n  api_key_env: {key}\n", key,
+                      "not the key itself"))
+        cases.append((endpoint.format(key), key, "not the key itself"))
+    pasted = "sk-proj-" + "AbC123dEf456GhI789jKl012MnO345pQr678"
+    cases.append((f"{pasted}: 1\n", pasted, "unknown section '[REDACTED]'"))
+    cases.append((f"summarization:\n  model: {{a: {pasted}}}\n", pasted,
+                  "summarization.model must be a string, got {'a': '[REDACTED]'}"))
+    for number, (given, key, said) in enumerate(cases):
+        if isinstance(given, str):
+            config = tmp_path / f"c{number}.yaml"
+            config.write_text(given, encoding="utf-8")
+            given = ("--config", str(config))
+        proc = invoke_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"), *HAND, *given)
+        assert proc.returncode == 2, proc.stderr
+        assert said in proc.stderr
+        assert key[:12] not in proc.stdout + proc.stderr, proc.stderr
         assert not (tmp_path / "o.jsonl").exists()
 
 
@@ -166,6 +225,25 @@ def test_the_prompt_sent_to_the_endpoint_holds_no_key(tmp_path):
     assert "[REDACTED]" in sent and "export TOKEN=" in sent  # the rest of the turn went
     # The row itself keeps its turns (SPEC §12: values round-trip).
     assert src.read_text(encoding="utf-8").count(key) == 1
+
+
+def test_batch_request_files_hold_no_key(tmp_path):
+    # The batch variant of the prompt test: the requests a provider will read are files.
+    key = "Zq9-batch-proxy-token-5582"
+    github = "ghp_" + "Rt5yU8iO1pA4sD7fG0hJ3kL6zX9cV2bN5mQ8"
+    rows = json.loads(json.dumps(HAND_ROWS))
+    rows[1]["conversations"][4]["value"] += f" TOKEN={key} and {github} end"
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    folder = tmp_path / "batch"
+    proc = invoke_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"),
+                      "--target-max-tokens", "100", "--summary-target-tokens", "20",
+                      "--summarizer", "batch", "--model", "m", "--batch-dir", str(folder),
+                      "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "BATCH_KEY",
+                      env={"BATCH_KEY": key})
+    assert proc.returncode == 0, proc.stderr
+    written = "".join(p.read_text(encoding="utf-8") for p in sorted(folder.iterdir()))
+    assert "requests-00001.jsonl" in proc.stdout and "TOKEN=[REDACTED]" in written
+    assert key not in written and github not in written
 
 
 # Config values: quoted within bounds, and numbers that are numbers
@@ -237,6 +315,32 @@ def test_a_fifo_input_is_named_for_what_it_is(tmp_path):
         assert kind in proc.stderr and "not found" not in proc.stderr
     proc = run_cli("analyze", str(fifo), timeout=60)
     assert proc.returncode == 2 and "FIFO" in proc.stderr
+
+
+def test_a_fifo_or_dead_link_among_a_folders_data_files_is_named_not_passed_over(tmp_path):
+    # The single-file variant said what the input is; in a folder (or a glob) such files
+    # were dropped without a word, exit 0. A subprocess: a FIFO that is opened would block.
+    folder = tmp_path / "d"
+    folder.mkdir()
+    write_jsonl(folder / "a.jsonl", HAND_ROWS)
+    cases = (("b.json", "is a FIFO (named pipe)"),
+             ("c.jsonl.gz", "is a symbolic link to nothing"))
+    for name, kind in cases:
+        odd = folder / name
+        if "FIFO" in kind:
+            os.mkfifo(odd)
+        else:
+            odd.symlink_to(tmp_path / "moved-away.jsonl.gz")
+        for spec in (str(folder), str(folder / "*")):
+            proc = run_cli("compress", spec, "-o", str(tmp_path / "out"), *HAND, timeout=60)
+            assert proc.returncode == 2, proc.stderr
+            assert f"{odd} in {spec} {kind}" in proc.stderr, proc.stderr
+            assert not (tmp_path / "out").exists()
+        odd.unlink()
+    # A FIFO that is no data file (by its name) is none of the run's business.
+    os.mkfifo(folder / "notes.txt")
+    proc = run_cli("compress", str(folder), "-o", str(tmp_path / "out"), *HAND, timeout=60)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_a_folder_input_passes_over_only_the_side_files_this_tool_wrote(tmp_path):
@@ -480,6 +584,30 @@ def test_a_file_name_that_is_not_utf8_still_gets_its_metrics(tmp_path):
     assert "caf\\udce9.jsonl:4" in proc.stdout  # printed, spelled out
     report = run_cli("report", str(out))
     assert report.returncode == 0 and "rows" in report.stdout
+
+
+def test_a_parquet_file_or_output_whose_name_is_not_utf8_is_read_and_written(tmp_path):
+    # The JSONL variant above was fixed; a Parquet input so named stopped the run
+    # ("internal error", exit 4, nothing written): pyarrow opens paths by their UTF-8.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "data"
+    data.mkdir()
+    pq.write_table(pa.Table.from_pylist(HAND_ROWS[:3]), tmp_path / "t.parquet")
+    os.rename(tmp_path / "t.parquet", os.fsdecode(bytes(data) + b"/\xff\xfe.parquet"))
+    write_jsonl(Path(os.fsdecode(bytes(data) + b"/caf\xe9.jsonl")), HAND_ROWS[3:])
+    for output_format in ("same", "parquet"):
+        out = tmp_path / f"out-{output_format}"
+        proc = invoke_cli("compress", str(data), "-o", str(out), *HAND, "--output-format",
+                          output_format)
+        assert proc.returncode == 0, proc.stderr
+        names = sorted(os.listdir(bytes(out)))
+        assert names == sorted([b"\xff\xfe.parquet", b"caf\xe9" + (
+            b".parquet" if output_format == "parquet" else b".jsonl")])
+        latin_parquet = pq.read_table(pa.OSFile(bytes(out) + b"/\xff\xfe.parquet"))
+        assert latin_parquet.column("id").to_pylist() == [r["id"] for r in HAND_ROWS[:3]]
+        assert invoke_cli("validate", str(out)).returncode == 0
 
 
 # A DatasetDict's splits, every one of them back from datasets.load_dataset(OUTPUT)

@@ -37,12 +37,12 @@ def test_unusable_parquet_files_become_located_error_records(tmp_path):
     pq.write_table(pa.table({"id": [1, 2, 3], "text": ["a", "b", "c"]}), other)
     records = list(read_parquet(InputFile(other, "parquet")))
     assert [r.location.row for r in records] == [0, 1, 2]
-    assert all("no 'conversations' column (columns: id, text)" in (r.error or "")
-               for r in records)
+    assert all("is a list of turns (a list of structs), as every dialect's turns are "
+               "(columns: id (int64), text (string))" in (r.error or "") for r in records)
     strings = tmp_path / "strings.parquet"
     pq.write_table(pa.table({"conversations": ["[]"]}), strings)
     [record] = read_parquet(InputFile(strings, "parquet"))
-    assert "not a list of turns" in (record.error or "")
+    assert "(columns: conversations (string))" in (record.error or "")
     broken = tmp_path / "broken.parquet"
     broken.write_bytes(b"PAR1 this is not parquet")
     [record] = read_parquet(InputFile(broken, "parquet"))
@@ -50,13 +50,18 @@ def test_unusable_parquet_files_become_located_error_records(tmp_path):
     assert list(read_parquet(InputFile(broken, "parquet"), skip_rows=1)) == []
 
 
-def test_schema_problem_accepts_turn_structs_with_extra_keys():
+def test_schema_problem_accepts_the_turn_structs_of_every_dialect():
     turn = pa.struct([("from", pa.string()), ("value", pa.large_string()),
                       ("weight", pa.float64())])
     assert schema_problem(pa.schema([("conversations", pa.list_(turn))])) is None
-    bad = pa.struct([("role", pa.string()), ("content", pa.string())])
-    assert "not structs with string 'from' and 'value'" in (
-        schema_problem(pa.schema([("conversations", pa.list_(bad))])) or "")
+    # OpenAI / LLaMA-Factory messages, and a custom column: each row's dialect judges them.
+    message = pa.struct([("role", pa.string()), ("content", pa.string())])
+    assert schema_problem(pa.schema([("messages", pa.list_(message))])) is None
+    assert schema_problem(pa.schema([("id", pa.int64()),
+                                     ("dialog", pa.large_list(message))])) is None
+    # A list of strings holds no turns.
+    assert "no column of the file's schema is a list of turns" in (
+        schema_problem(pa.schema([("conversations", pa.list_(pa.string()))])) or "")
 
 
 def _input_schema(tmp_path):

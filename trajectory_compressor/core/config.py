@@ -617,7 +617,7 @@ def _unknown(source: str, name: str, valid: list[str], kind: str, prefix: str = 
     hint = f"; did you mean '{prefix}{close[0]}'?" if close else (
         f"; valid {kind}s: {', '.join(prefix + v for v in valid)}"
     )
-    return f"{source}: unknown {kind} '{name}'{hint}"
+    return f"{source}: unknown {kind} {quoted(name)}{hint}"
 
 
 def _endpoints(value: Any, source: str) -> list[EndpointConfig]:

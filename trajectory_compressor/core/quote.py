@@ -7,6 +7,8 @@ from __future__ import annotations
 import reprlib
 from typing import Any
 
+from .redact import redact
+
 MAX_QUOTED_CHARS = 80
 
 _REPR = reprlib.Repr()
@@ -18,10 +20,12 @@ _REPR.maxstring = _REPR.maxother = _REPR.maxlong = MAX_QUOTED_CHARS
 
 def quoted(value: Any) -> str:
     """``repr(value)`` cut to about `MAX_QUOTED_CHARS` characters (with ``...``), in time
-    and memory bounded by those limits, not by the value's size."""
+    and memory bounded by those limits, not by the value's size; key-like strings in it
+    are ``[REDACTED]``."""
     try:
         text = _REPR.repr(value)
     except ValueError:  # an int past Python's digit limit for str()
         text = f"<a number of {value.bit_length():,} bits>" if isinstance(value, int) \
             else f"<{type(value).__name__}>"
-    return text if len(text) <= 2 * MAX_QUOTED_CHARS else text[:2 * MAX_QUOTED_CHARS] + "..."
+    text = text if len(text) <= 2 * MAX_QUOTED_CHARS else text[:2 * MAX_QUOTED_CHARS] + "..."
+    return redact(text)  # a key pasted into the wrong place is not repeated on the console

@@ -262,9 +262,13 @@ _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def looks_like_key(value: str) -> bool:
     """Whether ``value`` (given where a variable's name goes) is more likely a key: it is
-    no variable name, a credential pattern finds it, or it is a long mix of upper and
-    lower case letters and digits (names are words: ``OPENROUTER_API_KEY``)."""
+    no variable name, a credential pattern finds it, it is a long mix of upper and lower
+    case letters and digits, or one of its ``_``-separated parts is a run of 20 or more
+    letters and digits with a digit among them (names are words: ``OPENROUTER_API_KEY``;
+    keys such as ``gsk_…`` or 64 hex digits are not)."""
     if not _VARIABLE_NAME.fullmatch(value) or redact(value) != value:
+        return True
+    if any(len(part) >= 20 and re.search("[0-9]", part) for part in value.split("_")):
         return True
     return len(value) >= 32 and all(re.search(c, value) for c in ("[a-z]", "[A-Z]", "[0-9]"))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import partial
+from itertools import islice
 from typing import Any
 
 from ..core.config import CompressionConfig
@@ -24,13 +25,15 @@ from .base import Dialect
 from .messages import Messages
 from .sharegpt import SHAREGPT, ShareGPT, ShareGPTTags, ShareGPTVariant
 
-# Rows looked at to decide a file's dialect.
+# Rows that decide a file's dialect: its first DETECT_ROWS rows that look like one (an
+# unreadable line, or a row of no dialect, does not vote), among its first DETECT_SCAN.
 DETECT_ROWS = 32
+DETECT_SCAN = 10_000
 # Tags only a ShareGPT variant uses; a Hermes file with another unknown role stays Hermes
 # (and that row is rejected), so one stray row cannot change how the others are planned.
 VARIANT_TAGS = frozenset({"user", "assistant", "function_call", "observation"})
 
-__all__ = ["DETECT_ROWS", "Dialect", "detect", "dialect_for", "misfit", "row_check",
+__all__ = ["DETECT_ROWS", "DETECT_SCAN", "Dialect", "detect", "dialect_for", "misfit", "row_check",
            "row_kind", "row_turns"]
 
 
@@ -74,8 +77,11 @@ def detect(rows: Iterable[Any], config: CompressionConfig) -> Dialect:
         return dialect_for(config, config.dataset_format)
     if _custom_tags(config):
         return dialect_for(config, "sharegpt-variant")
-    kinds = [kind for row in rows
-             if (kind := row_kind(row, config.dataset_messages)) is not None]
+    # Rows of no dialect do not vote: 40 broken rows before the first good one must not
+    # leave the file to the default (whose row check would then reject every good row).
+    kinds = list(islice((kind for row in rows
+                         if (kind := row_kind(row, config.dataset_messages)) is not None),
+                        DETECT_ROWS))
     # First messages against conversations; then, among conversations, rows that fit
     # both ShareGPT dialects vote only when no row is plainly one of them.
     family = Counter(k == "openai" for k in kinds).most_common(1)
@@ -144,8 +150,8 @@ def misfit(row: Any, dialect: str, column: str | None = None) -> str | None:
     if kind is None or kind in _FITS[dialect]:
         return None
     return (f"this row is {_KINDS[kind]}, but its file was detected as {_NAMES[dialect]} "
-            f"by the majority of its first {DETECT_ROWS} rows; split mixed files, or name "
-            "the dialect with --format")
+            f"by the majority of its first {DETECT_ROWS} rows of a known dialect; split "
+            "mixed files, or name the dialect with --format")
 
 
 def row_turns(row: Any, config: CompressionConfig) -> Trajectory:

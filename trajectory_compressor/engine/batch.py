@@ -48,6 +48,7 @@ from .compressor import TrajectoryCompressor
 from .job import compress_dataset
 from .layout import plan_layout
 from .local import RunResult
+from .lock import output_lock, probe
 from .paths import Written, check_writes
 from .stream import RowStream
 
@@ -58,6 +59,7 @@ DEFAULT_MAX_REQUESTS = 50_000
 DEFAULT_MAX_BYTES = 200_000_000
 REQUEST_FILE = "requests-{:05d}.jsonl"
 _AGAIN = "export the requests again (the same command without --batch-results)"
+_ANOTHER_DIR = "choose another --batch-dir"
 # Settings that do not change which requests a run sends, or their bodies.
 _NOT_IN_REQUESTS = ("summarizer", "base_url", "endpoints", "api_key_env", "local_model",
                     "per_trajectory_timeout", "summary_tolerance", "output_suffix",
@@ -168,43 +170,46 @@ def export_batch(
     folder = _batch_folder(batch_dir, input_spec)
     config = _with_cache_path(input_spec, inputs, output, config)
     _check_batch_writes(folder, inputs)
-    counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
-    for stale in folder.glob(".requests-*.jsonl.partial"):  # an interrupted export's
-        stale.unlink()
-    files = RequestFiles(folder, limits)
-    cached = CachedKeys(Path(config.cache_path) if config.cache_path else None)
-    exporter = BatchExporter(config, files.add, counter.count, cached)
-    compressor = TrajectoryCompressor(config, exporter, counter, dialect or SHAREGPT)
-    stream = RowStream(dialect or partial(detect, config=config),
-                       sample_percent=sample_percent, seed=seed, batch_rows=config.batch_rows)
-    try:
-        rows, rejected = run_blocking(lambda: _walk(compressor, inputs, stream))
-        written = files.commit()
-    except BaseException:
-        files.discard()
-        raise
-    finally:
-        cached.close()
-    run = batch_fingerprint(inputs, config, sample_percent, seed)
-    manifest = {
-        "format": "trajectory-compressor batch requests", "version": VERSION,
-        "model": exporter.model, "url": ENDPOINT_PATH,
-        "fingerprint": _digest(run),
-        "files": [asdict(f) for f in written],
-        "requests": exporter.stats.requests,
-        "limits": asdict(limits),
-        "stats": {**asdict(exporter.stats), "rows": rows, "rows_rejected": rejected},
-        "run": run,
-    }
-    path = folder / MANIFEST
-    old = _read_json(path)
-    write_atomic(path, jsonio.dumps_pretty(manifest))
-    names = {f.name for f in written}
-    for entry in (old or {}).get("files", []):  # files of the previous export, no more
-        name = entry.get("name") if isinstance(entry, dict) else None
-        if isinstance(name, str) and name not in names and _is_request_file(name):
-            (folder / name).unlink(missing_ok=True)
-    return ExportResult(folder, path, exporter.model, written, exporter.stats, rows, rejected)
+    # One export per folder at a time: another's partial files are not stale.
+    with output_lock(_batch_lock(folder), folder / MANIFEST, _ANOTHER_DIR):
+        counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
+        for stale in folder.glob(".requests-*.jsonl.partial"):  # an interrupted export's
+            stale.unlink()
+        files = RequestFiles(folder, limits)
+        cached = CachedKeys(Path(config.cache_path) if config.cache_path else None)
+        exporter = BatchExporter(config, files.add, counter.count, cached)
+        compressor = TrajectoryCompressor(config, exporter, counter, dialect or SHAREGPT)
+        stream = RowStream(dialect or partial(detect, config=config),
+                           sample_percent=sample_percent, seed=seed,
+                           batch_rows=config.batch_rows)
+        try:
+            rows, rejected = run_blocking(lambda: _walk(compressor, inputs, stream))
+            written = files.commit()
+        except BaseException:
+            files.discard()
+            raise
+        finally:
+            cached.close()
+        run = batch_fingerprint(inputs, config, sample_percent, seed)
+        manifest = {
+            "format": "trajectory-compressor batch requests", "version": VERSION,
+            "model": exporter.model, "url": ENDPOINT_PATH,
+            "fingerprint": _digest(run),
+            "files": [asdict(f) for f in written],
+            "requests": exporter.stats.requests,
+            "limits": asdict(limits),
+            "stats": {**asdict(exporter.stats), "rows": rows, "rows_rejected": rejected},
+            "run": run,
+        }
+        path = folder / MANIFEST
+        old = _read_json(path)
+        write_atomic(path, jsonio.dumps_pretty(manifest))
+        names = {f.name for f in written}
+        for entry in (old or {}).get("files", []):  # files of the previous export, no more
+            name = entry.get("name") if isinstance(entry, dict) else None
+            if isinstance(name, str) and name not in names and _is_request_file(name):
+                (folder / name).unlink(missing_ok=True)
+        return ExportResult(folder, path, exporter.model, written, exporter.stats, rows, rejected)
 
 
 async def _walk(compressor: TrajectoryCompressor, inputs: list[InputFile],
@@ -269,6 +274,7 @@ def finish_batch(
     if config.engine != "local":
         raise ConfigError("--summarizer batch runs on the local engine")
     folder = Path(batch_dir)
+    probe([_batch_lock(folder)], folder / MANIFEST, _ANOTHER_DIR)  # an export still writing
     manifest = _read_json(folder / MANIFEST)
     if not isinstance(manifest, dict) or manifest.get("version") != VERSION:
         raise ConfigError(f"{folder / MANIFEST} is missing or unreadable; {_AGAIN}")
@@ -372,7 +378,13 @@ def _check_batch_writes(folder: Path, inputs: list[InputFile]) -> None:
     writes += [Written(p, "batch request file") for p in sorted(folder.glob(stem + "*.jsonl"))]
     writes += [Written(p, "temporary batch request file", "temp")
                for p in sorted(folder.glob(f".{stem}*.jsonl.partial"))]
-    check_writes(inputs, writes, "choose another --batch-dir")
+    writes.append(Written(_batch_lock(folder), "lock file of the batch folder", "temp"))
+    check_writes(inputs, writes, _ANOTHER_DIR)
+
+
+def _batch_lock(folder: Path) -> Path:
+    """Held by the export writing into ``folder`` (phase 2 refuses while it runs)."""
+    return folder.resolve() / ".batch.lock"
 
 
 def _with_cache_path(input_spec: str, inputs: list[InputFile], output: str | None,

@@ -20,7 +20,7 @@ from ..summarizers import make_summarizer, resolve_summarizer
 from .compressor import TrajectoryCompressor
 from .layout import plan_layout
 from .local import RunOptions, RunResult, run_pipeline
-from .lock import output_lock
+from .lock import output_lock, probe
 from .paths import check_existing, check_writes, planned_writes, run_record
 
 
@@ -75,7 +75,9 @@ def compress_dataset(
     if card is not None and not overwrite:
         check_card(card)
     # Held until the outputs, sidecars and metrics are all committed: one run at a time.
-    with output_lock(layout.lock, next(iter(layout.outputs.values()), layout.stem_path)):
+    first_output = next(iter(layout.outputs.values()), layout.stem_path)
+    with output_lock(layout.lock, first_output):
+        probe(layout.neighbour_locks(), first_output)
         check_existing(inputs, layout, config,
                        run_record(inputs, layout, config, sample_percent, seed),
                        overwrite=overwrite, resume=resume)

@@ -52,12 +52,29 @@ class OutputLayout:
 
     @property
     def lock(self) -> Path:
-        """Held by the run writing these outputs: one run per output at a time."""
-        return self.stem_path.with_name(f".{self.stem_path.name}.lock")
+        """Held by the run writing these outputs: one run per output at a time. Named
+        from the resolved path, so runs naming one folder by two spellings (a symbolic
+        link) share it."""
+        return _lock_of(self.stem_path.resolve())
+
+    def neighbour_locks(self) -> list[Path]:
+        """The locks of other runs that may write the files this run writes: for a folder
+        output, the runs of single files inside it; for a file output, a run writing its
+        whole folder. (A folder run and a file run take different locks.)"""
+        outputs = list(self.outputs.values())
+        if outputs and all(out.parent == self.stem_path for out in outputs):
+            folder = self.stem_path.resolve()
+            return sorted(folder.glob(".*.lock")) if folder.is_dir() else []
+        folders = {out.parent.resolve() for out in outputs}
+        return sorted(_lock_of(folder) for folder in folders if folder.name)
 
     @property
     def sidecars(self) -> list[Path]:
         return [self.metrics, self.over_limit, self.rejects]
+
+
+def _lock_of(stem_path: Path) -> Path:
+    return stem_path.with_name(f".{stem_path.name}.lock")
 
 
 def sidecar_stem(output: Path, folder: bool) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -94,7 +94,7 @@ class Pipeline:
         inputs: list[InputFile],
         layout: OutputLayout,
         options: RunOptions | None = None,
-        dialect: Dialect | Callable[[list[Any]], Dialect] | None = None,
+        dialect: Dialect | Callable[[Iterable[Any]], Dialect] | None = None,
     ) -> None:
         self.compressor = compressor
         self.config = compressor.config
@@ -397,7 +397,7 @@ def run_pipeline(
     inputs: list[InputFile],
     layout: OutputLayout,
     options: RunOptions | None = None,
-    dialect: Dialect | Callable[[list[Any]], Dialect] | None = None,
+    dialect: Dialect | Callable[[Iterable[Any]], Dialect] | None = None,
 ) -> RunResult:
     """Run a `Pipeline` to completion from sync code (``dialect``: see `Pipeline`)."""
     return run_blocking(lambda: Pipeline(compressor, inputs, layout, options, dialect).run())

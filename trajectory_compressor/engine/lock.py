@@ -16,12 +16,15 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+
+_CHOOSE = "choose another output (-o)"
 
 
 class OutputLocked(ConfigError):
@@ -34,10 +37,10 @@ def lock_path(stem_path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def output_lock(path: Path, output: Path) -> Iterator[None]:
+def output_lock(path: Path, output: Path, choose: str = _CHOOSE) -> Iterator[None]:
     """Hold the lock ``path`` for ``output`` while the block runs; `OutputLocked` if
-    another live run holds it."""
-    fd = _acquire(path, output)
+    another live run holds it (``choose`` ends the message: what to do instead)."""
+    fd = _acquire(path, output, choose)
     try:
         yield
     finally:
@@ -47,14 +50,36 @@ def output_lock(path: Path, output: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _acquire(path: Path, output: Path) -> int:
+def probe(paths: list[Path], output: Path, choose: str = _CHOOSE) -> None:
+    """Raise `OutputLocked` when a live run holds any lock in ``paths`` (the other runs
+    that could write ``output``'s files); the locks are not taken.
+
+    Called while holding this run's own lock: of two runs that each hold one lock and
+    probe the other's, at least one sees the other.
+    """
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError:
+            continue  # no lock file there: nobody holds it
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            locked = _flock(fd)
+            if locked is False or (locked is None and _held_by_live_process(fd)):
+                raise OutputLocked(_refusal(path, output, fd, choose))
+        finally:
+            os.close(fd)  # releases the flock taken to test it
+
+
+def _acquire(path: Path, output: Path, choose: str) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(50):
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             locked = _flock(fd)
             if locked is False or (locked is None and _held_by_live_process(fd)):
-                raise OutputLocked(_refusal(path, output, fd))
+                raise OutputLocked(_refusal(path, output, fd, choose))
             try:
                 same = os.fstat(fd).st_ino == os.stat(path).st_ino
             except FileNotFoundError:
@@ -115,9 +140,9 @@ def _held_by_live_process(fd: int) -> bool:
     return pid != os.getpid()
 
 
-def _refusal(path: Path, output: Path, fd: int) -> str:
+def _refusal(path: Path, output: Path, fd: int, choose: str) -> str:
     holder = _holder(fd)
     who = (f"pid {holder.get('pid')} on {holder.get('host')}, started "
            f"{holder.get('started')}" if holder else "another process")
     return (f"{output} is being written by another run ({who}; lock file {path}); wait "
-            "for it to finish, or choose another output (-o)")
+            f"for it to finish, or {choose}")

@@ -291,7 +291,7 @@ def check_written_file(path: Path, input_spec: str, what: str,
             inputs = []
     inputs += [InputFile(Path(p), "file") for p in protected]
     writes = [Written(path, what), Written(temp_path(path), f"temporary file of {what}", "temp")]
-    check_writes(inputs, writes)
+    check_writes(inputs, writes, f"choose another name for the {what}")
 
 
 def recorded_inputs(metrics: Any) -> list[Path]:

@@ -18,7 +18,7 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from itertools import takewhile
 from pathlib import Path
@@ -262,7 +262,7 @@ class _ShardPipeline(Pipeline):
     digest_inputs = False
 
     def __init__(self, compressor: TrajectoryCompressor, job: ShardJob, shard: Shard,
-                 dialect: Dialect | Callable[[list[Any]], Dialect],
+                 dialect: Dialect | Callable[[Iterable[Any]], Dialect],
                  die_after: tuple[Path, int] | None) -> None:
         source = job.inputs[shard.file]
         options = RunOptions(sample_percent=job.sample_percent, seed=job.seed,
@@ -318,7 +318,7 @@ def _kill_hook() -> tuple[Path, int] | None:
 
 
 async def run_shard(compressor: TrajectoryCompressor, job: ShardJob, shard: Shard,
-                    dialect: Dialect | Callable[[list[Any]], Dialect]) -> ShardResult:
+                    dialect: Dialect | Callable[[Iterable[Any]], Dialect]) -> ShardResult:
     """Run ``shard`` into its folder and record it finished; a finished shard is not run
     again (a retried task returns its record). ``compressor.summarizer`` is a
     `ShardSummarizer`. Errors come back in the result, never raised."""

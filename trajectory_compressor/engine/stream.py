@@ -7,7 +7,7 @@ same rows, sample them with the same draws and reject the same ones for the same
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, cast
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..core.conversation import Trajectory
 from ..core.distill_row import DistillStats
 from ..core.errors import RowError, one_line_error
-from ..dialects import DETECT_ROWS, row_check
+from ..dialects import DETECT_SCAN, row_check
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
 from ..formats.base import InputFile, Record
@@ -71,14 +71,14 @@ class RowStream:
 
     def __init__(
         self,
-        dialect: Dialect | Callable[[list[Any]], Dialect],
+        dialect: Dialect | Callable[[Iterable[Any]], Dialect],
         *,
         sample_percent: float | None = None,
         seed: int = 42,
         batch_rows: int = 256,
         batch_chars: int = BATCH_CHARS,
     ) -> None:
-        self._choose: Callable[[list[Any]], Dialect] | None = None
+        self._choose: Callable[[Iterable[Any]], Dialect] | None = None
         self.dialect: Dialect = SHAREGPT
         if hasattr(dialect, "turns"):
             self.dialect = cast(Dialect, dialect)
@@ -101,9 +101,12 @@ class RowStream:
         """Pick ``source``'s dialect from its first rows (read from the file's start, so a
         resumed run decides as the interrupted one did)."""
         if self._choose is not None:
-            first = [r.row for r in islice(read_records(source, 0), DETECT_ROWS)
-                     if r.error is None and not too_deep(r.row, r.raw)]
-            self.dialect = self._choose(first)
+            first = (r.row for r in islice(read_records(source, 0), DETECT_SCAN)
+                     if r.error is None and not too_deep(r.row, r.raw))
+            try:
+                self.dialect = self._choose(first)
+            finally:
+                first.close()  # the file, read only as far as the vote needed
         return self.dialect
 
     def batches(self, source: InputFile, skip: int = 0) -> Iterator[list[Entry]]:

@@ -109,12 +109,19 @@ def _open_arrow(path: Path, mapped: bool = False) -> Any:
     read through plain reads, since every mapped page read would stay resident and peak
     memory would follow the shard's size.
     """
-    source = pa.memory_map(str(path)) if mapped else pa.OSFile(str(path))
+    return _open_arrow_source(path, mapped)[0]
+
+
+def _open_arrow_source(path: Path, mapped: bool = False) -> tuple[Any, Any]:
+    """`_open_arrow`'s reader and the file it reads (where it stopped: ``tell()``)."""
+    # By its bytes: pyarrow would encode a str path as UTF-8, which a file name that is
+    # not UTF-8 has no form in.
+    source = pa.memory_map(os.fsencode(path)) if mapped else pa.OSFile(os.fsencode(path))
     try:
-        return pa.ipc.open_stream(source)
+        return pa.ipc.open_stream(source), source
     except pa.ArrowInvalid:
         source.seek(0)
-        return pa.ipc.open_file(source)
+        return pa.ipc.open_file(source), source
 
 
 def _arrow_batches(reader: Any) -> Iterator[pa.RecordBatch]:
@@ -149,9 +156,12 @@ def read_dataset(source: InputFile, skip_rows: int = 0) -> Iterator[Record]:
 
 
 def _read_arrow(source: InputFile, skip_rows: int) -> Iterator[Record]:
+    """Records of an Arrow shard. A shard that breaks off (truncated, corrupt) keeps the
+    rows before the break and ends with a located reject; so do bytes after the end of
+    its stream (a second stream appended to it is not read): never ignored."""
     name = str(source.path)
     try:
-        reader = _open_arrow(source.path)
+        reader, file = _open_arrow_source(source.path)
     except (pa.ArrowException, OSError) as exc:
         if skip_rows == 0:
             yield Record(Location(name), error=f"not a readable Arrow file ({exc})")
@@ -161,7 +171,30 @@ def _read_arrow(source: InputFile, skip_rows: int) -> Iterator[Record]:
         for i in range(skip_rows, source.rows or 0):
             yield Record(Location(name, row=i), error=problem)
         return
-    yield from records_from_batches(name, _arrow_batches(reader), 0, skip_rows)
+    read = [0]
+    broken: list[BaseException] = []
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in _arrow_batches(reader):
+                read[0] += batch.num_rows
+                yield batch
+        except (pa.ArrowException, OSError) as exc:
+            broken.append(exc)
+
+    yield from records_from_batches(name, batches(), 0, skip_rows)
+    rows = read[0]
+    if rows < skip_rows:
+        return
+    if broken:
+        yield Record(Location(name, row=rows), error=(
+            f"the Arrow file breaks off after {rows} rows ({_first_line(broken[0])})"))
+    elif isinstance(reader, pa.ipc.RecordBatchStreamReader):
+        size = source.path.stat().st_size
+        if file.tell() < size:
+            yield Record(Location(name, row=rows), error=(
+                f"{size - file.tell()} bytes after the end of the Arrow stream (at byte "
+                f"{file.tell()}) are not read: another stream appended, or garbage"))
 
 
 def _read_stream(source: InputFile, skip_rows: int) -> Iterator[Record]:

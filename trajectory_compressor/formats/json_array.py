@@ -34,13 +34,16 @@ _STRUCTURE = re.compile(rb'[\[\]{}",]')
 # repetition, and one per character of a 60 MB string took gigabytes.
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _SPACE = b" \t\r\n"
+# A UTF-8 byte order mark where a file starts (``cat a.json b.json`` of files a Windows
+# editor saved puts one after the first array too): skipped there, as RFC 8259 allows.
+_BOM = b"\xef\xbb\xbf"
 
 
 def first_char(path: Path) -> bytes:
     """The first non-space byte of a file (``b""`` when it has none)."""
     with open(path, "rb") as f:
         while chunk := f.read(4096):
-            stripped = chunk.lstrip(_SPACE)
+            stripped = chunk.lstrip(_SPACE).removeprefix(_BOM).lstrip(_SPACE)
             if stripped:
                 return stripped[:1]
     return b""
@@ -64,11 +67,12 @@ def _elements(data: Any, name: str, skip_rows: int) -> Iterator[Record]:
 
     Nothing after the first array is ignored (``cat a.json b.json`` is common): a further
     array's elements and JSON objects (JSON lines appended to the array) are rows too,
-    numbered on from the first array; any other content is a located reject, one per line,
-    and reading goes on at the next line. The first ``skip_rows`` rows are not parsed.
+    numbered on from the first array; any other content (an object that does not parse
+    included) is a located reject, one per line, and reading goes on at the next line.
+    The first ``skip_rows`` rows are not yielded (array elements among them not parsed).
     """
     size = len(data)
-    pos = _skip_space(data, 0)
+    pos = _skip_bom(data, 0)
     if pos >= size:
         return
     if data[pos:pos + 1] != b"[":
@@ -96,17 +100,26 @@ def _elements(data: Any, name: str, skip_rows: int) -> Iterator[Record]:
                 pos = _skip_space(data, end + 1)
             pos = _skip_space(data, end + 1)
             continue
+        if data[pos:pos + 3] == _BOM:  # the start of a second file
+            pos = _skip_bom(data, pos)
+            continue
         location = Location(name, row=index)
-        if char == b"{":  # a JSON object after an array (JSON lines): a row
-            end = _value_end(data, pos)
-            if end < 0:
-                if index >= skip_rows:
-                    yield Record(location, error=(
-                        f"the JSON object at byte {pos}, after the array, is truncated or "
-                        "malformed (an unterminated string or object)"))
-                return
+        end = _value_end(data, pos) if char == b"{" else -1
+        record = _parse(location, bytes(data[pos:end])) if end >= 0 else None
+        if record is not None and record.error is None:  # an object after an array: a row
             if index >= skip_rows:
-                yield _parse(location, bytes(data[pos:end]))
+                yield record
+        elif char == b"{":
+            # Not one JSON object (unterminated, or its braces close over the lines after
+            # it): this line alone is the reject, and the next line is read, as in JSONL.
+            end = data.find(b"\n", pos)
+            end = size if end < 0 else end
+            if index >= skip_rows:
+                why = ("is truncated or malformed (an unterminated string or object)"
+                       if record is None else f"does not parse ({record.error})")
+                yield Record(location, raw=bytes(data[pos:min(end, pos + 200)]), error=(
+                    f"the JSON object at byte {pos}, after the array, {why}; its line is "
+                    "a reject and reading goes on at the next"))
         else:
             end = data.find(b"\n", pos)
             end = size if end < 0 else end
@@ -128,6 +141,14 @@ def _parse(location: Location, raw: bytes) -> Record:
             f"element is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"))
     except ValueError as exc:
         return Record(location, raw=raw[:200], error=f"invalid JSON: {exc}")
+
+
+def _skip_bom(data: Any, pos: int) -> int:
+    """Past the spaces at ``pos``, a byte order mark if one follows, and spaces again."""
+    pos = _skip_space(data, pos)
+    if data[pos:pos + 3] == _BOM:
+        pos = _skip_space(data, pos + 3)
+    return pos
 
 
 def _skip_space(data: Any, pos: int) -> int:

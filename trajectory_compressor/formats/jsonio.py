@@ -51,11 +51,15 @@ def _number(text: str) -> float:
 
 
 def loads(data: bytes | str) -> Any:
-    """Parse one JSON document; raises `ValueError` with orjson's or json's message."""
+    """Parse one JSON document; raises `ValueError` with orjson's or json's message.
+
+    Bytes are UTF-8 (RFC 8259): the stdlib's guess of UTF-16 or a BOM is not taken, so
+    what parses here is also valid JSON when written back byte for byte.
+    """
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if _LONG_DIGITS.search(raw):
         try:
-            return json.loads(data, parse_float=_number)
+            return _stdlib_loads(data)
         except ValueError:
             pass  # not JSON at all: orjson's message below says why
         except RecursionError:
@@ -66,11 +70,16 @@ def loads(data: bytes | str) -> Any:
         if isinstance(data, bytes):
             data.decode("utf-8")  # raises UnicodeDecodeError for non-UTF-8 input
         try:
-            return json.loads(data, parse_float=_number)
+            return _stdlib_loads(data)
         except ValueError:
             raise ValueError(str(exc)) from None
         except RecursionError:
             raise ValueError(_TOO_DEEP) from None
+
+
+def _stdlib_loads(data: bytes | str) -> Any:
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    return json.loads(text, parse_float=_number)
 
 
 _TOO_DEEP = f"nested more than {MAX_NESTING} levels deep (objects and arrays)"

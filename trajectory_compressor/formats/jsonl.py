@@ -60,7 +60,13 @@ def input_rows(source: InputFile) -> int | None:
     return lines + (last != b"\n")
 
 
+# A UTF-8 byte order mark (Windows editors write one; ``cat`` of two such files puts one
+# mid-file) is no part of the row: dropped, so an unchanged row is written back as JSON.
+_BOM = b"\xef\xbb\xbf"
+
+
 def _record(location: Location, raw: bytes) -> Record:
+    raw = raw.removeprefix(_BOM)
     try:
         return Record(location, jsonio.loads(raw), raw)
     except UnicodeDecodeError as exc:

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.errors import CompressorError
+from ..core.extractive import clip
 from ..core.metrics import METRICS_KEY
 from .base import InputFile, Location, Record, replace_file, temp_path, text_chars
 from .jsonio import JsonNumber
@@ -91,20 +92,25 @@ def _is_text(t: pa.DataType) -> bool:
 
 
 def schema_problem(schema: pa.Schema) -> str | None:
-    """Why rows of ``schema`` cannot be trajectories, or None when they can."""
-    if "conversations" not in schema.names:
-        shown = ", ".join(schema.names[:8]) + (", …" if len(schema.names) > 8 else "")
-        return f"the file's schema has no 'conversations' column (columns: {shown or 'none'})"
-    t = schema.field("conversations").type
+    """Why no row of ``schema`` can be a trajectory, or None when some can.
+
+    Every dialect's turns are a list of objects (ShareGPT ``conversations``, OpenAI and
+    LLaMA-Factory ``messages``, a custom ``dataset.messages`` column): a file with no
+    list-of-structs column holds none, said once for the file. Which column holds the
+    turns and how they are spelled is each row's dialect's to judge (a Parquet file of
+    OpenAI messages was rejected whole when this asked for Hermes columns).
+    """
+    if any(_is_turn_list(field.type) for field in schema):
+        return None
+    shown = ", ".join(f"{f.name} ({clip(str(f.type), 40)})" for f in schema)
+    return ("no column of the file's schema is a list of turns (a list of structs), as "
+            f"every dialect's turns are (columns: {clip(shown, 300) or 'none'})")
+
+
+def _is_turn_list(t: pa.DataType) -> bool:
     if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t)):
-        return f"the file's 'conversations' column is {t}, not a list of turns"
-    turn = t.value_type
-    if not pa.types.is_struct(turn) or not all(
-        turn.get_field_index(key) >= 0 and _is_text(turn.field(key).type)
-        for key in ("from", "value")
-    ):
-        return f"the file's turns are {turn}, not structs with string 'from' and 'value'"
-    return None
+        return False
+    return bool(pa.types.is_struct(t.value_type))
 
 
 def output_schema(schema: pa.Schema) -> pa.Schema:
@@ -136,10 +142,23 @@ def _with_metrics_feature(raw: bytes) -> bytes:
         return b'{"info": {"features": null}}'
 
 
+def native(path: Path, mode: str = "rb") -> pa.NativeFile:
+    """``path`` opened for pyarrow by its bytes: pyarrow opens a path by its UTF-8 form,
+    which a file name that is not UTF-8 (Python spells its bytes as lone surrogates) has
+    not, and such a run stopped with an internal error."""
+    return pa.OSFile(os.fsencode(path), mode)
+
+
+def _schema_of(path: Path) -> pa.Schema:
+    with native(path) as f:
+        return pq.ParquetFile(f).schema_arrow
+
+
 def parquet_rows(path: Path) -> int | None:
     """The row count in a Parquet file's footer, or None if it cannot be read."""
     try:
-        return int(pq.ParquetFile(path).metadata.num_rows)
+        with native(path) as f:
+            return int(pq.ParquetFile(f).metadata.num_rows)
     except (pa.ArrowException, OSError):
         return None
 
@@ -147,7 +166,8 @@ def parquet_rows(path: Path) -> int | None:
 def parquet_schema(path: Path) -> pa.Schema | None:
     """A Parquet file's Arrow schema, or None if it cannot be read."""
     try:
-        return pq.ParquetFile(path).schema_arrow
+        with native(path) as f:
+            return pq.ParquetFile(f).schema_arrow
     except (pa.ArrowException, OSError):
         return None
 
@@ -195,8 +215,19 @@ def read_parquet(source: InputFile, skip_rows: int = 0) -> Iterator[Record]:
     become located error records."""
     name = str(source.path)
     try:
+        file = native(source.path)
+    except OSError as exc:
+        if skip_rows == 0:
+            yield Record(Location(name), error=f"not a readable Parquet file ({_reason(exc)})")
+        return
+    with file:
+        yield from _parquet_records(file, name, skip_rows)
+
+
+def _parquet_records(file: pa.NativeFile, name: str, skip_rows: int) -> Iterator[Record]:
+    try:
         # A buffered stream reads pages as decoded, not whole column chunks up front.
-        pf = pq.ParquetFile(source.path, buffer_size=1 << 20, pre_buffer=False)
+        pf = pq.ParquetFile(file, buffer_size=1 << 20, pre_buffer=False)
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError) as exc:
         if skip_rows == 0:
@@ -247,10 +278,14 @@ ROW_GROUP_CHARS = 4 * 2**20
 def _check_utf8(value: Any) -> None:
     """Raise `UnicodeEncodeError` if a string in ``value`` has no UTF-8 form (Parquet
     strings are UTF-8; JSON can carry a lone surrogate escape, Parquet cannot), and
-    `ValueError` for a number no Parquet double holds (``1e400``: it would become inf)."""
+    `ValueError` for a number no Parquet double holds (``1e400``: it would become inf)
+    or an integer no Parquet integer holds (JSON integers have no size)."""
     if isinstance(value, str):
         if not value.isascii():
             value.encode("utf-8")
+    elif isinstance(value, int) and not -(2**63) <= value < 2**64:
+        raise ValueError(f"the integer {clip(str(value), 60)} is out of the range of a "
+                         "Parquet integer (64 bits); use --output-format jsonl")
     elif isinstance(value, JsonNumber):
         raise ValueError(f"the number {value.text} is out of the range of a Parquet double "
                          f"(it would be stored as {float(value)!r}); use --output-format "
@@ -293,6 +328,7 @@ class ParquetSink:
         self._buffer: list[Any] = []
         self._chars = 0
         self._writer: pq.ParquetWriter | None = None
+        self._writer_file: pa.NativeFile | None = None
         self._writer_schema: pa.Schema | None = None
         self._closed_parts = 0
         self._last_pending: Path | None = None
@@ -353,7 +389,8 @@ class ParquetSink:
         if self._writer is not None and table.schema != self._writer_schema:
             self._close_part()
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self._part(self._closed_parts), table.schema)
+            self._writer_file = native(self._part(self._closed_parts), "wb")
+            self._writer = pq.ParquetWriter(self._writer_file, table.schema)
             self._writer_schema = table.schema
         self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
         self._buffer = []
@@ -378,6 +415,8 @@ class ParquetSink:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+            if self._writer_file is not None:
+                self._writer_file.close()
             _fsync(self._part(self._closed_parts))
             self._closed_parts += 1
 
@@ -389,7 +428,8 @@ class ParquetSink:
         pending = self._pending(self.rows)
         if self._buffer:
             tmp = self.parts / ".pending.parquet.tmp"
-            pq.write_table(self._table(self._buffer), tmp)
+            with native(tmp, "wb") as f:
+                pq.write_table(self._table(self._buffer), f)
             _fsync(tmp)
             os.replace(tmp, pending)
         keep = {pending, self._last_pending}
@@ -413,7 +453,8 @@ class ParquetSink:
         self.rows = rows
         self._last_pending = self._pending(rows)
         if pending:
-            table = pq.read_table(self._pending(rows))
+            with native(self._pending(rows)) as f:
+                table = pq.read_table(f)
             if table.num_rows != pending:
                 raise FileNotFoundError(2, "pending rows differ", str(self.parts))
             self._buffer = table.to_pylist()
@@ -429,19 +470,21 @@ class ParquetSink:
             self._write_group()
         self._close_part()
         parts = [self._part(i) for i in range(self._closed_parts)]
-        schemas = [pq.ParquetFile(p).schema_arrow for p in parts]
+        schemas = [_schema_of(p) for p in parts]
         final_schema = self._final_schema(schemas)
         if len(parts) == 1 and schemas[0] == final_schema:
             os.replace(parts[0], self.temp)
         else:
-            with pq.ParquetWriter(self.temp, final_schema) as writer:
+            with native(self.temp, "wb") as out, pq.ParquetWriter(out, final_schema) as writer:
                 for part in parts:
-                    pf = pq.ParquetFile(part, buffer_size=1 << 20, pre_buffer=False)
-                    for g in range(pf.num_row_groups):
-                        table = _conform(pf.read_row_group(g, use_threads=False), final_schema)
-                        writer.write_table(table, row_group_size=max(table.num_rows, 1))
-                        del table
-                        _release_memory()
+                    with native(part) as f:
+                        pf = pq.ParquetFile(f, buffer_size=1 << 20, pre_buffer=False)
+                        for g in range(pf.num_row_groups):
+                            table = _conform(pf.read_row_group(g, use_threads=False),
+                                             final_schema)
+                            writer.write_table(table, row_group_size=max(table.num_rows, 1))
+                            del table
+                            _release_memory()
         self._finished = True
 
     def _final_schema(self, schemas: list[pa.Schema]) -> pa.Schema:

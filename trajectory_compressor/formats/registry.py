@@ -256,9 +256,9 @@ def discover_inputs(
             raise InputError(f"{spec}: unsupported file type (expected {_NAMED})")
         return [InputFile(path, fmt, name=file_stem(path))]
     if path.is_dir():
-        candidates = sorted(p for p in path.iterdir() if p.is_file())
+        found = sorted(path.iterdir())
     elif any(ch in spec for ch in "*?["):
-        candidates = sorted(Path(p) for p in glob.glob(spec, recursive=True) if Path(p).is_file())
+        found = sorted(Path(p) for p in glob.glob(spec, recursive=True))
     elif file_format(path) is None and hf.looks_like_dataset_name(spec):
         return hf.stream_inputs(spec, None, None)
     elif os.path.lexists(spec):
@@ -267,6 +267,15 @@ def discover_inputs(
                          "the data to a regular file and give that")
     else:
         raise InputError(f"input not found: {spec}")
+    # A data file that is no regular file (a FIFO, a device, a link to nothing) holds rows
+    # the run cannot read: said, never passed over in silence.
+    odd = next((p for p in found if not p.is_file() and not p.is_dir()
+                and file_format(p) is not None), None)
+    if odd is not None:
+        raise InputError(f"{odd} in {spec} is {_kind_of(odd)}, not a regular file, so its "
+                         "rows cannot be read (the run reads each input more than once); "
+                         "remove it, or name the files to read with a glob")
+    candidates = [p for p in found if p.is_file()]
     ours = [p for p in candidates if tool_sidecar(p)]
     if skipped is not None:
         skipped += ours
