@@ -56,6 +56,14 @@ def rows_of(tmp_path: Path, content: bytes | str, name: str = "a.json") -> int |
     ('[{"a": 1}, {"a": [2', 2),
     ("[", 1),
     ('[{"a": 1}]\n{"b": [1, 2', 2),
+    # Byte order marks: at the start, and where a second file starts (`cat a.json b.json`).
+    ("\ufeff[1, 2, 3]", 3),
+    ("\ufeff[1]\n\ufeff[2, 3]\n", 3),
+    ('\ufeff[1]\n\ufeff{"a": 2}\n', 2),
+    # An object after the array that never closes: its line is one reject, then reading
+    # goes on at the next line.
+    ('[1]\n{"a": [1,\n{"b": 2}\n', 3),
+    ('[1]\n{broken\n{"b": 2}\n', 3),
     # A brace closing the array: malformed, the reader stops at its error record.
     ("[1, 2}, 3]", 2),
 ])
@@ -107,12 +115,18 @@ def documents(draw: st.DrawFn) -> bytes:
         array = draw(st.lists(_VALUES, max_size=6))
         parts.append(json.dumps(array, ensure_ascii=draw(st.booleans()),
                                 indent=draw(st.sampled_from([None, 1]))))
-        tail = draw(st.sampled_from(["", "object", "junk"]))
+        tail = draw(st.sampled_from(["", "object", "junk", "open object", "bom"]))
         if tail == "object":
             parts.append(json.dumps({"row": draw(_VALUES)}))
         elif tail == "junk":
             parts.append('junk "[, {\n')
+        elif tail == "open object":  # never closes: a one-line reject
+            parts.append('{"row": [1,\n')
+        elif tail == "bom":  # a second file starts
+            parts.append("\ufeff")
     data = draw(st.sampled_from(["", "\n", " "])).join(parts).encode()
+    if draw(st.booleans()):
+        data = "\ufeff".encode() + data
     damage = draw(st.sampled_from(["none", "none", "cut", "comma", "brace"]))
     if damage == "cut" and len(data) > 1:
         data = data[:draw(st.integers(1, len(data) - 1))]

@@ -243,9 +243,10 @@ def input_rows(source: InputFile) -> int | None:
 
 
 def count_records(data: Any) -> int:
-    """The records `_elements` yields for ``data``, taking the same steps."""
+    """The records `_elements` yields for ``data``, taking the same steps (an object after
+    the array is taken to parse when its braces balance: that object is not parsed)."""
     size = len(data)
-    pos = _skip_space(data, 0)
+    pos = _skip_bom(data, 0)
     if pos >= size:
         return 0
     if data[pos:pos + 1] != b"[":
@@ -260,12 +261,12 @@ def count_records(data: Any) -> int:
                 return records
             pos = _skip_space(data, end)
             continue
+        if data[pos:pos + 3] == _BOM:  # the start of a second file
+            pos = _skip_bom(data, pos)
+            continue
         records += 1
-        if char == b"{":
-            end = _value_end(data, pos)
-            if end < 0:
-                return records
-        else:  # a line the reader rejects
+        end = _value_end(data, pos) if char == b"{" else -1
+        if end < 0:  # a line the reader rejects: it goes on at the next line
             end = data.find(b"\n", pos)
             end = size if end < 0 else end
         pos = _skip_space(data, end)
