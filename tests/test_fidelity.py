@@ -134,6 +134,31 @@ def test_a_json_tool_response_gives_its_values_not_its_keys() -> None:
     assert extract_items([text]) == ["build/out.bin"]
 
 
+def _nested_response(stdout: str) -> str:
+    """A Hermes tool turn whose content is itself the JSON text of an object (JSON in a
+    JSON string: every line break is `\\n` in the text, and a quote `\\\"`)."""
+    inner = json.dumps({"stdout": stdout, "exit_code": 1})
+    return "<tool_response>\n" + json.dumps({"name": "terminal", "content": inner}) + \
+        "\n</tool_response>"
+
+
+def test_json_inside_a_json_string_is_read_decoded() -> None:
+    text = _nested_response('ok\nTraceback (most recent call last):\n'
+                            '  File "pyproject.toml", line 385, in run\nKeyError: \'model\'')
+    items = extract_items([text])
+    assert "pyproject.toml" in items and "KeyError" in items
+    # Never an escape glued to an item: `\npyproject` read as `npyproject`, `toml\`.
+    assert not [i for i in items if i.startswith("n") and i[1:] in items]
+    assert not [i for i in items if "\\" in i]
+
+
+def test_the_tail_is_searched_decoded_too() -> None:
+    region = [_nested_response('built\nsrc/app/models/user.py changed')]
+    tail = [_nested_response('again\nsrc/app/models/user.py failed')]  # `\nsrc/...` raw
+    fidelity = measure_fidelity(region, tail, "It changed src/app/models/user.py.")
+    assert fidelity.tail_items == 1 and fidelity.tail_kept == 1
+
+
 def test_quoted_text_does_not_run_across_a_tag_or_lose_its_url() -> None:
     # Found by hypothesis: `"}}` and `{"` around blanked tags once read as one quote.
     calls = ('<tool_response><tool_call>{"name": "_", "arguments": {"path": ""}}</tool_call>'

@@ -45,6 +45,9 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_ITEMS = 200
+# How deep JSON inside a JSON string is read (a tool result whose content is itself the
+# JSON text of an object, as Hermes rows store them).
+JSON_DEPTH = 4
 # Characters of free text searched for items at once (`_free_text_items`).
 _BLOCK_CHARS = 1 << 16
 MISSING_SHOWN = 20
@@ -203,6 +206,43 @@ def normalize_text(text: str) -> str:
     return " ".join(blocks)
 
 
+def searchable_text(texts: Iterable[str]) -> str:
+    """``texts`` as matching searches them: normalized (`normalize_text`), each followed
+    by the strings of the JSON in its tool calls and responses, decoded (`decoded_strings`):
+    inside JSON text a line break is the two characters ``\\n``, which would glue an item
+    to an ``n``."""
+    return normalize_text("\n".join(t for text in texts for t in (text, *decoded_strings(text))))
+
+
+def decoded_strings(text: str) -> Iterator[str]:
+    """The strings (keys and values) of the JSON in ``text``'s tool calls and responses
+    (or of ``text`` itself), decoded, JSON inside a string read too (`JSON_DEPTH`)."""
+    bodies = re.findall(r"<tool_(?:call|response)>(.*?)(?:</tool_(?:call|response)>|$)",
+                        text, re.DOTALL)
+    for body in [text, *bodies]:
+        yield from _json_strings(body.strip(), 0)
+
+
+def _json_strings(text: str, depth: int) -> Iterator[str]:
+    if depth > JSON_DEPTH or not text.startswith(("{", "[")):
+        return
+    value = _parse_json(text)
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, child in node.items():
+                yield str(key)
+                stack.append(child)
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str):
+            yield node
+            yield from _json_strings(node.strip(), depth + 1)
+        elif node is not None:
+            yield json.dumps(node)
+
+
 def normalize(item: str) -> str:
     """An item's matching form; a number with a unit loses the space (`512 MB` → `512mb`)."""
     text = normalize_text(item).rstrip(".,;:")
@@ -240,7 +280,7 @@ class FidelityProbe:
 
     def __init__(self, region_texts: Sequence[str], tail_texts: Sequence[str]) -> None:
         self.items = extract_items(region_texts)
-        tail = normalize_text("\n".join(tail_texts))
+        tail = searchable_text(tail_texts)
         self._forms = [_forms(item) for item in self.items]
         self.in_tail = [any(_occurs(f, tail) for f in forms) for forms in self._forms]
 
@@ -390,14 +430,20 @@ def _response_items(body: str) -> Iterator[str]:
 
 
 def _leaves(value: Any) -> Iterator[tuple[str, Any]]:
-    """(key, leaf) pairs of a JSON value, depth first, keys of lists inherited."""
-    stack: list[tuple[str, Any]] = [("", value)]
+    """(key, leaf) pairs of a JSON value, depth first, keys of lists inherited; a string
+    holding the JSON text of an object or array is read as that value (`JSON_DEPTH`
+    levels), its leaves under the string's key."""
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
     while stack:
-        key, node = stack.pop()
+        key, node, depth = stack.pop()
         if isinstance(node, dict):
-            stack.extend(reversed([(str(k), v) for k, v in node.items()]))
+            stack.extend(reversed([(str(k), v, depth) for k, v in node.items()]))
         elif isinstance(node, list):
-            stack.extend(reversed([(key, v) for v in node]))
+            stack.extend(reversed([(key, v, depth) for v in node]))
+        elif (isinstance(node, str) and depth < JSON_DEPTH
+              and node.lstrip().startswith(("{", "["))
+              and isinstance(inner := _parse_json(node.strip()), (dict, list))):
+            stack.append((key, inner, depth + 1))
         else:
             yield key, node
 

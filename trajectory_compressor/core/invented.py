@@ -32,11 +32,9 @@ spaces), with the JSON of tool calls and responses also read decoded (``\\u00e9`
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Iterator, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Any
 from unicodedata import normalize as unicode_normalize
 
 from .fidelity import (
@@ -55,7 +53,7 @@ from .fidelity import (
     _token_items,
     _word_set,
     normalize,
-    normalize_text,
+    searchable_text,
 )
 
 __all__ = ["INVENTED_SHOWN", "InventedCheck", "SummaryCheck", "claims"]
@@ -63,7 +61,6 @@ __all__ = ["INVENTED_SHOWN", "InventedCheck", "SummaryCheck", "claims"]
 _ELLIPSIS = "..."
 _HEX_WORD = re.compile(r"[0-9a-f]{7,}")
 _ANY_NUMBER = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])")
-_JSON_DEPTH = 4
 
 
 def _units(scale: float, *names: str) -> dict[str, tuple[float, ...]]:
@@ -135,8 +132,7 @@ class InventedCheck:
     """The facts of a row's turns before a summary, against which summaries are checked."""
 
     def __init__(self, context_texts: Sequence[str]) -> None:
-        texts = [t for text in context_texts for t in (text, *_decoded(text))]
-        self.text = normalize_text("\n".join(texts))
+        self.text = searchable_text(context_texts)
         self._numbers: set[Decimal] | None = None
         self._quantities: dict[str, list[float]] | None = None
 
@@ -238,33 +234,3 @@ def _decimal(number: str) -> Decimal | None:
         return None
 
 
-def _decoded(text: str) -> Iterator[str]:
-    """The strings (keys and values) of the JSON in ``text``'s tool calls and responses
-    (or of ``text`` itself), decoded, JSON inside a string read too."""
-    bodies = re.findall(r"<tool_(?:call|response)>(.*?)(?:</tool_(?:call|response)>|$)",
-                        text, re.DOTALL)
-    for body in [text, *bodies]:
-        yield from _json_strings(body.strip(), 0)
-
-
-def _json_strings(text: str, depth: int) -> Iterator[str]:
-    if depth > _JSON_DEPTH or not text.startswith(("{", "[")):
-        return
-    try:
-        value: Any = json.loads(text)
-    except (ValueError, RecursionError):
-        return
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            for key, child in node.items():
-                yield str(key)
-                stack.append(child)
-        elif isinstance(node, list):
-            stack.extend(node)
-        elif isinstance(node, str):
-            yield node
-            yield from _json_strings(node.strip(), depth + 1)
-        elif node is not None:
-            yield json.dumps(node)
