@@ -23,8 +23,13 @@ from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.engine.layout import finished_layout
 
 SAMPLES = ROOT / "data_samples"
+# ``input>format``: the input written out in another container (--output-format), so
+# that the OpenAI dialect is seen in Parquet too. Parquet holds no field that is a string
+# in one message and a list in another (a row like that is a located reject), so that
+# input's content parts are joined into strings first (`parquet_ready`).
 SAMPLE_NAMES = ("trajectories.jsonl", "trajectories.parquet", "openai_messages.jsonl",
-                "llamafactory_sharegpt.json", "llamafactory_messages.jsonl")
+                "llamafactory_sharegpt.json", "llamafactory_messages.jsonl",
+                "openai_messages.jsonl>parquet")
 TARGET, SUMMARY = 4000, 200
 
 
@@ -59,14 +64,29 @@ def shown_line(text: str) -> str:
     return next((line for line in lines if not re.fullmatch(r"</?[\w-]+>", line)), lines[0])
 
 
+def parquet_ready(source, folder):
+    """``source``'s OpenAI rows with every content of text parts joined into one string."""
+    rows = read_jsonl(source)
+    for row in rows:
+        for message in row["messages"]:
+            if isinstance(message.get("content"), list):
+                message["content"] = "\n".join(p.get("text") or "" for p in message["content"])
+    path = folder / source.name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="module", params=SAMPLE_NAMES)
 def run(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("matrix")
-    stem, suffix = request.param.rsplit(".", 1)
-    out = tmp / f"{stem}_out.{suffix}"
-    proc = run_cli("compress", str(SAMPLES / request.param), "-o", str(out), "--summarizer",
+    name, _, container = request.param.partition(">")
+    stem, suffix = name.rsplit(".", 1)
+    out = tmp / f"{stem}_out.{container or suffix}"
+    other = ["--output-format", container] if container else []
+    source = parquet_ready(SAMPLES / name, tmp) if container == "parquet" else SAMPLES / name
+    proc = run_cli("compress", str(source), "-o", str(out), "--summarizer",
                    "extractive", "--no-cache", "-q", "--target-max-tokens", str(TARGET),
-                   "--summary-target-tokens", str(SUMMARY))
+                   "--summary-target-tokens", str(SUMMARY), *other)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(finished_layout(out).metrics.read_text(encoding="utf-8"))["summary"]
     # The matrix means something only with rows of both kinds.
