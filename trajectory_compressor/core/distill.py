@@ -27,6 +27,7 @@ accounting live in `core.distill_row`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Callable
@@ -118,7 +119,7 @@ def _is_json(text: str) -> bool:
 def _minify(text: str) -> str:
     # Strings are kept byte for byte (escapes as written); only whitespace between
     # lexemes goes, so every number and key stays exactly as it was.
-    return "".join(m for m in _JSON_LEXEME.findall(text) if not m.isspace())
+    return "".join(itertools.filterfalse(str.isspace, _JSON_LEXEME.findall(text)))
 
 
 def repeats(text: str) -> str:
@@ -246,8 +247,18 @@ def distill_text(text: str, level: str) -> list[tuple[str, str]]:
     order; the last text is the distilled one (``text`` itself when the list is empty)."""
     stages: list[tuple[str, str]] = []
     current = text
+    document: bool | None = None  # whether ``current`` is one JSON document, once known
     for rule in rules_for(level):
-        if rule == "repeats" and _looks_json(current):
+        if rule == "json":
+            # Parsed once here: compacting a document leaves a document, so `repeats`
+            # needs no second parse (JSON lines compacted are still not one document).
+            document = _looks_json(current)
+            after = _minify(current.strip()) if document else compact_json(current)
+            if len(after) < len(current):
+                stages.append((rule, after))
+                current = after
+            continue
+        if rule == "repeats" and (_looks_json(current) if document is None else document):
             continue  # JSON lines are data: folding them would break the document
         if rule == "long_lines" and _looks_json(current):
             continue

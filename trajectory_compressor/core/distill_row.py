@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from json.decoder import scanstring
 from typing import Any
 
 from .distill import SAME_OUTPUT, distill_text, rules_for
@@ -123,23 +124,28 @@ def _body_pieces(body: str) -> list[str | _Output]:
     span = _content_span(stripped)
     if span is None:
         return [lead, _Output(stripped, _same), trail]
-    start, end = span
+    start, end, content = span
     lexeme = stripped[start:end]
     ascii_only = lexeme.isascii()
     return [lead + stripped[:start],
-            _Output(json.loads(lexeme), lambda t: _encode(t, lexeme, ascii_only)),
+            _Output(content, lambda t: _encode(t, lexeme, content, ascii_only)),
             stripped[end:] + trail]
 
 
-def _encode(text: str, lexeme: str, ascii_only: bool) -> str:
-    if json.loads(lexeme) == text:
+def _encode(text: str, lexeme: str, original: str, ascii_only: bool) -> str:
+    if text == original:
         return lexeme  # unchanged: as written
     return json.dumps(text, ensure_ascii=ascii_only)
 
 
-def _content_span(body: str) -> tuple[int, int] | None:
-    """Where the string value of a top-level ``"content"`` key of the JSON object
-    ``body`` is, or None."""
+_WS = re.compile(r"[ \t\n\r]*")  # JSON's whitespace
+_SCAN = json.JSONDecoder().scan_once
+
+
+def _content_span(body: str) -> tuple[int, int, str] | None:
+    """Where the string value of the first top-level ``"content"`` key of the JSON
+    object ``body`` is, and that string, or None (also when the value ``json.loads``
+    keeps, the last, is not a string)."""
     if not body.startswith("{"):
         return None
     try:
@@ -148,29 +154,22 @@ def _content_span(body: str) -> tuple[int, int] | None:
         return None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("content"), str):
         return None
-    depth = 0
-    key: str | None = None
-    after_colon = False
-    for match in _LEXEME.finditer(body):
-        lexeme = match.group(0)
-        if lexeme.startswith('"'):
-            if depth == 1 and after_colon and key == "content":
-                return match.start(), match.end()
-            if depth == 1 and not after_colon:
-                key = json.loads(lexeme)
-            after_colon = False
-            continue
-        for char in lexeme:
-            if char in "{[":
-                depth += 1
-            elif char in "}]":
-                depth -= 1
-            elif char == ":" and depth == 1:
-                after_colon = True
-            elif char == "," and depth == 1:
-                after_colon, key = False, None
-            elif not char.isspace():
-                after_colon = False
+    # A valid object: its top-level pairs are walked with json's own C scanners, each
+    # value skipped in one call (a walk character by character cost more than parsing).
+    pos = _WS.match(body, 1).end()
+    while body[pos] == '"':
+        key, pos = scanstring(body, pos + 1)
+        pos = _WS.match(body, _WS.match(body, pos).end() + 1).end()  # past the colon
+        start = pos
+        if body[pos] == '"':
+            value, pos = scanstring(body, pos + 1)
+            if key == "content":
+                return start, pos, value
+        else:
+            pos = _SCAN(body, pos)[1]
+        pos = _WS.match(body, pos).end()
+        if body[pos] == ",":
+            pos = _WS.match(body, pos + 1).end()
     return None
 
 
