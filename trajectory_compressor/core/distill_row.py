@@ -20,7 +20,6 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from json.decoder import scanstring
 from typing import Any
 
 from .distill import SAME_OUTPUT, distill_text, rules_for
@@ -139,7 +138,9 @@ def _encode(text: str, lexeme: str, original: str, ascii_only: bool) -> str:
 
 
 _WS = re.compile(r"[ \t\n\r]*")  # JSON's whitespace
-_SCAN = json.JSONDecoder().scan_once
+# json's C scanners: a string from after its opening quote, and any value.
+_scan_string: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+_scan_value: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _content_span(body: str) -> tuple[int, int, str] | None:
@@ -154,23 +155,28 @@ def _content_span(body: str) -> tuple[int, int, str] | None:
         return None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("content"), str):
         return None
-    # A valid object: its top-level pairs are walked with json's own C scanners, each
-    # value skipped in one call (a walk character by character cost more than parsing).
-    pos = _WS.match(body, 1).end()
+    # A valid object: its top-level pairs are walked with json's scanners, each value
+    # skipped in one call (a walk character by character cost more than the parse).
+    pos = _skip_space(body, 1)
     while body[pos] == '"':
-        key, pos = scanstring(body, pos + 1)
-        pos = _WS.match(body, _WS.match(body, pos).end() + 1).end()  # past the colon
+        key, pos = _scan_string(body, pos + 1)
+        pos = _skip_space(body, _skip_space(body, pos) + 1)  # past the colon
         start = pos
         if body[pos] == '"':
-            value, pos = scanstring(body, pos + 1)
+            value, pos = _scan_string(body, pos + 1)
             if key == "content":
                 return start, pos, value
         else:
-            pos = _SCAN(body, pos)[1]
-        pos = _WS.match(body, pos).end()
+            pos = _scan_value(body, pos)[1]
+        pos = _skip_space(body, pos)
         if body[pos] == ",":
-            pos = _WS.match(body, pos + 1).end()
+            pos = _skip_space(body, pos + 1)
     return None
+
+
+def _skip_space(body: str, pos: int) -> int:
+    match = _WS.match(body, pos)
+    return pos if match is None else match.end()
 
 
 def _join(pieces: list[str | _Output]) -> str:
