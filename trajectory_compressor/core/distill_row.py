@@ -25,10 +25,6 @@ from typing import Any
 from .distill import SAME_OUTPUT, distill_text, rules_for
 
 _RESPONSE = re.compile(r"(<tool_response>)(.*?)(</tool_response>)", re.DOTALL)
-# A string lexeme as `"[^"\\]*(?:\\.[^"\\]*)*"`, not `"(?:[^"\\]|\\.)*"`: the regex engine
-# keeps a backtracking state per repetition, one per character there (gigabytes for the
-# string of a 60 MB tool output) and one per escape here.
-_LEXEME = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[^"]+', re.DOTALL)
 MIN_SAME = 64
 CountMany = Callable[[list[str]], list[int]]
 
