@@ -24,7 +24,7 @@ from typing import Any
 
 from .distill import SAME_OUTPUT, distill_text, rules_for
 
-_RESPONSE = re.compile(r"(<tool_response>)(.*?)(</tool_response>)", re.DOTALL)
+_OPEN, _CLOSE = "<tool_response>", "</tool_response>"
 MIN_SAME = 64
 CountMany = Callable[[list[str]], list[int]]
 
@@ -96,14 +96,20 @@ class _Output:
 
 def _pieces(text: str) -> list[str | _Output]:
     """``text`` as literal pieces and outputs (see the module docstring)."""
-    if "<tool_response>" not in text:
+    if _OPEN not in text:
         return [_Output(text, _same)]
     pieces: list[str | _Output] = []
-    pos = 0
-    for match in _RESPONSE.finditer(text):
-        pieces.append(text[pos:match.start(2)])
-        pieces.extend(_body_pieces(match.group(2)))
-        pos = match.end(2)
+    pos = search = 0
+    # Each opening tag with the first closing one after it (str.find: a lazy `.*?`
+    # regex tests for the closing tag at every character of a long output).
+    while (start := text.find(_OPEN, search)) >= 0:
+        end = text.find(_CLOSE, start + len(_OPEN))
+        if end < 0:
+            break
+        pieces.append(text[pos:start + len(_OPEN)])
+        pieces.extend(_body_pieces(text[start + len(_OPEN):end]))
+        pos = end
+        search = end + len(_CLOSE)
     pieces.append(text[pos:])
     return pieces
 
