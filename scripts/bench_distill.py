@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -104,11 +105,20 @@ def rules_and_retention(counter: TokenCounter) -> dict[str, Any]:
 
 
 def run_cli(args: list[str]) -> float:
+    return run_cli_timed(args)[0]
+
+
+def run_cli_timed(args: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process: user + system, every thread)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([*CLI, *args], capture_output=True, text=True)
+    wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(proc.stderr)
-    return time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
 def cli_runs(work: Path) -> dict[str, Any]:
@@ -127,15 +137,24 @@ def cli_runs(work: Path) -> dict[str, Any]:
 
 def skip_path(work: Path, data: Path, runs: int, name: str) -> dict[str, Any]:
     times: dict[str, list[float]] = {"off": [], "safe": []}
+    cpu: dict[str, list[float]] = {"off": [], "safe": []}
     for _ in range(runs):
         for level in times:  # interleaved: the machine's noise hits both alike
-            times[level].append(run_cli(
+            wall, used = run_cli_timed(
                 ["compress", str(data), "-o", str(work / f"{name}_{level}.jsonl"),
                  "--target-max-tokens", "1000000", "--summarizer", "extractive",
-                 "--distill", level, "--quiet", "--no-cache"]))
+                 "--distill", level, "--quiet", "--no-cache"])
+            times[level].append(wall)
+            cpu[level].append(used)
     off, safe = statistics.median(times["off"]), statistics.median(times["safe"])
+    off_cpu, safe_cpu = statistics.median(cpu["off"]), statistics.median(cpu["safe"])
+    # CPU time is steadier than wall time on a shared machine: under load the two
+    # ratios meet; with idle cores the wall ratio is lower (counting overlaps reading).
     return {"off_s": round(off, 3), "safe_s": round(safe, 3),
-            "safe_vs_off": round(safe / off, 3)}
+            "safe_vs_off": round(safe / off, 3),
+            "off_cpu_s": round(off_cpu, 3), "safe_cpu_s": round(safe_cpu, 3),
+            "safe_vs_off_cpu": round(safe_cpu / off_cpu, 3),
+            "walls": {k: [round(t, 3) for t in v] for k, v in times.items()}}
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ import re
 
 import pytest
 from conftest import SAMPLES
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from trajectory_compressor.core.config import CompressionConfig
@@ -18,6 +18,7 @@ from trajectory_compressor.core.distill import (
     compact_json,
     control,
     distill_text,
+    keeps_items,
     long_lines,
     missing_items,
     redraws,
@@ -205,6 +206,29 @@ def test_rules_are_idempotent_and_never_lengthen(text, level):
 @given(TEXTS)
 def test_safe_keeps_every_item_the_terminal_showed(text):
     assert missing_items(rendered(text), final(text)) == []
+
+
+LINES = st.sampled_from([
+    "tick 12:00:03", "step 1 of 9", "GET /api/v1/users/42 200 12ms", "", "ok",
+    "tests/test_api.py:12", "KeyError: 'user_3'", "<tool_response>", "</tool_response>",
+    "<tool_call>", "progress 45% eta 0:00:07", "build #123 done", "a3f9c2e1 --flag=3",
+    '<tool_response>{"job_7": 1,', '"n": 2}</tool_response>',
+]) | st.integers(0, 99).map(lambda n: f"worker job_{n} started")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(LINES, min_size=1, max_size=45), st.lists(LINES, max_size=3))
+# A JSON key is no item, but the first line alone does not know it is one.
+@example(['<tool_response>{"job_7": 1,', '"n": 2}</tool_response>', "ok"], [])
+# An item only in the second chunk of 20 lines.
+@example(["ok"] * 21 + ["worker job_5 started"], [])
+def test_keeps_items_answers_as_missing_items_does(lines, kept):
+    # `keeps_items` stops early (the first line, then chunk by chunk); `missing_items`
+    # looks at everything: the answers must agree, tool tags and 20-line chunks included.
+    original = "\n".join(lines)
+    for distilled in ("\n".join(kept), original, "\n".join(lines[:1] + kept),
+                      "\n".join(lines[:20])):
+        assert keeps_items(original, distilled) == (missing_items(original, distilled) == [])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -154,7 +154,9 @@ def test_batch_equals_online_with_distill(tmp_path):
         proc = run_cli("compress", str(src), "-o", str(online), "--base-url", server.url,
                        *ARGS, "--quiet")
         assert proc.returncode == 0, proc.stderr
-    assert bodies and not any("\x1b" in m["content"] for b in bodies for m in b["messages"])
+    # No escape sequence, as the JSON of a Hermes tool response spells one ("\x1b" itself
+    # never reaches a prompt: the turn holds it JSON-escaped).
+    assert bodies and not any("\\u001b" in m["content"] for b in bodies for m in b["messages"])
     folder, out = tmp_path / "batch", tmp_path / "run" / "out.jsonl"
     export = run_cli("compress", str(src), "-o", str(out), "--summarizer", "batch",
                      "--batch-dir", str(folder), *ARGS, "--quiet")
@@ -169,6 +171,35 @@ def test_batch_equals_online_with_distill(tmp_path):
                      str(folder / "results-*.jsonl"), *ARGS, "--quiet")
     assert finish.returncode == 0, finish.stderr
     assert out.read_bytes() == online.read_bytes()
+
+
+def test_the_summary_cache_keys_on_the_distilled_text(tmp_path):
+    """A summary paid for on the raw outputs is not served for the distilled ones (and
+    back): the request, and so its cache key, carries the distilled text."""
+    src = subset("terminal_hermes.jsonl", tmp_path, 4)
+    cache = tmp_path / "summaries.sqlite"
+    asked: dict[str, list[dict]] = {}
+    for run, level in enumerate(("off", "safe", "safe", "off")):
+        bodies = asked.setdefault(f"{run}-{level}", [])
+
+        def reply(data: dict, bodies: list[dict] = bodies) -> str:
+            bodies.append(data)
+            return default_reply(data)
+
+        with FakeLLMServer(reply=reply).in_thread() as server:
+            out = tmp_path / f"run{run}" / "out.jsonl"
+            proc = run_cli("compress", str(src), "-o", str(out), "--base-url", server.url,
+                           *ARGS[:-1], level, "--cache-path", str(cache), "--quiet")
+            assert proc.returncode == 0, proc.stderr
+    raw, distilled, again, raw_again = asked.values()
+    # An escape sequence, as the JSON of a Hermes tool response spells it.
+    escape = "\\u001b"
+    assert raw and any(escape in m["content"] for b in raw for m in b["messages"])
+    # The distilled run asks anew (nothing of the raw run's entries fits) ...
+    assert distilled and not any(escape in m["content"]
+                                 for b in distilled for m in b["messages"])
+    # ... and each level's second run is served from the cache it filled.
+    assert again == [] and raw_again == []
 
 
 # local and Ray write the same bytes

@@ -24,11 +24,7 @@ from typing import Any
 
 from .distill import SAME_OUTPUT, distill_text, rules_for
 
-_RESPONSE = re.compile(r"(<tool_response>)(.*?)(</tool_response>)", re.DOTALL)
-# A string lexeme as `"[^"\\]*(?:\\.[^"\\]*)*"`, not `"(?:[^"\\]|\\.)*"`: the regex engine
-# keeps a backtracking state per repetition, one per character there (gigabytes for the
-# string of a 60 MB tool output) and one per escape here.
-_LEXEME = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[^"]+', re.DOTALL)
+_OPEN, _CLOSE = "<tool_response>", "</tool_response>"
 MIN_SAME = 64
 CountMany = Callable[[list[str]], list[int]]
 
@@ -100,14 +96,20 @@ class _Output:
 
 def _pieces(text: str) -> list[str | _Output]:
     """``text`` as literal pieces and outputs (see the module docstring)."""
-    if "<tool_response>" not in text:
+    if _OPEN not in text:
         return [_Output(text, _same)]
     pieces: list[str | _Output] = []
-    pos = 0
-    for match in _RESPONSE.finditer(text):
-        pieces.append(text[pos:match.start(2)])
-        pieces.extend(_body_pieces(match.group(2)))
-        pos = match.end(2)
+    pos = search = 0
+    # Each opening tag with the first closing one after it (str.find: a lazy `.*?`
+    # regex tests for the closing tag at every character of a long output).
+    while (start := text.find(_OPEN, search)) >= 0:
+        end = text.find(_CLOSE, start + len(_OPEN))
+        if end < 0:
+            break
+        pieces.append(text[pos:start + len(_OPEN)])
+        pieces.extend(_body_pieces(text[start + len(_OPEN):end]))
+        pos = end
+        search = end + len(_CLOSE)
     pieces.append(text[pos:])
     return pieces
 
@@ -123,23 +125,30 @@ def _body_pieces(body: str) -> list[str | _Output]:
     span = _content_span(stripped)
     if span is None:
         return [lead, _Output(stripped, _same), trail]
-    start, end = span
+    start, end, content = span
     lexeme = stripped[start:end]
     ascii_only = lexeme.isascii()
     return [lead + stripped[:start],
-            _Output(json.loads(lexeme), lambda t: _encode(t, lexeme, ascii_only)),
+            _Output(content, lambda t: _encode(t, lexeme, content, ascii_only)),
             stripped[end:] + trail]
 
 
-def _encode(text: str, lexeme: str, ascii_only: bool) -> str:
-    if json.loads(lexeme) == text:
+def _encode(text: str, lexeme: str, original: str, ascii_only: bool) -> str:
+    if text == original:
         return lexeme  # unchanged: as written
     return json.dumps(text, ensure_ascii=ascii_only)
 
 
-def _content_span(body: str) -> tuple[int, int] | None:
-    """Where the string value of a top-level ``"content"`` key of the JSON object
-    ``body`` is, or None."""
+_WS = re.compile(r"[ \t\n\r]*")  # JSON's whitespace
+# json's C scanners: a string from after its opening quote, and any value.
+_scan_string: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+_scan_value: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _content_span(body: str) -> tuple[int, int, str] | None:
+    """Where the string value of the first top-level ``"content"`` key of the JSON
+    object ``body`` is, and that string, or None (also when the value ``json.loads``
+    keeps, the last, is not a string)."""
     if not body.startswith("{"):
         return None
     try:
@@ -148,30 +157,28 @@ def _content_span(body: str) -> tuple[int, int] | None:
         return None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("content"), str):
         return None
-    depth = 0
-    key: str | None = None
-    after_colon = False
-    for match in _LEXEME.finditer(body):
-        lexeme = match.group(0)
-        if lexeme.startswith('"'):
-            if depth == 1 and after_colon and key == "content":
-                return match.start(), match.end()
-            if depth == 1 and not after_colon:
-                key = json.loads(lexeme)
-            after_colon = False
-            continue
-        for char in lexeme:
-            if char in "{[":
-                depth += 1
-            elif char in "}]":
-                depth -= 1
-            elif char == ":" and depth == 1:
-                after_colon = True
-            elif char == "," and depth == 1:
-                after_colon, key = False, None
-            elif not char.isspace():
-                after_colon = False
+    # A valid object: its top-level pairs are walked with json's scanners, each value
+    # skipped in one call (a walk character by character cost more than the parse).
+    pos = _skip_space(body, 1)
+    while body[pos] == '"':
+        key, pos = _scan_string(body, pos + 1)
+        pos = _skip_space(body, _skip_space(body, pos) + 1)  # past the colon
+        start = pos
+        if body[pos] == '"':
+            value, pos = _scan_string(body, pos + 1)
+            if key == "content":
+                return start, pos, value
+        else:
+            pos = _scan_value(body, pos)[1]
+        pos = _skip_space(body, pos)
+        if body[pos] == ",":
+            pos = _skip_space(body, pos + 1)
     return None
+
+
+def _skip_space(body: str, pos: int) -> int:
+    match = _WS.match(body, pos)
+    return pos if match is None else match.end()
 
 
 def _join(pieces: list[str | _Output]) -> str:

@@ -85,6 +85,11 @@ class _Slot:
     distill: DistillStats | None = None
 
 
+# A batch off the counting thread: why each row's distilling failed (or None), and the
+# counts of its rows with turns (or why one cannot be counted).
+_Counted = tuple[list[str | None], list[list[int] | str]]
+
+
 class Pipeline:
     """One run over a list of input files into an `OutputLayout`."""
 
@@ -227,15 +232,15 @@ class Pipeline:
         window: deque[_Slot] = deque()
         self._window_chars = 0
         window_chars = self.config.window_mb * 2**20
-        # Batch k+1 is tokenized on the counting thread (the tokenizer releases the GIL)
-        # while batch k is planned and written and batch k+2 is read: one batch ahead.
-        ahead: tuple[list[_Slot], asyncio.Future[list[list[int] | str]]] | None = None
+        # Batch k+1 is distilled and tokenized on the counting thread (the tokenizer
+        # releases the GIL) while batch k is planned and written and batch k+2 is read:
+        # one batch ahead.
+        ahead: tuple[list[_Slot], asyncio.Future[_Counted]] | None = None
         try:
             for batch in self.stream.batches(source, skip):
                 self._check_stop()
                 slots = [self._slot(entry) for entry in batch]
-                counting = self._count([(s.dialect, s.record.row, s.turns) for s in slots
-                                        if s.turns is not None])
+                counting = self._count(batch, slots)
                 if ahead is not None:
                     await self._place(window, *ahead, window_chars)
                 ahead = (slots, counting)
@@ -254,10 +259,13 @@ class Pipeline:
             self.writer.empty_file(source)
 
     async def _place(self, window: deque[_Slot], slots: list[_Slot],
-                     counting: asyncio.Future[list[list[int] | str]], window_chars: float) -> None:
+                     counting: asyncio.Future[_Counted], window_chars: float) -> None:
         """Plan a counted batch and move it into the window, writing what is ready."""
-        counts = iter(await counting)
-        for slot in slots:
+        problems, counted_rows = await counting
+        counts = iter(counted_rows)
+        for slot, problem in zip(slots, problems, strict=True):
+            if problem is not None:
+                self.writer.warn(f"{slot.record.location}: {problem}")
             if slot.turns is not None:
                 counted = next(counts)
                 if isinstance(counted, str):
@@ -274,11 +282,8 @@ class Pipeline:
     def _slot(self, entry: Entry) -> _Slot:
         if entry.reject is not None and self.options.strict:
             raise StrictStop(f"{entry.record.location}: {entry.reject}")
-        problem = entry.distill_with(self.compressor)
-        if problem is not None:
-            self.writer.warn(f"{entry.record.location}: {problem}")
         return _Slot(entry.record, entry.draws, entry.dialect, entry.size, entry.turns,
-                     reject=entry.reject, distill=entry.distill)
+                     reject=entry.reject)
 
     def _start(self, slot: _Slot, turn_tokens: list[int]) -> None:
         assert slot.turns is not None
@@ -295,15 +300,27 @@ class Pipeline:
                                                     slot.dialect)
         slot.turns = None
 
-    def _count(self, items: list[Item]) -> asyncio.Future[list[list[int] | str]]:
-        """Start counting a batch on the counting thread. Always the same single thread:
-        each new thread would get its own malloc arena, and each arena keeps a batch's
-        worth of memory after the batch is gone; one thread also keeps the memo's
-        updates in one place."""
+    def _count(self, batch: list[Entry], slots: list[_Slot]) -> asyncio.Future[_Counted]:
+        """Start distilling (§18) and counting a batch on the counting thread: why each
+        row's distilling failed (or None), and the counts of the rows with turns. The
+        slots are not touched elsewhere until the future is done.
+
+        Always the same single thread: each new thread would get its own malloc arena,
+        and each arena keeps a batch's worth of memory after the batch is gone; one
+        thread also keeps the memo's updates in one place."""
         if self._counting is None:
             self._counting = ThreadPoolExecutor(1, thread_name_prefix="count")
-        loop = asyncio.get_running_loop()
-        return loop.run_in_executor(self._counting, self.compressor.rows.count, items)
+
+        def distill_and_count() -> _Counted:
+            problems = []
+            for entry, slot in zip(batch, slots, strict=True):
+                problems.append(entry.distill_with(self.compressor))
+                slot.turns, slot.distill = entry.turns, entry.distill
+            items: list[Item] = [(s.dialect, s.record.row, s.turns) for s in slots
+                                 if s.turns is not None]
+            return problems, self.compressor.rows.count(items)
+
+        return asyncio.get_running_loop().run_in_executor(self._counting, distill_and_count)
 
     async def _compress(self, record: Record, turns: Trajectory, plan: Plan,
                         dialect: Dialect) -> RowResult:

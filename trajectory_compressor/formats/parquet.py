@@ -34,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..core.distill import RULES
 from ..core.errors import CompressorError
 from ..core.extractive import clip
 from ..core.metrics import METRICS_KEY
@@ -46,6 +47,7 @@ READ_BATCH_BYTES = 4 << 20
 METRICS_COLUMN = METRICS_KEY
 
 _INT = pa.int64()
+_SAVING = pa.struct([("tokens_before", _INT), ("tokens_after", _INT), ("turns", _INT)])
 METRICS_TYPE = pa.struct([
     ("original_tokens", _INT),
     ("compressed_tokens", _INT),
@@ -76,6 +78,11 @@ METRICS_TYPE = pa.struct([
     # §16: tool outputs the second pass shortened
     ("elisions", pa.list_(pa.struct([("turn", _INT), ("tokens_before", _INT),
                                      ("tokens_after", _INT)]))),
+    # §18: what distilling the tool outputs did; a field per rule (a struct, not a map:
+    # `datasets` features have no map type), null for the rules that changed nothing
+    ("distill", pa.struct([("level", pa.string()), ("tokens_before", _INT),
+                           ("tokens_after", _INT), ("turns", _INT),
+                           ("rules", pa.struct([(rule, _SAVING) for rule in RULES]))])),
 ])
 # The schema of an output whose input told nothing about its columns (e.g. all rejected).
 MINIMAL_SCHEMA = pa.schema([
