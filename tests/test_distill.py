@@ -61,9 +61,15 @@ def test_json_is_compacted_with_numbers_keys_and_escapes_as_written():
         '{"b":1.50,"a":[1e5,-0.0,12345678901234567890],"s":"caf\\u00e9 \\"q\\"  x","b":null}'
 
 
-def test_json_lines_are_compacted_line_by_line_and_non_json_is_left_alone():
-    assert compact_json('{"a": 1}\n{"a": 2}\n') == '{"a":1}\n{"a":2}'
+def test_json_on_one_line_json_lines_and_non_json_are_left_alone():
+    # Dropping the space after ':' and ',' would rewrite the turn for almost no tokens.
+    assert compact_json('{"a": 1, "b": [1, 2]}') == '{"a": 1, "b": [1, 2]}'
+    assert compact_json('{"a": 1}\n{"a": 2}\n') == '{"a": 1}\n{"a": 2}\n'
     assert compact_json("{not json} and words") == "{not json} and words"
+    assert compact_json('{"a":\n 1') == '{"a":\n 1'  # laid out, but not JSON
+    # Laid out over lines, even only once: compacted.
+    assert compact_json('{"a": 1,\n "b": 2}') == '{"a":1,"b":2}'
+    assert distill_text('{"a": 1, "b": 2}', "safe") == []
 
 
 def test_identical_runs_fold_to_first_and_last_with_a_count():
