@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import traceback
 from collections.abc import Callable, Mapping
 from functools import wraps
@@ -17,15 +16,21 @@ from ..core.errors import CompressorError, ConfigError, FatalSummaryError, Input
 from ..core.terminal import inert
 from .flags import HELP_FILLERS, FlagCommand, FlagGroup, Flags, spread_flags
 from .options import (
+    Allowances,
+    Batch,
     Budget,
+    Cache,
     CIGates,
     ConfigOpt,
     DebugOpt,
     Endpoints,
+    Engine,
+    Fidelity,
     InputArg,
     Protected,
     Reading,
     Rows,
+    Run,
     ToolOutputs,
     config_overrides,
 )
@@ -60,6 +65,17 @@ SUMMARIZER_DEFAULT = (
     "--summarizer local or --local-model; else extractive (facts taken from the row, none "
     "invented), even with the 'local' extra installed. A config without summarization.backend "
     "(the Hermes schema) means openai. Here and now: " + HELP_NOW + ".")
+
+SummarizerOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--summarizer", help="openai (HTTP endpoints), extractive (no model, offline), local (a "
+    "llama.cpp server on this machine; needs the 'local' extra) or batch (two phases through an "
+    "OpenAI Batch API or vllm run-batch file: see --batch-dir). " + SUMMARIZER_DEFAULT)]
+# analyze's: the summarizer whose work the dry run projects.
+ProjectedSummarizerOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--summarizer", help="openai, extractive or local. With extractive the dry run builds the "
+    "same summaries compress would (exact figures); with an LLM it projects summaries of "
+    "--summary-target-tokens tokens. Default: the one compress would use (see compress "
+    "--help).")]
 
 
 def _load_config(path: Path | None) -> CompressionConfig:
@@ -144,180 +160,57 @@ def _settings(path: Path | None, *groups: Flags, endpoints: Endpoints,
 def compress(
     input: InputArg,
     *,
-    output: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--output", "-o", help="Output file (file input) or folder (folder/glob "
-                     "input). Default: <stem>_compressed.<ext> / <folder>_compressed/."),
-    ] = None,
+    output: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--output", "-o", help="Output file (file input) or folder (folder/glob input). Default: "
+        "<stem>_compressed.<ext> / <folder>_compressed/.")] = None,
+    output_format: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--output-format", help="same (as the input; Parquet for Hugging Face datasets), jsonl "
+        "or parquet.")] = None,
     config: ConfigOpt = None,
     budget: Budget,
     protected: Protected,
-    summarizer: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--summarizer", help="openai (HTTP endpoints), extractive (no model, "
-                     "offline), local (a llama.cpp server on this machine; needs the "
-                     "'local' extra) or batch (two phases through an OpenAI Batch API or "
-                     "vllm run-batch file: see --batch-dir). " + SUMMARIZER_DEFAULT),
-    ] = None,
+    summarizer: SummarizerOpt = None,
     endpoints: Endpoints,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the "
-                                           "summary cache.")] = False,
-    cache_path: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--cache-path", help="SQLite summary cache. Default: "
-                     "<output stem>_summary_cache.sqlite beside the output."),
-    ] = None,
-    summary_tolerance: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--summary-tolerance", help="A summary longer than "
-                     "--summary-target-tokens times this is cut at a sentence end to the "
-                     "target, or refused and retried (default 2)."),
-    ] = None,
-    min_fidelity: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--min-fidelity", help="Share (0-1) of the region's identifiers a "
-                     "summary must keep: below it, one repair request naming what it "
-                     "dropped, then --on-low-fidelity (default: no bar)."),
-    ] = None,
-    on_low_fidelity: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--on-low-fidelity", help="A summary still under --min-fidelity after "
-                     "its repair: keep it, use the extractive summary, or leave the row "
-                     "uncompressed (keep|extractive|uncompressed; default keep)."),
-    ] = None,
-    max_invented: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option("--max-invented", min=0, help="Most facts (identifiers, paths, URLs, "
-                     "numbers with units, error names) a summary may state that the row "
-                     "does not: over it, one repair request naming them, then "
-                     "--on-low-fidelity (default: no cap; 0 allows none)."),
-    ] = None,
-    summary_references: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--summary-references", help="Append the identifiers a summary lacks "
-                     "as a 'References:' line within its budget: tail (those the later "
-                     "turns mention; default), all, or off."),
-    ] = None,
-    allow_fallback: Annotated[bool, typer.Option(
-        "--allow-fallback", help="Keep going with extractive summaries when an endpoint "
-        "fails its first requests (wrong model or URL, rejected key, unreachable) instead "
-        "of stopping with exit code 2.")] = False,
-    allow_insecure_http: Annotated[bool, typer.Option(
-        "--allow-insecure-http", help="Allow sending an API key over plain http to an "
-        "address other than this machine.")] = False,
-    batch_dir: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--batch-dir", help="With --summarizer batch: the folder of the request "
-                     "files (OpenAI Batch API JSONL) and their manifest. Without "
-                     "--batch-results the run stops there, writing nothing else."),
-    ] = None,
-    batch_results: Annotated[
-        Optional[list[str]],  # noqa: UP045
-        typer.Option("--batch-results", help="The provider's (or vllm run-batch's) output and "
-                     "error files, or a pattern matching them; repeatable. Finishes the run "
-                     "from them.", show_default=False),
-    ] = None,
-    batch_max_requests: Annotated[int, typer.Option(
-        "--batch-max-requests", help="Most requests per request file.")] = 50_000,
-    batch_max_bytes: Annotated[int, typer.Option(
-        "--batch-max-bytes", help="Most bytes per request file.")] = 200_000_000,
-    price_in: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--price-in", help="With --summarizer batch: USD per million input "
-                     "tokens, for the projected cost of the requests."),
-    ] = None,
-    price_out: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--price-out", help="USD per million output tokens (see --price-in)."),
-    ] = None,
+    cache: Cache,
+    fidelity: Fidelity,
+    allowances: Allowances,
+    batch: Batch,
     rows: Rows,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Analyze only: no LLM call, "
                                           "nothing written.")] = False,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run from "
-                                         "its checkpoint beside the output (starts fresh "
-                                         "when there is none).")] = False,
-    output_format: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--output-format", help="same (as the input; Parquet for Hugging Face "
-                     "datasets), jsonl or parquet."),
-    ] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing outputs "
-                                            "that another input or other settings wrote "
-                                            "(a rerun of the same command replaces its own "
-                                            "without it).")] = False,
+    run: Run,
     reading: Reading,
-    checkpoint_every: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option("--checkpoint-every", help="Rows between resume checkpoints (they are "
-                     "also written every processing.checkpoint_seconds)."),
-    ] = None,
-    engine: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--engine", help="local (one process, the default) or ray (shards on a "
-                     "Ray Data actor pool: a local Ray instance, or the cluster at "
-                     "--ray-address / RAY_ADDRESS; needs the 'ray' extra)."),
-    ] = None,
-    ray_address: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--ray-address", help="Ray cluster to join with --engine ray, e.g. "
-                     "auto or 10.0.0.1:6379 (sets RAY_ADDRESS)."),
-    ] = None,
-    ray_actors: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option("--ray-actors", help="Actors of the Ray pool (default: one per CPU of "
-                     "the cluster); the concurrency and rate limits are split over them."),
-    ] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first bad or failed "
-                                         "row (exit 1, no output committed).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")]
-    = False,
+    engine: Engine,
     tool_outputs: ToolOutputs,
     gates: CIGates,
     debug: DebugOpt = False,
 ) -> int:
     """Compress trajectories over the target; write data, metrics, over-limit and rejects."""
-    cfg = _settings(
-        config, budget, protected, reading, tool_outputs, endpoints=endpoints,
-        summarizer=summarizer,
-        cache_path=cache_path,
-        cache_enabled=False if no_cache else None,
-        output_format=output_format,
-        checkpoint_rows=checkpoint_every,
-        engine=engine,
-        ray_actors=ray_actors,
-        summary_tolerance=summary_tolerance,
-        min_fidelity=min_fidelity,
-        on_low_fidelity=on_low_fidelity,
-        max_invented=max_invented,
-        summary_references=summary_references,
-        allow_fallback=True if allow_fallback else None,
-        allow_insecure_http=True if allow_insecure_http else None,
-    )
-    cfg = _settle_summarizer(cfg, announce=not (quiet or dry_run or endpoints.base_url))
+    cfg = _settings(config, budget, protected, reading, tool_outputs, cache, fidelity,
+                    allowances, engine, endpoints=endpoints, summarizer=summarizer,
+                    output_format=output_format)
+    cfg = _settle_summarizer(cfg, announce=not (run.quiet or dry_run or endpoints.base_url))
     if endpoints.base_url and cfg.summarizer == "local":
         raise ConfigError("--base-url names endpoints for --summarizer openai (or batch); "
                           "--summarizer local starts its own server: give one or the other")
-    options = rows.options(strict=strict, quiet=quiet, resume=resume, overwrite=overwrite)
-    if ray_address is not None:
-        os.environ["RAY_ADDRESS"] = ray_address  # how Ray itself is told (ray.init)
+    options = rows.options(**run.values())
+    engine.join()
     from .commands import analyze_input, compress_input
 
     limits = gates.parsed()
-    if limits and (dry_run or cfg.summarizer == "batch" or batch_dir or batch_results):
+    if limits and (dry_run or cfg.summarizer == "batch" or batch.given):
         raise ConfigError("--max-over-limit/--max-failed/--max-rejected gate a finished "
                           "run: not --dry-run; for --summarizer batch, give them to "
                           "report OUTPUT after phase 2")
     if dry_run:
         return analyze_input(input, cfg, options)
-    if cfg.summarizer == "batch" or batch_dir is not None or batch_results:
-        from ..engine.batch import BatchLimits
+    if cfg.summarizer == "batch" or batch.given:
         from .batch import batch_input
 
-        return batch_input(input, output, cfg, options, batch_dir=batch_dir,
-                           results=batch_results,
-                           limits=BatchLimits(batch_max_requests, batch_max_bytes),
-                           prices=_prices(price_in, price_out))
-    if price_in is not None or price_out is not None:
+        return batch_input(input, output, cfg, options, batch_dir=batch.batch_dir,
+                           results=batch.batch_results, limits=batch.limits(),
+                           prices=_prices(batch.price_in, batch.price_out))
+    if batch.price_in is not None or batch.price_out is not None:
         raise ConfigError("--price-in/--price-out go with --summarizer batch (or analyze)")
     return compress_input(input, output, cfg, options, gates=limits)
 
@@ -329,47 +222,28 @@ def analyze(
     config: ConfigOpt = None,
     budget: Budget,
     protected: Protected,
-    summarizer: Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--summarizer", help="openai, extractive or local. With extractive the "
-                 "dry run builds the same summaries compress would (exact figures); with an "
-                 "LLM it projects summaries of --summary-target-tokens tokens. Default: the "
-                 "one compress would use (see compress --help)."),
-    ] = None,
-    probe: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option("--probe", metavar="N", min=1, help="Time N real summary requests "
-                     "(regions of rows compress would summarize, through its summarizer and "
-                     "endpoints; N paid requests, no cache) for the time estimate. Without "
-                     "it the estimate assumes --seconds-per-call."),
-    ] = None,
-    seconds_per_call: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--seconds-per-call", help="Seconds one summary request takes, for "
-                     "the time estimate without --probe (default: 10 for openai, 15 for "
-                     "local)."),
-    ] = None,
+    summarizer: ProjectedSummarizerOpt = None,
+    probe: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--probe", metavar="N", min=1, help="Time N real summary requests (regions of rows "
+        "compress would summarize, through its summarizer and endpoints; N paid requests, no "
+        "cache) for the time estimate. Without it the estimate assumes "
+        "--seconds-per-call.")] = None,
+    seconds_per_call: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--seconds-per-call", help="Seconds one summary request takes, for the time estimate "
+        "without --probe (default: 10 for openai, 15 for local).")] = None,
     endpoints: Endpoints,
     rows: Rows,
-    targets: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--targets", help="Compare several targets in one pass, e.g. "
-                     "8192,16384,32768 (tokens are counted once)."),
-    ] = None,
-    price_in: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--price-in", help="USD per million summarizer input tokens (for the "
-                     "projected cost)."),
-    ] = None,
-    price_out: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--price-out", help="USD per million summarizer output tokens."),
-    ] = None,
-    json_path: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--json", help="Also write the figures as JSON to this file ('-' "
-                     "prints the JSON instead of the text)."),
-    ] = None,
+    targets: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--targets", help="Compare several targets in one pass, e.g. 8192,16384,32768 (tokens "
+        "are counted once).")] = None,
+    price_in: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--price-in", help="USD per million summarizer input tokens (for the projected "
+        "cost).")] = None,
+    price_out: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--price-out", help="USD per million summarizer output tokens.")] = None,
+    json_path: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--json", help="Also write the figures as JSON to this file ('-' prints the JSON instead "
+        "of the text).")] = None,
     reading: Reading,
     tool_outputs: ToolOutputs,
     debug: DebugOpt = False,
@@ -396,20 +270,16 @@ def report(
                                           "its _metrics.json and _over_limit.jsonl are "
                                           "found beside it.", show_default=False)],
     *,
-    show: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--show", help="Print one trajectory's turns as a timeline: an id, a "
-                     "location (file:line) or a 0-based row index of the output."),
-    ] = None,
+    show: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--show", help="Print one trajectory's turns as a timeline: an id, a location "
+        "(file:line) or a 0-based row index of the output.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
     = False,
     limit: Annotated[int, typer.Option("--limit", help="Rows listed in the table (0: all).",
                                        min=0)] = 50,
-    html: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--html", help="Write the run as one self-contained HTML page to this "
-                     "file: charts, the over-limit table, each listed row's timeline."),
-    ] = None,
+    html: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--html", help="Write the run as one self-contained HTML page to this file: charts, the "
+        "over-limit table, each listed row's timeline.")] = None,
     max_rows: Annotated[int, typer.Option("--max-rows", help="Over-limit and failed rows "
                                           "the --html page lists (the worst).", min=1)] = 200,
     config: ConfigOpt = None,

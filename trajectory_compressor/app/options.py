@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -19,6 +20,7 @@ from .gates import Gate, MaxFailedOpt, MaxOverLimitOpt, MaxRejectedOpt, parse_ga
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from ..engine.batch import BatchLimits
     from ..engine.options import RunKeywords
 
 ConfigOpt = Annotated[
@@ -67,6 +69,14 @@ class Reading(Flags):
 
 # Their own panel in --help: the --no-... column would narrow every other option's help.
 PROTECTED = "Protected turns (never summarized; default: the last 4 and each role's first)"
+Switch = Optional[bool]  # noqa: UP045 - given on (--x) or off (--no-x), or not given
+
+
+def _first_turn(role: str, named: str) -> Any:
+    """The option that protects (or not) the first turn of ``role``."""
+    return typer.Option(f"--protect-first-{role}/--no-protect-first-{role}",
+                        show_default=False, rich_help_panel=PROTECTED,
+                        help=f"The first {named} turn (protected_turns.first_{role}).")
 
 
 @dataclass(frozen=True)
@@ -76,22 +86,10 @@ class Protected(Flags):
     protect_last_n_turns: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--protect-last-n-turns", help="The last N turns (protected_turns.last_n_turns).",
         rich_help_panel=PROTECTED)] = None
-    protect_first_system: Annotated[Optional[bool], typer.Option(  # noqa: UP045
-        "--protect-first-system/--no-protect-first-system", show_default=False,
-        help="The first system turn (protected_turns.first_system).",
-        rich_help_panel=PROTECTED)] = None
-    protect_first_human: Annotated[Optional[bool], typer.Option(  # noqa: UP045
-        "--protect-first-human/--no-protect-first-human", show_default=False,
-        help="The first human (user) turn (protected_turns.first_human).",
-        rich_help_panel=PROTECTED)] = None
-    protect_first_gpt: Annotated[Optional[bool], typer.Option(  # noqa: UP045
-        "--protect-first-gpt/--no-protect-first-gpt", show_default=False,
-        help="The first gpt (assistant) turn (protected_turns.first_gpt).",
-        rich_help_panel=PROTECTED)] = None
-    protect_first_tool: Annotated[Optional[bool], typer.Option(  # noqa: UP045
-        "--protect-first-tool/--no-protect-first-tool", show_default=False,
-        help="The first tool turn (protected_turns.first_tool).",
-        rich_help_panel=PROTECTED)] = None
+    protect_first_system: Annotated[Switch, _first_turn("system", "system")] = None
+    protect_first_human: Annotated[Switch, _first_turn("human", "human (user)")] = None
+    protect_first_gpt: Annotated[Switch, _first_turn("gpt", "gpt (assistant)")] = None
+    protect_first_tool: Annotated[Switch, _first_turn("tool", "tool")] = None
 
 
 @dataclass(frozen=True)
@@ -172,6 +170,144 @@ class Rows(Flags):
         rows = RunOptions(sample_percent=self.sample_percent, seed=self.seed,
                           split=self.split, data_files=_data_files(self.data_files))
         return run_options(rows, **run)
+
+
+@dataclass(frozen=True)
+class Run(Flags):
+    """How a compress run goes: the rest of its `RunOptions` (see `Rows.options`)."""
+
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue an interrupted run from its checkpoint beside the output "
+        "(starts fresh when there is none).")] = False
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="Replace existing outputs that another input or other settings "
+        "wrote (a rerun of the same command replaces its own without it).")] = False
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Stop at the first bad or failed row (exit 1, no output "
+        "committed).")] = False
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="No progress bar or summary.")] = False
+
+
+@dataclass(frozen=True)
+class Cache(Flags):
+    """The summary cache compress reads and writes."""
+
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", help="Do not read or write the summary cache.")] = False
+    cache_path: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--cache-path", help="SQLite summary cache. Default: "
+        "<output stem>_summary_cache.sqlite beside the output.")] = None
+
+    def overrides(self) -> dict[str, Any]:
+        return {"cache_enabled": False if self.no_cache else None,
+                "cache_path": self.cache_path}
+
+
+@dataclass(frozen=True)
+class Fidelity(Flags):
+    """What a summary must keep, and what happens to one that does not (README "Summary
+    fidelity")."""
+
+    summary_tolerance: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--summary-tolerance", help="A summary longer than --summary-target-tokens times "
+        "this is cut at a sentence end to the target, or refused and retried "
+        "(default 2).")] = None
+    min_fidelity: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--min-fidelity", help="Share (0-1) of the region's identifiers a summary must "
+        "keep: below it, one repair request naming what it dropped, then --on-low-fidelity "
+        "(default: no bar).")] = None
+    on_low_fidelity: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--on-low-fidelity", help="A summary still under --min-fidelity after its repair: "
+        "keep it, use the extractive summary, or leave the row uncompressed "
+        "(keep|extractive|uncompressed; default keep).")] = None
+    max_invented: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--max-invented", min=0, help="Most facts (identifiers, paths, URLs, numbers with "
+        "units, error names) a summary may state that the row does not: over it, one repair "
+        "request naming them, then --on-low-fidelity (default: no cap; 0 allows none).")] \
+        = None
+    summary_references: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--summary-references", help="Append the identifiers a summary lacks as a "
+        "'References:' line within its budget: tail (those the later turns mention; "
+        "default), all, or off.")] = None
+
+
+@dataclass(frozen=True)
+class Allowances(Flags):
+    """What compress refuses unless told: each flag sets its config setting to true."""
+
+    allow_fallback: Annotated[bool, typer.Option(
+        "--allow-fallback", help="Keep going with extractive summaries when an endpoint "
+        "fails its first requests (wrong model or URL, rejected key, unreachable) instead "
+        "of stopping with exit code 2.")] = False
+    allow_insecure_http: Annotated[bool, typer.Option(
+        "--allow-insecure-http", help="Allow sending an API key over plain http to an "
+        "address other than this machine.")] = False
+
+    def overrides(self) -> dict[str, Any]:
+        return {name: True if given else None for name, given in self.values().items()}
+
+
+@dataclass(frozen=True)
+class Batch(Flags):
+    """``--summarizer batch``: the request files, their results, their size and cost."""
+
+    batch_dir: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--batch-dir", help="With --summarizer batch: the folder of the request files "
+        "(OpenAI Batch API JSONL) and their manifest. Without --batch-results the run stops "
+        "there, writing nothing else.")] = None
+    batch_results: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
+        "--batch-results", help="The provider's (or vllm run-batch's) output and error "
+        "files, or a pattern matching them; repeatable. Finishes the run from them.",
+        show_default=False)] = None
+    batch_max_requests: Annotated[int, typer.Option(
+        "--batch-max-requests", help="Most requests per request file.")] = 50_000
+    batch_max_bytes: Annotated[int, typer.Option(
+        "--batch-max-bytes", help="Most bytes per request file.")] = 200_000_000
+    price_in: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--price-in", help="With --summarizer batch: USD per million input tokens, for the "
+        "projected cost of the requests.")] = None
+    price_out: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--price-out", help="USD per million output tokens (see --price-in).")] = None
+
+    @property
+    def given(self) -> bool:
+        """Whether a batch folder or results are named (they call for --summarizer batch)."""
+        return self.batch_dir is not None or bool(self.batch_results)
+
+    def limits(self) -> BatchLimits:
+        from ..engine.batch import BatchLimits  # the batch engine loads when it is used
+
+        return BatchLimits(self.batch_max_requests, self.batch_max_bytes)
+
+
+@dataclass(frozen=True)
+class Engine(Flags):
+    """Where compress runs, and how often it leaves a checkpoint to resume from."""
+
+    checkpoint_rows: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--checkpoint-every", help="Rows between resume checkpoints (they are also written "
+        "every processing.checkpoint_seconds).")] = None
+    engine: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--engine", help="local (one process, the default) or ray (shards on a Ray Data "
+        "actor pool: a local Ray instance, or the cluster at --ray-address / RAY_ADDRESS; "
+        "needs the 'ray' extra).")] = None
+    ray_address: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--ray-address", help="Ray cluster to join with --engine ray, e.g. auto or "
+        "10.0.0.1:6379 (sets RAY_ADDRESS).")] = None
+    ray_actors: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--ray-actors", help="Actors of the Ray pool (default: one per CPU of the cluster); "
+        "the concurrency and rate limits are split over them.")] = None
+
+    def overrides(self) -> dict[str, Any]:
+        """The settings (the cluster's address is no setting: `join`)."""
+        return {"checkpoint_rows": self.checkpoint_rows, "engine": self.engine,
+                "ray_actors": self.ray_actors}
+
+    def join(self) -> None:
+        """Name the cluster to join, where Ray itself reads it (``ray.init``)."""
+        if self.ray_address is not None:
+            os.environ["RAY_ADDRESS"] = self.ray_address
 
 
 @dataclass(frozen=True)
