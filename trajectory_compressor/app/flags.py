@@ -53,9 +53,9 @@ class FlagGroup(TyperGroup):
 
 @dataclass(frozen=True)
 class Flags:
-    """Options several commands share, declared once: a frozen dataclass whose fields are
-    typer options, named after the config setting each overrides. A command takes the
-    group as one parameter (see `spread_flags`)."""
+    """A group of options, declared once: a frozen dataclass whose fields are typer
+    options, named after the setting each gives. A command takes the group as one
+    parameter (see `spread_flags`); several commands can take the same group."""
 
     def values(self) -> dict[str, Any]:
         """Each field's value (None: not given), by field name."""

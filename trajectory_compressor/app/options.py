@@ -1,6 +1,7 @@
-"""The options several commands share, each declared once, in groups by what they set
-(`flags.Flags`): a group's fields are named after the config settings they override, and
-`Rows` becomes the run's `RunOptions`."""
+"""The command line's options, each declared once, in groups by what they set
+(`flags.Flags`): a command lists the groups it takes. A group's fields are named after the
+config settings they override (`overrides` maps the others); `Rows` and `Run` become the
+run's `RunOptions`."""
 
 from __future__ import annotations
 

@@ -5,14 +5,14 @@ command line or a library call to the engine that runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypedDict, Union
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 # Data files of a Hugging Face dataset, as `datasets.load_dataset` takes them: one
 # pattern, a list, or a mapping of split to patterns.
-DataFiles = Union[str, list[str], dict[str, Any], None]  # noqa: UP007 - a runtime alias on 3.10
+DataFiles = str | list[str] | dict[str, Any] | None
 
 
 @dataclass(frozen=True)
