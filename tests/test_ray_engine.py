@@ -33,8 +33,12 @@ from tests.fake_llm_server import FakeLLMServer
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.engine import sharded
 from trajectory_compressor.engine.job import compress_dataset
+from trajectory_compressor.engine.layout import plan_layout
 from trajectory_compressor.engine.local import RunResult
+from trajectory_compressor.engine.options import RunOptions
 from trajectory_compressor.engine.shard import KILL_ENV
+from trajectory_compressor.engine.writer import StrictStop
+from trajectory_compressor.formats.registry import discover_inputs
 
 ray = pytest.importorskip("ray", reason="needs the 'ray' extra: bash scripts/setup.sh dev,ray")
 
@@ -89,6 +93,12 @@ def assert_same(a: RunResult, b: RunResult) -> None:
     assert a.layout.rejects.read_bytes() == b.layout.rejects.read_bytes()
     assert metrics_of(a) == metrics_of(b)
     assert a.exit_code == b.exit_code
+
+
+def plan_of(src: Path, out: Path, config: CompressionConfig):
+    """The layout a run of ``src`` into ``out`` has (for a run that returned none)."""
+    return plan_layout(str(src), discover_inputs(str(src)), str(out), config,
+                       single_file=src.is_file())
 
 
 def no_leftovers(result: RunResult) -> None:
@@ -214,6 +224,20 @@ def test_a_file_cut_into_line_ranges_with_sampling(ray_cluster, tmp_path, monkey
         assert_same(local, on_ray)
         no_leftovers(on_ray)
     assert 0 < on_ray.metrics.total_trajectories < 230
+
+
+def test_strict_reaches_the_shards_through_the_run_options(ray_cluster, corpora, tmp_path):
+    # part1.jsonl holds a broken line: --strict stops there and commits nothing, on Ray as
+    # locally (README: --strict), the shards reading it from the run's RunOptions.
+    src = corpora["hermes"]
+    for engine in ("local", "ray"):
+        out = tmp_path / engine
+        config = extractive(**SMALL).replace(engine=engine, ray_actors=2)
+        with pytest.raises(StrictStop, match=r"part1\.jsonl"):
+            compress_dataset(str(src), str(out), config, options=RunOptions(strict=True))
+        assert not out.exists() or not any(out.iterdir()), engine
+        layout = plan_of(src, out, config)
+        assert not layout.checkpoint.exists() and not sharded.parts_folder(layout).exists()
 
 
 # failures

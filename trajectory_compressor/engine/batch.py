@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import DEFAULT_BASE_URL, CompressionConfig, _key_of
 from ..core.errors import ConfigError
@@ -49,8 +49,12 @@ from .job import compress_dataset
 from .layout import plan_layout
 from .local import RunResult
 from .lock import output_lock, probe
+from .options import RunKeywords, RunOptions, run_options
 from .paths import Written, check_writes
 from .stream import RowStream
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 MANIFEST = "manifest.json"
 VERSION = 1
@@ -153,20 +157,21 @@ def export_batch(
     batch_dir: str | Path,
     *,
     limits: BatchLimits | None = None,
-    sample_percent: float | None = None,
-    seed: int = 42,
-    split: str | None = None,
-    data_files: str | list[str] | dict[str, Any] | None = None,
+    options: RunOptions | None = None,
     dialect: Dialect | None = None,
+    **keywords: Unpack[RunKeywords],
 ) -> ExportResult:
     """Phase 1: write the summary requests a run of ``input_spec`` would send as OpenAI
     Batch API files in ``batch_dir``, with ``manifest.json``; nothing else is written.
 
-    ``output`` only locates the summary cache (requests it already answers are left out).
-    Running it again with the same inputs and settings writes the same files.
+    ``output`` only locates the summary cache (requests it already answers are left out);
+    of ``options`` (or its fields as keywords, as `compress_dataset` takes them) only the
+    rows it selects matter. Running it again with the same inputs and settings writes the
+    same files.
     """
     limits = limits or BatchLimits()
-    inputs = discover_inputs(input_spec, split=split, data_files=data_files)
+    options = run_options(options, **keywords)
+    inputs = discover_inputs(input_spec, split=options.split, data_files=options.data_files)
     folder = _batch_folder(batch_dir, input_spec)
     config = _with_cache_path(input_spec, inputs, output, config)
     _check_batch_writes(folder, inputs)
@@ -180,7 +185,7 @@ def export_batch(
         exporter = BatchExporter(config, files.add, counter.count, cached)
         compressor = TrajectoryCompressor(config, exporter, counter, dialect or SHAREGPT)
         stream = RowStream(dialect or partial(detect, config=config),
-                           sample_percent=sample_percent, seed=seed,
+                           sample_percent=options.sample_percent, seed=options.seed,
                            batch_rows=config.batch_rows)
         try:
             rows, rejected = run_blocking(lambda: _walk(compressor, inputs, stream))
@@ -190,7 +195,7 @@ def export_batch(
             raise
         finally:
             cached.close()
-        run = batch_fingerprint(inputs, config, sample_percent, seed)
+        run = batch_fingerprint(inputs, config, options)
         manifest = {
             "format": "trajectory-compressor batch requests", "version": VERSION,
             "model": exporter.model, "url": ENDPOINT_PATH,
@@ -251,17 +256,12 @@ def finish_batch(
     batch_dir: str | Path,
     results: list[str],
     *,
-    sample_percent: float | None = None,
-    seed: int = 42,
-    strict: bool = False,
-    quiet: bool = True,
-    resume: bool = False,
-    overwrite: bool = False,
-    split: str | None = None,
-    data_files: str | list[str] | dict[str, Any] | None = None,
+    options: RunOptions | None = None,
     dialect: Dialect | None = None,
+    **keywords: Unpack[RunKeywords],
 ) -> tuple[ImportReport, RunResult]:
-    """Phase 2: load the results files into the summary cache and run the compression.
+    """Phase 2: load the results files into the summary cache and run the compression
+    with ``options`` (or its fields as keywords, as `compress_dataset` takes them).
 
     A request that failed in the batch, or has no result, goes to the configured
     endpoints when there are any (`--base-url`, `summarization.endpoints`, or a
@@ -273,14 +273,15 @@ def finish_batch(
                           "without --no-cache")
     if config.engine != "local":
         raise ConfigError("--summarizer batch runs on the local engine")
+    options = run_options(options, **keywords)
     folder = Path(batch_dir)
     probe([_batch_lock(folder)], folder / MANIFEST, _ANOTHER_DIR)  # an export still writing
     manifest = _read_json(folder / MANIFEST)
     if not isinstance(manifest, dict) or manifest.get("version") != VERSION:
         raise ConfigError(f"{folder / MANIFEST} is missing or unreadable; {_AGAIN}")
-    inputs = discover_inputs(input_spec, split=split, data_files=data_files)
+    inputs = discover_inputs(input_spec, split=options.split, data_files=options.data_files)
     config = _with_cache_path(input_spec, inputs, output, config)
-    _check_same_run(manifest, batch_fingerprint(inputs, config, sample_percent, seed), folder)
+    _check_same_run(manifest, batch_fingerprint(inputs, config, options), folder)
     paths = _result_paths(results)
     expected = request_keys(folder / str(f.get("name")) for f in manifest.get("files", [])
                             if isinstance(f, dict))
@@ -302,9 +303,7 @@ def finish_batch(
         online = OpenAISummarizer(config, environ=environ, count_tokens=counter.count)
     summarizer = BatchSummarizer(config, origin, report.failures, count_tokens=counter.count,
                                  online=online)
-    result = compress_dataset(input_spec, output, config, sample_percent=sample_percent,
-                              seed=seed, strict=strict, quiet=quiet, resume=resume,
-                              overwrite=overwrite, split=split, data_files=data_files,
+    result = compress_dataset(input_spec, output, config, options=options,
                               summarizer=summarizer, dialect=dialect)
     return report, result
 
@@ -315,7 +314,7 @@ def has_endpoint(config: CompressionConfig) -> bool:
 
 
 def batch_fingerprint(inputs: list[InputFile], config: CompressionConfig,
-                      sample_percent: float | None, seed: int) -> dict[str, Any]:
+                      options: RunOptions) -> dict[str, Any]:
     """What decides the requests a run sends: its inputs, the settings that shape rows
     and prompts, the tokenizer, the sample."""
     settings = config.fingerprint_dict()
@@ -325,8 +324,8 @@ def batch_fingerprint(inputs: list[InputFile], config: CompressionConfig,
         "inputs": input_fingerprint(inputs),
         "config": settings,
         "tokenizer": tokenizer_identity(config),
-        "sample": {"sample_percent": sample_percent,
-                   "seed": seed if sample_percent is not None else None},
+        "sample": {"sample_percent": options.sample_percent,
+                   "seed": options.seed if options.sample_percent is not None else None},
     }))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..core.config import CompressionConfig
 from ..core.summary import Summarizer
@@ -19,9 +19,13 @@ from ..formats.registry import discover_inputs
 from ..summarizers import make_summarizer, resolve_summarizer
 from .compressor import TrajectoryCompressor
 from .layout import plan_layout
-from .local import RunOptions, RunResult, run_pipeline
+from .local import RunResult, run_pipeline
 from .lock import output_lock, probe
+from .options import RunKeywords, RunOptions, run_options
 from .paths import check_existing, check_writes, planned_writes, run_record
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 def compress_dataset(
@@ -29,22 +33,18 @@ def compress_dataset(
     output: str | None = None,
     config: CompressionConfig | None = None,
     *,
-    sample_percent: float | None = None,
-    seed: int = 42,
-    strict: bool = False,
-    quiet: bool = True,
-    resume: bool = False,
-    overwrite: bool = False,
-    split: str | None = None,
-    data_files: str | list[str] | dict[str, Any] | None = None,
+    options: RunOptions | None = None,
     summarizer: Summarizer | None = None,
     dialect: Dialect | None = None,
+    **keywords: Unpack[RunKeywords],
 ) -> RunResult:
     """Compress ``input_spec`` (a file, folder, glob or Hugging Face dataset) into its
     outputs and return what the run did; nothing is printed unless ``quiet`` is False
     (then progress goes to stderr).
 
-    ``output`` defaults to ``<stem>_compressed.<ext>`` beside a file input, or
+    How it runs is ``options`` (a `RunOptions`), or its fields as keyword arguments
+    (``sample_percent=10, seed=7``), which replace those of ``options`` when both are
+    given. ``output`` defaults to ``<stem>_compressed.<ext>`` beside a file input, or
     ``<name>_compressed/`` for a folder. ``split`` and ``data_files`` make ``input_spec``
     a Hugging Face dataset (as `datasets.load_dataset` understands them); ``resume``
     continues an interrupted run; ``summarizer`` overrides the one the config names;
@@ -56,13 +56,15 @@ def compress_dataset(
     existing outputs are replaced only by a rerun of the run that wrote them (same inputs,
     same settings, as their metrics file records) unless ``overwrite`` is True.
     """
+    options = run_options(options, **keywords)
     # `auto` is settled first: the metrics, checkpoint and output checks record the
     # backend that runs. No config is what the command line does without a config file:
     # `auto` (an endpoint only when one is named, else extractive), never a silent openai.
     config = resolve_summarizer(config or CompressionConfig(summarizer="auto"))
     skipped: list[Path] = []
-    inputs = discover_inputs(input_spec, split=split, data_files=data_files, skipped=skipped)
-    if skipped and not quiet:
+    inputs = discover_inputs(input_spec, split=options.split, data_files=options.data_files,
+                             skipped=skipped)
+    if skipped and not options.quiet:
         names = ", ".join(p.name for p in skipped[:5]) + (", ..." if len(skipped) > 5 else "")
         print(inert(f"note: {len(skipped)} file{'s' * (len(skipped) != 1)} in {input_spec} "
                     f"passed over: side files of an earlier run ({names})"), file=sys.stderr)
@@ -72,17 +74,15 @@ def compress_dataset(
         config = config.replace(cache_path=str(layout.summary_cache))
     check_writes(inputs, planned_writes(layout, config))
     card = card_path(layout.outputs.values())
-    if card is not None and not overwrite:
+    if card is not None and not options.overwrite:
         check_card(card)
     # Held until the outputs, sidecars and metrics are all committed: one run at a time.
     first_output = next(iter(layout.outputs.values()), layout.stem_path)
     with output_lock(layout.lock, first_output):
         probe(layout.neighbour_locks(), first_output)
         check_existing(inputs, layout, config,
-                       run_record(inputs, layout, config, sample_percent, seed),
-                       overwrite=overwrite, resume=resume)
-        options = RunOptions(sample_percent=sample_percent, seed=seed, strict=strict, quiet=quiet,
-                             resume=resume)
+                       run_record(inputs, layout, config, options.sample_percent, options.seed),
+                       overwrite=options.overwrite, resume=options.resume)
         if config.engine == "ray":
             from .ray import compress_on_ray  # imports ray: only when asked for
 

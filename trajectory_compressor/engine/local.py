@@ -32,6 +32,7 @@ from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings
 from .compressor import RowResult, TrajectoryCompressor
 from .count import Item
 from .layout import OutputLayout
+from .options import RunOptions
 from .paths import run_record
 from .progress import Progress
 from .resume_guard import ConsumedDigest, check_checkpoint
@@ -41,17 +42,6 @@ from .writer import RunWriter, StrictStop
 __all__ = ["Pipeline", "RunOptions", "RunResult", "StrictStop", "run_pipeline"]
 
 T = TypeVar("T")
-
-
-@dataclass
-class RunOptions:
-    """How to run, beyond the compression config."""
-
-    sample_percent: float | None = None
-    seed: int = 42
-    strict: bool = False
-    quiet: bool = False
-    resume: bool = False  # continue from the checkpoint beside the output, if any
 
 
 @dataclass

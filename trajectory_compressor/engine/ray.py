@@ -44,7 +44,8 @@ from ..formats.registry import count_rows
 from ..summarizers import make_summarizer
 from .compressor import TrajectoryCompressor
 from .layout import OutputLayout
-from .local import RunOptions, RunResult
+from .local import RunResult
+from .options import RunOptions
 from .shard import Shard, ShardJob, ShardResult, ShardSummarizer, run_shard, worker_config
 from .sharded import ShardedRun
 from .writer import MAX_WARNINGS, StrictStop
@@ -138,8 +139,7 @@ def compress_on_ray(
     # What every worker will load, tried here first: a bad tokenizer, template or
     # backend is one clear error before Ray starts, not one per actor.
     _compressor(worker_config(config, 1))
-    run = ShardedRun(inputs, layout, config, sample_percent=options.sample_percent,
-                     seed=options.seed, resume=options.resume)
+    run = ShardedRun(inputs, layout, config, options)
     owned = False
     try:
         pending = run.prepare()
@@ -149,7 +149,7 @@ def compress_on_ray(
         if pending:
             owned = _init(ray, address)
             workers = _pool_size(ray, config, actors, len(pending))
-            job = run.job(strict=options.strict, dialect=dialect, workers=workers)
+            job = run.job(dialect=dialect, workers=workers)
             for result in _execute(ray, job, pending, workers):
                 _check(result)
                 run.record(result)
@@ -255,7 +255,7 @@ class _Progress:
         if not quiet and sys.stderr.isatty():
             from tqdm import tqdm
 
-            total = None if run.sample_percent is not None else count_rows(run.inputs)
+            total = None if run.options.sample_percent is not None else count_rows(run.inputs)
             self._bar = tqdm(total=total, initial=done, unit="row", file=sys.stderr)
 
     def shard(self, result: ShardResult) -> None:

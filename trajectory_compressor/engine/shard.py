@@ -42,7 +42,8 @@ from ..summarizers.openai import OpenAISummarizer
 from .checkpoint import Checkpoint
 from .compressor import TrajectoryCompressor
 from .layout import OutputLayout
-from .local import Pipeline, RunOptions
+from .local import Pipeline
+from .options import RunOptions
 from .shard_cache import ShardCache
 from .stream import RowStream
 from .writer import RunWriter, StrictStop
@@ -84,9 +85,7 @@ class ShardJob:
     layout: OutputLayout
     parts: Path  # the run's shards folder
     started: str  # the run's start time: names rows to the summary cache, as locally
-    sample_percent: float | None = None
-    seed: int = 42
-    strict: bool = False
+    options: RunOptions = field(default_factory=RunOptions)  # the run's: sample, strict
     dialect: Dialect | None = None  # None: detected per file, as the local engine does
     cache: Path | None = None  # the run's summary cache, read-only for workers
     workers: int = 1  # how many workers share the configured limits
@@ -219,8 +218,8 @@ class _RangeStream(RowStream):
 
     def __init__(self, dialect: Any, shard: Shard, job: ShardJob, batch_rows: int,
                  die_after: tuple[Path, int] | None = None) -> None:
-        super().__init__(dialect, sample_percent=job.sample_percent, seed=job.seed,
-                         batch_rows=batch_rows)
+        super().__init__(dialect, sample_percent=job.options.sample_percent,
+                         seed=job.options.seed, batch_rows=batch_rows)
         self.replay(shard.draws)
         self.start, self.stop = shard.start, shard.stop
         self.die_after = die_after
@@ -265,8 +264,8 @@ class _ShardPipeline(Pipeline):
                  dialect: Dialect | Callable[[Iterable[Any]], Dialect],
                  die_after: tuple[Path, int] | None) -> None:
         source = job.inputs[shard.file]
-        options = RunOptions(sample_percent=job.sample_percent, seed=job.seed,
-                             strict=job.strict, quiet=True)
+        # Never from a checkpoint (see `digest_inputs`), and silent: the driver reports.
+        options = replace(job.options, quiet=True, resume=False)
         super().__init__(compressor, [source], shard_layout(job, shard), options, dialect)
         self.stream = _RangeStream(self.dialect, shard, job, self.config.batch_rows, die_after)
         self.started = job.started

@@ -28,6 +28,7 @@ from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings
 from .count import tokenizer_identity
 from .layout import OutputLayout
 from .local import RunResult
+from .options import RunOptions
 from .paths import Written, check_writes, run_record
 from .shard import CACHE, Shard, ShardJob, ShardResult, finished, shard_dir
 from .shard_cache import merge_into
@@ -49,14 +50,12 @@ class ShardedRun:
     """One run as shards: `prepare` (plan or resume), `record` each result, `commit`."""
 
     def __init__(self, inputs: list[InputFile], layout: OutputLayout,
-                 config: CompressionConfig, *, sample_percent: float | None = None,
-                 seed: int = 42, resume: bool = False, block_lines: int | None = None) -> None:
+                 config: CompressionConfig, options: RunOptions, *,
+                 block_lines: int | None = None) -> None:
         self.inputs = inputs
         self.layout = layout
         self.config = config
-        self.sample_percent = sample_percent
-        self.seed = seed
-        self.resume = resume
+        self.options = options
         self.block_lines = block_lines or BLOCK_LINES
         self.parts = parts_folder(layout)
         self.shards: list[Shard] = []
@@ -72,7 +71,8 @@ class ShardedRun:
         self.cache = Path(config.cache_path) if (
             config.cache_enabled and config.cache_path and config.summarizer != "extractive"
         ) else None
-        settings = settings_fingerprint(config, layout.outputs, sample_percent, seed)
+        settings = settings_fingerprint(config, layout.outputs, options.sample_percent,
+                                        options.seed)
         settings["tokenizer"] = tokenizer_identity(config)
         self._prints = (input_fingerprint(inputs), settings)
 
@@ -108,12 +108,12 @@ class ShardedRun:
     def job(self, **extra: Any) -> ShardJob:
         """What the workers need to run this run's shards."""
         return ShardJob(self.config, self.inputs, self.layout, self.parts, self.started,
-                        sample_percent=self.sample_percent, seed=self.seed, cache=self.cache,
+                        options=self.options, cache=self.cache,
                         shards=self.shards, **extra)
 
     def _manifest(self) -> dict[str, Any] | None:
         path = self.layout.checkpoint
-        if not self.resume:
+        if not self.options.resume:
             if path.exists():
                 self.notes.append(f"an interrupted run's checkpoint {path} is discarded; "
                                   "starting over (pass --resume to continue it instead)")
@@ -147,7 +147,7 @@ class ShardedRun:
             cuts = self._cuts(source)
             for start, stop in zip([0, *cuts], [*cuts, None], strict=True):
                 shards.append(Shard(len(shards), i, start, stop, draws))
-                if self.sample_percent is not None:
+                if self.options.sample_percent is not None:
                     draws += _records(source, start, stop)
         return shards
 
@@ -220,7 +220,7 @@ class ShardedRun:
             report = {**metrics.to_dict(), "settings": self.config.run_settings(),
                       "tokenizer": self._prints[1]["tokenizer"],
                       "run": run_record(self.inputs, self.layout, self.config,
-                                        self.sample_percent, self.seed)}
+                                        self.options.sample_percent, self.options.seed)}
             write_atomic(self.layout.metrics, jsonio.dumps_pretty(report))
         self.layout.checkpoint.unlink(missing_ok=True)
         shutil.rmtree(self.parts, ignore_errors=True)

@@ -1,0 +1,165 @@
+"""The command line's options: what each command's ``--help`` lists, and the run options
+reaching the engine the same from the command line and from Python."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.cli_helpers import invoke_cli, read_jsonl
+from tests.fixtures_runs import generated_rows, write_jsonl
+from trajectory_compressor import CompressionConfig, ConfigError, RunOptions, compress_dataset
+from trajectory_compressor.engine.writer import StrictStop
+
+PROTECTED = "Protected turns (never summarized; default: the last 4 and each role's first)"
+GATES = "CI gates (exit code 3 when exceeded; N rows or P% of the rows)"
+GATE_FLAGS = {"--max-over-limit", "--max-failed", "--max-rejected"}
+PROTECT_FLAGS = {"--protect-last-n-turns", "--protect-first-system",
+                 "--no-protect-first-system", "--protect-first-human",
+                 "--no-protect-first-human", "--protect-first-gpt", "--no-protect-first-gpt",
+                 "--protect-first-tool", "--no-protect-first-tool"}
+# Read off each command's --help before its options were grouped (issue 26): the same
+# flags must stay, in the same panels.
+HELP = {
+    "compress": {
+        "Options": {
+            "--output", "-o", "--config", "-c", "--target-max-tokens",
+            "--summary-target-tokens", "--tokenizer", "--summarizer", "--base-url", "--model",
+            "--api-key-env", "--max-concurrent-requests", "--local-model", "--no-cache",
+            "--cache-path", "--summary-tolerance", "--min-fidelity", "--on-low-fidelity",
+            "--max-invented", "--summary-references", "--allow-fallback",
+            "--allow-insecure-http", "--batch-dir", "--batch-results", "--batch-max-requests",
+            "--batch-max-bytes", "--price-in", "--price-out", "--sample-percent", "--seed",
+            "--dry-run", "--resume", "--output-format", "--overwrite", "--split",
+            "--data-files", "--format", "--token-counting", "--chat-template",
+            "--checkpoint-every", "--engine", "--ray-address", "--ray-actors", "--strict",
+            "--quiet", "-q", "--over-limit-strategy", "--distill", "--debug", "--help"},
+        PROTECTED: PROTECT_FLAGS,
+        GATES: GATE_FLAGS,
+    },
+    "analyze": {
+        "Options": {
+            "--config", "-c", "--target-max-tokens", "--summary-target-tokens", "--tokenizer",
+            "--summarizer", "--probe", "--seconds-per-call", "--base-url", "--model",
+            "--api-key-env", "--max-concurrent-requests", "--local-model", "--sample-percent",
+            "--seed", "--targets", "--price-in", "--price-out", "--json", "--split",
+            "--data-files", "--format", "--token-counting", "--chat-template", "--distill",
+            "--over-limit-strategy", "--debug", "--help"},
+        PROTECTED: PROTECT_FLAGS,
+    },
+    "validate": {
+        "Options": {
+            "--config", "-c", "--target-max-tokens", "--summary-target-tokens", "--tokenizer",
+            "--format", "--token-counting", "--chat-template", "--quiet", "-q", "--debug",
+            "--help"},
+        GATES: GATE_FLAGS,
+    },
+    "report": {
+        "Options": {
+            "--show", "--json", "--limit", "--html", "--max-rows", "--config", "-c",
+            "--target-max-tokens", "--summary-target-tokens", "--tokenizer", "--debug",
+            "--help"},
+        GATES: GATE_FLAGS,
+    },
+}
+FLAG = re.compile(r"--?[a-z][a-z-]*")
+
+
+def listed_options(text: str) -> dict[str, set[str]]:
+    """The flags each panel of a --help (unwrapped) lists: the leading words of each row
+    that are flags (names, --no- names, short names)."""
+    panels: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        title = re.match(r"╭─ (.*?) ─+╮", line)
+        if title:
+            panel = title.group(1)
+        if not line.startswith("│"):  # the usage and description are no panel
+            continue
+        words = line.strip("│ ").split()
+        flags = []
+        for word in words:
+            if not FLAG.fullmatch(word):
+                break
+            flags.append(word)
+        if flags:
+            panels.setdefault(panel, set()).update(flags)
+    return panels
+
+
+@pytest.mark.parametrize("command", sorted(HELP))
+def test_every_command_lists_the_options_it_listed_before(command):
+    proc = invoke_cli(command, "--help", env={"COLUMNS": "1000"})  # rows unwrapped
+    assert proc.returncode == 0, proc.stderr
+    assert listed_options(proc.stdout) == HELP[command]
+
+
+SETTINGS = {"summarizer": "extractive", "target_max_tokens": 1000,
+            "summary_target_tokens": 120}
+FLAGS = ("--summarizer", "extractive", "--target-max-tokens", "1000",
+         "--summary-target-tokens", "120", "--quiet")
+
+
+def test_sample_options_reach_the_run_alike_from_the_cli_options_and_keywords(tmp_path):
+    rows = generated_rows(3, n=40)
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    config = CompressionConfig(**SETTINGS)
+    # In the folder, so that no configs/default.yaml applies: the flags are the config.
+    proc = invoke_cli("compress", str(src), "-o", str(tmp_path / "cli.jsonl"), *FLAGS,
+                      "--sample-percent", "40", "--seed", "5", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""  # --quiet reached the run: no summary
+    by_options = compress_dataset(str(src), str(tmp_path / "options.jsonl"), config,
+                                  options=RunOptions(sample_percent=40, seed=5))
+    by_keywords = compress_dataset(str(src), str(tmp_path / "keywords.jsonl"), config,
+                                   sample_percent=40, seed=5)
+    everything = compress_dataset(str(src), str(tmp_path / "all.jsonl"), config)
+
+    kept = [r["id"] for r in read_jsonl(tmp_path / "cli.jsonl")]
+    order = [r["id"] for r in rows]
+    assert 0 < len(kept) < 40 and kept == [i for i in order if i in kept]
+    data = (tmp_path / "cli.jsonl").read_bytes()
+    assert (tmp_path / "options.jsonl").read_bytes() == data
+    assert (tmp_path / "keywords.jsonl").read_bytes() == data
+    assert by_options.metrics.total_trajectories == by_keywords.metrics.total_trajectories \
+        == len(kept)
+    assert [r["id"] for r in read_jsonl(tmp_path / "all.jsonl")] == order
+    assert everything.metrics.total_trajectories == 40
+    # Another seed, another sample: the seed reached the sampler too.
+    compress_dataset(str(src), str(tmp_path / "seed6.jsonl"), config,
+                     options=RunOptions(sample_percent=40, seed=6))
+    assert [r["id"] for r in read_jsonl(tmp_path / "seed6.jsonl")] != kept
+
+
+def test_keywords_replace_the_fields_of_the_options_they_come_with(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", generated_rows(3, n=10))
+    config = CompressionConfig(**SETTINGS)
+    result = compress_dataset(str(src), str(tmp_path / "out.jsonl"), config,
+                              options=RunOptions(sample_percent=10, seed=5),
+                              sample_percent=None)
+    assert result.metrics.total_trajectories == 10
+    with pytest.raises(TypeError, match="sample_size"):
+        compress_dataset(str(src), str(tmp_path / "o2.jsonl"), config,
+                         sample_size=10)  # type: ignore[call-arg]
+    assert not (tmp_path / "o2.jsonl").exists()
+
+
+def test_strict_and_overwrite_reach_the_run_as_options(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", generated_rows(3, n=6), extra_lines=("{oops",))
+    config = CompressionConfig(**SETTINGS)
+    out = tmp_path / "out.jsonl"
+    # Without --strict the bad line is rejected and the run goes on (exit code 1) ...
+    assert compress_dataset(str(src), str(out), config).exit_code == 1
+    assert len(read_jsonl(out)) == 6
+    # ... with it, the run stops and commits nothing (README: --strict).
+    out.unlink()
+    with pytest.raises(StrictStop, match=r"in\.jsonl:7"):
+        compress_dataset(str(src), str(out), config, options=RunOptions(strict=True))
+    assert not out.exists()
+    # An output another input wrote is replaced only with overwrite (README: --overwrite).
+    other = write_jsonl(tmp_path / "other.jsonl", generated_rows(4, n=3))
+    compress_dataset(str(src), str(out), config)
+    with pytest.raises(ConfigError, match="--overwrite"):
+        compress_dataset(str(other), str(out), config)
+    compress_dataset(str(other), str(out), config, options=RunOptions(overwrite=True))
+    assert [r["id"] for r in read_jsonl(out)] == [f"gen-4-{i}" for i in range(3)]
