@@ -163,3 +163,13 @@ def test_strict_and_overwrite_reach_the_run_as_options(tmp_path):
         compress_dataset(str(other), str(out), config)
     compress_dataset(str(other), str(out), config, options=RunOptions(overwrite=True))
     assert [r["id"] for r in read_jsonl(out)] == [f"gen-4-{i}" for i in range(3)]
+
+
+@pytest.mark.parametrize("share", [0, -5, 100.5, 150, float("nan")])
+def test_a_sample_share_out_of_range_is_refused_by_the_library_too(share):
+    from trajectory_compressor import RunOptions
+    from trajectory_compressor.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="sample_percent must be in"):
+        RunOptions(sample_percent=share)
+    assert RunOptions(sample_percent=100).sample_percent == 100

@@ -4,8 +4,11 @@ command line or a library call to the engine that runs."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypedDict
+
+from ..core.errors import ConfigError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -28,6 +31,11 @@ class RunOptions:
     overwrite: bool = False  # replace outputs another input or other settings wrote
     split: str | None = None  # with data_files: the input is a Hugging Face dataset
     data_files: DataFiles = None
+
+    def __post_init__(self) -> None:
+        share = self.sample_percent
+        if share is not None and (math.isnan(share) or not 0 < share <= 100):
+            raise ConfigError(f"sample_percent must be in (0, 100], got {share:g}")
 
 
 class RunKeywords(TypedDict, total=False):
