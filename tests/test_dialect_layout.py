@@ -34,6 +34,10 @@ ALLOWED = {
                                              "in rendered text, not a row field",
     ("counting/template.py", "tool_calls"): "the message form chat templates take (their "
                                             "input), built from the conversation model",
+    ("app/options.py", "human"): "the conversation model's role in --protect-first-human "
+                                 "(the config key protected_turns.first_human)",
+    ("app/options.py", "gpt"): "the conversation model's role in --protect-first-gpt "
+                               "(the config key protected_turns.first_gpt)",
     ("summarizers/chat.py", "messages"): "the body of an OpenAI chat-completions request",
     ("formats/parquet.py", "conversations"): "the schema of an output whose input told "
                                              "nothing (every row rejected): Hermes columns; "
