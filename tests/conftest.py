@@ -19,6 +19,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+from tests import schedule  # noqa: E402
 from trajectory_compressor.counting.tokens import TokenCounter  # noqa: E402
 
 SAMPLES = ROOT / "data_samples"
@@ -150,6 +151,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.heavy if _is_heavy(item) else pytest.mark.quick)
         if _shares_a_module_fixture(item):  # read by `pytest -n 2 --dist loadgroup`
             item.add_marker(pytest.mark.xdist_group(item.path.name))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the longest tests first
+        schedule.longest_first(items, schedule.recorded())
+
+
+_DURATIONS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """`TC_RECORD_DURATIONS=1`: this run's durations go to tests/durations.json (once, by
+    the process that sees every test: the controller of a run on workers)."""
+    if schedule.recording() and not hasattr(session.config, "workerinput"):
+        schedule.record(_DURATIONS, _DURATIONS)
 
 
 def _quick_run(config: pytest.Config) -> bool:
