@@ -2,8 +2,9 @@
 # Set everything up and run the whole test suite: ruff, mypy, pytest (README command b).
 # It installs the 'local' extra: the tests run the real llama.cpp server (the first
 # install compiles llama.cpp, about 6-7 minutes on two cores); and the 'ray' extra: the
-# Ray engine's tests run on a local Ray with 2 CPUs. pytest runs on two workers
-# (pytest-xdist) and prints the 25 slowest tests at the end.
+# Ray engine's tests run on a local Ray with 2 CPUs. pytest runs on several workers
+# (pytest-xdist; TC_TEST_WORKERS, default 4, or 2 with --quick), prints the 25 slowest
+# tests at the end, then its wall time and the load average.
 #
 # --quick: only the quick tier (`pytest -m quick`: no process, Ray, llama.cpp or browser;
 # tests/conftest.py sorts the tests), with the dev extra only: the loop to run before each
@@ -27,10 +28,26 @@ echo "== ruff"
 .venv/bin/ruff check .
 echo "== mypy"
 .venv/bin/mypy trajectory_compressor
+# Workers: the slow tests mostly wait (a process starting, a rate limit, Ray, llama.cpp),
+# so more workers than cores overlap those waits with the others' work; each worker
+# takes the longest test left first (tests/schedule.py; --no-loadscope-reorder keeps that
+# order). A file whose tests share a module-scoped fixture stays on one worker.
+workers=(--dist loadgroup --no-loadscope-reorder)
 if [ "$quick" = 1 ]; then
   echo "== pytest (quick tier)"
-  .venv/bin/python -m pytest -q -m quick --durations=10 ${args[@]+"${args[@]}"}
+  pytest_args=(-m quick -n "${TC_TEST_WORKERS:-2}" "${workers[@]}")
 else
   echo "== pytest"
-  .venv/bin/python -m pytest -q -n 2 --dist loadgroup --durations=25 ${args[@]+"${args[@]}"}
+  pytest_args=(-n "${TC_TEST_WORKERS:-4}" "${workers[@]}")
 fi
+# Python keeps the bytecode it compiles (__pycache__, ignored by git): each worker and each
+# CLI the tests start would otherwise compile the tests and the package again (an
+# environment that sets PYTHONDONTWRITEBYTECODE doubles the collection time).
+unset PYTHONDONTWRITEBYTECODE
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+start=$SECONDS
+status=0
+.venv/bin/python -m pytest -q --durations=25 "${pytest_args[@]}" ${args[@]+"${args[@]}"} ||
+  status=$?
+echo "== pytest took $((SECONDS - start)) s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+exit "$status"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dis
+import functools
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+from tests import schedule  # noqa: E402
 from trajectory_compressor.counting.tokens import TokenCounter  # noqa: E402
 
 SAMPLES = ROOT / "data_samples"
@@ -84,20 +86,10 @@ def _reaches_heavy(value: object, seen: set[int]) -> bool:
 
 
 def _code_reaches_heavy(code: types.CodeType, scope: dict, seen: set[int]) -> bool:
-    # `import ray` in a function, `pytest.importorskip("llama_cpp")`
-    imported: set[str] = set()
-    module = ""
-    for instruction in dis.get_instructions(code):
-        if instruction.opname == "IMPORT_NAME":
-            module = str(instruction.argval)
-            imported.add(module)
-        elif instruction.opname == "IMPORT_FROM" and (  # `from tests.cli_helpers import run_cli`
-                module, instruction.argval) in HEAVY_CALLABLES:
-            return True
-    named = {c for c in code.co_consts if isinstance(c, str)}
-    if any(name.split(".")[0] in HEAVY_PACKAGES for name in imported | named):
+    heavy, names, nested = _code_facts(code)
+    if heavy:
         return True
-    for name in code.co_names:
+    for name in names:
         if name not in scope:
             continue
         value = scope[name]
@@ -105,8 +97,28 @@ def _code_reaches_heavy(code: types.CodeType, scope: dict, seen: set[int]) -> bo
             return True
         if _in_tests(value) and _reaches_heavy(value, seen):
             return True
-    return any(_code_reaches_heavy(const, scope, seen) for const in code.co_consts
-               if isinstance(const, types.CodeType))
+    return any(_code_reaches_heavy(const, scope, seen) for const in nested)
+
+
+@functools.cache
+def _code_facts(code: types.CodeType) -> tuple[bool, tuple[str, ...], tuple[types.CodeType, ...]]:
+    """What one code object says by itself (read once: each helper is reached from many
+    tests): whether it imports or names a heavy package, the global names it reads, the
+    code of the functions it defines."""
+    # `import ray` in a function, `pytest.importorskip("llama_cpp")`
+    imported: set[str] = set()
+    module = ""
+    nested = tuple(c for c in code.co_consts if isinstance(c, types.CodeType))
+    for instruction in dis.get_instructions(code):
+        if instruction.opname == "IMPORT_NAME":
+            module = str(instruction.argval)
+            imported.add(module)
+        elif instruction.opname == "IMPORT_FROM" and (  # `from tests.cli_helpers import run_cli`
+                module, instruction.argval) in HEAVY_CALLABLES:
+            return True, (), nested
+    named = {c for c in code.co_consts if isinstance(c, str)}
+    heavy = any(name.split(".")[0] in HEAVY_PACKAGES for name in imported | named)
+    return heavy, code.co_names, nested
 
 
 def _in_tests(value: object) -> bool:
@@ -120,17 +132,28 @@ def _in_tests(value: object) -> bool:
 def _is_heavy(item: pytest.Item) -> bool:
     if item.get_closest_marker("heavy") is not None:
         return True
-    seen: set[int] = set()
-    if _reaches_heavy(getattr(item, "function", None), seen):
+    if _root_reaches_heavy(getattr(item, "function", None)):
         return True
     fixtures = getattr(item, "_fixtureinfo", None)
     for name in getattr(item, "fixturenames", ()):
         if name == "_no_process_in_the_quick_tier":
             continue
         for definition in (fixtures.name2fixturedefs.get(name, ()) if fixtures else ()):
-            if _reaches_heavy(definition.func, seen):
+            if _root_reaches_heavy(definition.func):
                 return True
     return False
+
+
+_ROOTS: dict[int, tuple[object, bool]] = {}
+
+
+def _root_reaches_heavy(value: object) -> bool:
+    """`_reaches_heavy` from ``value``, once per test function or fixture (a parametrized
+    test, a shared fixture: many items ask the same)."""
+    known = _ROOTS.get(id(value))
+    if known is None or known[0] is not value:
+        known = _ROOTS[id(value)] = (value, _reaches_heavy(value, set()))
+    return known[1]
 
 
 def _shares_a_module_fixture(item: pytest.Item) -> bool:
@@ -150,6 +173,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.heavy if _is_heavy(item) else pytest.mark.quick)
         if _shares_a_module_fixture(item):  # read by `pytest -n 2 --dist loadgroup`
             item.add_marker(pytest.mark.xdist_group(item.path.name))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the longest tests first
+        schedule.longest_first(items, schedule.recorded())
+
+
+_DURATIONS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """`TC_RECORD_DURATIONS=1`: this run's durations go to tests/durations.json (once, by
+    the process that sees every test: the controller of a run on workers)."""
+    if schedule.recording() and not hasattr(session.config, "workerinput"):
+        schedule.record(_DURATIONS, _DURATIONS)
 
 
 def _quick_run(config: pytest.Config) -> bool:

@@ -135,12 +135,21 @@ def test_sampling_keeps_the_rows_compress_keeps(tmp_path, counter):
         without_processing(run.metrics.to_dict())
 
 
-def test_sample_data_in_process_at_several_targets(sample_jsonl, tmp_path, counter):
+@pytest.fixture
+def sample_head(sample_jsonl, tmp_path):
+    """The sample's first 20 rows (1,880 to 51,627 tokens): under and over each target
+    below, at a fifth of the cost of all fifty."""
+    src = tmp_path / "sample_head.jsonl"
+    src.write_text("".join(sample_jsonl.read_text().splitlines(keepends=True)[:20]))
+    return src
+
+
+def test_sample_data_in_process_at_several_targets(sample_head, tmp_path, counter):
     base = CompressionConfig(summarizer="extractive")
     targets = [8192, 32768]  # the default 15,250 is checked through the CLI below
-    a = analyze(str(sample_jsonl), base, targets=targets, counter=counter)
+    a = analyze(str(sample_head), base, targets=targets, counter=counter)
     for target, t in zip(targets, a.targets, strict=True):
-        run = compress_run(sample_jsonl, tmp_path / f"s{target}.jsonl",
+        run = compress_run(sample_head, tmp_path / f"s{target}.jsonl",
                            base.replace(target_max_tokens=target), counter)
         assert without_processing(t.metrics.to_dict()) == \
             without_processing(run.metrics.to_dict())
@@ -152,15 +161,15 @@ def test_a_target_not_above_the_summary_is_a_config_error(hand_input, counter):
                 targets=[100, 20], counter=counter)
 
 
-def test_cli_on_the_sample_predicts_what_compress_does(tmp_path, sample_jsonl):
+def test_cli_on_the_sample_predicts_what_compress_does(tmp_path, sample_head):
     report = tmp_path / "analysis.json"
-    proc = invoke_cli("analyze", str(sample_jsonl), "--summarizer", "extractive",
+    proc = invoke_cli("analyze", str(sample_head), "--summarizer", "extractive",
                    "--json", str(report), "--price-in", "0.5", "--price-out", "1.5")
     assert proc.returncode == 0, proc.stderr
     assert_fits_80_columns(proc.stdout)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis.json", sample_head.name]
     out = tmp_path / "out.jsonl"
-    proc2 = invoke_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer",
+    proc2 = invoke_cli("compress", str(sample_head), "-o", str(out), "--summarizer",
                     "extractive", "--quiet")
     assert proc2.returncode == 0, proc2.stderr
     actual = json.loads((tmp_path / "out_metrics.json").read_text())

@@ -45,15 +45,18 @@ def test_inside_a_loop_it_runs_elsewhere_and_gives_back_result_and_error():
 
 def test_the_library_compresses_and_analyzes_from_inside_a_running_loop(
         tmp_path, counter, sample_jsonl):
+    # The sample's first three rows: one under the 2,000-token target, two far over it.
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(sample_jsonl.read_text().splitlines(keepends=True)[:3]))
     out = tmp_path / "out.jsonl"
     config = CompressionConfig(target_max_tokens=2000)
     result = inside_a_loop(lambda: compress_dataset(
-        str(sample_jsonl), str(out), config, summarizer=ExtractiveSummarizer(counter.count)))
+        str(src), str(out), config, summarizer=ExtractiveSummarizer(counter.count)))
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == len(sample_jsonl.read_text().splitlines())
+    assert len(rows) == 3
     assert result.metrics.trajectories_compressed > 0
 
-    projected = inside_a_loop(lambda: analyze(str(sample_jsonl), config, counter=counter))
+    projected = inside_a_loop(lambda: analyze(str(src), config, counter=counter))
     assert projected.targets[0].extractive.trajectories_compressed == \
         result.metrics.trajectories_compressed
 

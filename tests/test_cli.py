@@ -5,7 +5,6 @@ through the real entry point (`python -m trajectory_compressor`) for the sample 
 from __future__ import annotations
 
 import json
-import shutil
 
 from tests.cli_helpers import invoke_cli, read_jsonl, run_cli
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
@@ -55,14 +54,22 @@ def test_compress_the_sample_file(tmp_path, sample_jsonl, counter):
     assert skipped and all(lines_in[i] == lines_out[i] for i in skipped)
 
 
+def first_rows(sample_jsonl, tmp_path, n: int = 3):
+    """The sample's first ``n`` rows (the first under the default target, the next over)."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(sample_jsonl.read_text().splitlines(keepends=True)[:n]))
+    return src
+
+
 def test_rerun_replaces_the_output(tmp_path, sample_jsonl):
+    src = first_rows(sample_jsonl, tmp_path)
     out = tmp_path / "o.jsonl"
     out.write_text("stale\n")  # not written by a run: replaced only with --overwrite
     for flags in (("--overwrite",), ()):  # then a rerun replaces its own output silently
-        proc = invoke_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer",
+        proc = invoke_cli("compress", str(src), "-o", str(out), "--summarizer",
                        "extractive", "--quiet", *flags)
         assert proc.returncode == 0, proc.stderr
-    assert len(read_jsonl(out)) == len(read_jsonl(sample_jsonl))
+    assert len(read_jsonl(out)) == 3
     assert not list(tmp_path.glob(".*partial"))
 
 
@@ -152,8 +159,7 @@ def test_sample_percent_is_seeded_and_ordered(tmp_path, sample_jsonl):
 
 
 def test_dry_run_writes_nothing(tmp_path, sample_jsonl):
-    src = tmp_path / "in.jsonl"
-    shutil.copy(sample_jsonl, src)
+    src = first_rows(sample_jsonl, tmp_path)
     proc = invoke_cli("compress", str(src), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert "would compress" in proc.stdout
@@ -194,7 +200,8 @@ def test_help_shows_flags_without_a_type_and_the_default_summarizer():
 
 def test_the_metrics_name_no_model_for_the_extractive_summarizer(tmp_path, sample_jsonl):
     out = tmp_path / "out.jsonl"
-    proc = invoke_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer",
+    src = first_rows(sample_jsonl, tmp_path)
+    proc = invoke_cli("compress", str(src), "-o", str(out), "--summarizer",
                    "extractive", "--quiet")
     assert proc.returncode == 0, proc.stderr
     settings = json.loads((tmp_path / "out_metrics.json").read_text())["settings"]

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from tests.cli_helpers import ROOT, run_cli
+from tests.cli_helpers import ROOT, invoke_cli
 
 COMMANDS = (("report",), ("report", "--json"), ("report", "--html", "page.html"),
             ("report", "--show", "0"), ("validate",))
@@ -22,7 +22,7 @@ def run(tmp_path_factory):
     metrics file as written."""
     tmp = tmp_path_factory.mktemp("damaged")
     out = tmp / "out.jsonl"
-    proc = run_cli("compress", str(ROOT / "data_samples" / "openai_messages.jsonl"), "-o",
+    proc = invoke_cli("compress", str(ROOT / "data_samples" / "openai_messages.jsonl"), "-o",
                    str(out), "--summarizer", "extractive", "--no-cache", "-q",
                    "--target-max-tokens", "300", "--summary-target-tokens", "50")
     assert proc.returncode == 0, proc.stderr
@@ -69,7 +69,7 @@ def test_a_bad_metrics_file_is_named_with_what_is_wrong(run, tmp_path, case):
     damage, said = CASES[case]
     (tmp_path / "out_metrics.json").write_text(damage(run[1]), encoding="utf-8")
     for command in COMMANDS:
-        proc = run_cli(command[0], str(out), *command[1:], cwd=tmp_path)
+        proc = invoke_cli(command[0], str(out), *command[1:], cwd=tmp_path)
         assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
         assert proc.stderr.startswith(f"error: metrics file {tmp_path / 'out_metrics.json'}"), \
             (command, proc.stderr)
@@ -81,7 +81,7 @@ def test_a_setting_compress_would_refuse_is_named(run, tmp_path):
     bad = _edited(run[1], ("settings", "compression", "target_max_tokens"), "big")
     (tmp_path / "out_metrics.json").write_text(json.dumps(bad), encoding="utf-8")
     for command in COMMANDS:
-        proc = run_cli(command[0], str(out), *command[1:], cwd=tmp_path)
+        proc = invoke_cli(command[0], str(out), *command[1:], cwd=tmp_path)
         assert proc.returncode == 2, (command, proc.stderr)
         assert "out_metrics.json" in proc.stderr and "target_max_tokens" in proc.stderr
 
@@ -98,6 +98,6 @@ def test_a_bad_over_limit_line_is_located(run, tmp_path, line, said):
     lines = over.read_text(encoding="utf-8").splitlines()
     over.write_text("\n".join([*lines, line]) + "\n", encoding="utf-8")
     for command in COMMANDS[:4]:  # validate does not read the over-limit file
-        proc = run_cli(command[0], str(out), *command[1:], cwd=tmp_path)
+        proc = invoke_cli(command[0], str(out), *command[1:], cwd=tmp_path)
         assert proc.returncode == 2, (command, proc.stderr)
         assert proc.stderr.startswith(f"error: {over}:{len(lines) + 1}: {said}"), proc.stderr

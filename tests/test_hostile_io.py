@@ -58,7 +58,7 @@ def test_everything_after_the_first_array_is_read_or_a_located_reject(tmp_path):
     src = tmp_path / "cat.json"
     src.write_text(text, encoding="utf-8")
     out = tmp_path / "out.json"
-    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    result = invoke_cli("compress", str(src), "-o", str(out), *SMALL)
     _ok(result, 1)  # a reject: exit 1, everything else written
     assert [r["id"] for r in _rows(out)] == ["a1", "a2", "b1", "c1", "d1", "d2"]
     rejects = read_jsonl(tmp_path / "out.json_rejects.jsonl")
@@ -71,7 +71,7 @@ def test_an_unterminated_object_after_the_array_is_a_located_reject(tmp_path):
     src.write_text(json.dumps([_row("a")]) + '\n{"id": "b", "conversations": [',
                    encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    result = invoke_cli("compress", str(src), "-o", str(out), *SMALL)
     _ok(result, 1)
     assert [r["id"] for r in read_jsonl(out)] == ["a"]
     [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
@@ -355,7 +355,7 @@ def test_a_hermes_row_with_a_tools_column_keeps_the_file_hermes(tmp_path):
     src = tmp_path / "mixed.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    result = invoke_cli("compress", str(src), "-o", str(out), *SMALL)
     _ok(result, 1)
     written = read_jsonl(out)
     assert [r["id"] for r in written] == ["h0", "h1", "h2"]
@@ -376,7 +376,7 @@ def test_an_empty_messages_list_among_sharegpt_rows_rejects_only_that_row(tmp_pa
     src = tmp_path / "in.json"
     src.write_text(json.dumps(rows), encoding="utf-8")
     out = tmp_path / "out.parquet"
-    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    result = invoke_cli("compress", str(src), "-o", str(out), *SMALL)
     _ok(result, 1)
     assert [r["id"] for r in _rows(out)] == ["a", "b", "c"]
     [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
@@ -389,7 +389,7 @@ def test_an_openai_file_with_one_sharegpt_row_stays_openai(tmp_path):
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    result = invoke_cli("compress", str(src), "-o", str(out), *SMALL)
     _ok(result, 1)
     assert [r["id"] for r in read_jsonl(out)] == ["o1", "o2"]
     [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
@@ -472,7 +472,7 @@ def test_numbers_keep_their_text_unchanged_and_stay_json_when_compressed(tmp_pat
     src = tmp_path / "in.json"
     src.write_text("[" + short + ",\n" + long_text + "]", encoding="utf-8")
     out = tmp_path / f"out.{container}"
-    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    result = invoke_cli("compress", str(src), "-o", str(out), *SMALL)
     _ok(result, 0)
     text = out.read_text(encoding="utf-8")
     assert short in text  # the unchanged row, byte for byte
@@ -490,7 +490,7 @@ def test_an_out_of_range_number_is_a_parquet_reject(tmp_path):
                    + f'{{"id":"b","v":1e400,"conversations":{json.dumps(CONV)}}}\n'
                    + json.dumps(_row("c", v=2.0)) + "\n", encoding="utf-8")
     out = tmp_path / "out.parquet"
-    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    result = invoke_cli("compress", str(src), "-o", str(out), *SMALL)
     _ok(result, 1)
     assert [r["id"] for r in _rows(out)] == ["a", "c"]
     [reject] = read_jsonl(tmp_path / "out_rejects.jsonl")
@@ -524,7 +524,7 @@ def test_a_nested_field_changing_type_in_a_parquet_output_rejects_that_row(tmp_p
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     out = tmp_path / "out.parquet"
-    result = run_cli("compress", str(src), "-o", str(out), *SMALL)
+    result = invoke_cli("compress", str(src), "-o", str(out), *SMALL)
     _ok(result, 1)
     table = _rows(out)
     assert [r["id"] for r in table] == ["r0", "r1", "r2", "r3", "r4"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import read_jsonl, run_cli
+from tests.cli_helpers import invoke_cli, read_jsonl, run_cli
 from tests.fixtures_runs import HAND_CONFIG, HAND_ROWS, compress_run, row, words, write_jsonl
 from trajectory_compressor.app.html_report import render_html
 from trajectory_compressor.app.report import load_report
@@ -219,22 +219,28 @@ def test_page_lists_the_worst_rows_up_to_the_cap(hand_run, counter):
 
 @pytest.fixture(scope="module")
 def sample_run(tmp_path_factory, sample_jsonl):
-    out = tmp_path_factory.mktemp("sample") / "out.jsonl"
-    proc = run_cli("compress", str(sample_jsonl), "-o", str(out), "--summarizer", "extractive",
-                   "-q")
+    """The sample rows the README shows (the first ten and three more: the five of the 50
+    left over the default target, and rows compressed under it), compressed."""
+    folder = tmp_path_factory.mktemp("sample")
+    lines = sample_jsonl.read_text(encoding="utf-8").splitlines(keepends=True)
+    src = folder / "in.jsonl"
+    src.write_text("".join([*lines[:10], lines[19], lines[31], lines[43]]), encoding="utf-8")
+    out = folder / "out.jsonl"
+    proc = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+                      "-q")
     assert proc.returncode == 0, proc.stderr
     return out
 
 
 def test_cli_writes_the_page_and_a_second_run_replaces_it(sample_run):
     page = sample_run.with_name("report.html")
-    proc = run_cli("report", str(sample_run), "--html", str(page))
+    proc = invoke_cli("report", str(sample_run), "--html", str(page))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("wrote ") and "5 of 5" in proc.stdout
     first = page.read_bytes()
     assert_loads_nothing(first.decode("utf-8"))
     page.write_text("stale")
-    proc = run_cli("report", str(sample_run), "--html", str(page), "--max-rows", "3")
+    proc = invoke_cli("report", str(sample_run), "--html", str(page), "--max-rows", "3")
     assert proc.returncode == 0, proc.stderr
     second = page.read_text(encoding="utf-8")
     assert second.startswith("<!DOCTYPE html>") and Page(second).body_rows() == 3
@@ -249,7 +255,7 @@ def test_cli_bad_html_path_is_one_sentence(sample_run, where):
               "folder": sample_run.parent, "metrics-file": metrics,
               "with-show": sample_run.with_name("r.html")}[where]
     extra = ["--show", "0"] if where == "with-show" else []
-    proc = run_cli("report", str(sample_run), "--html", str(target), *extra)
+    proc = invoke_cli("report", str(sample_run), "--html", str(target), *extra)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert "Traceback" not in proc.stderr

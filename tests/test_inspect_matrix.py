@@ -14,7 +14,8 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
-from tests.cli_helpers import ROOT, read_jsonl, run_cli
+from tests.cli_helpers import ROOT, invoke_cli, read_jsonl
+from tests.sample_files import sample_head
 from tests.test_html_report import browser, open_page  # noqa: F401 - the fixture
 from trajectory_compressor.app.report import load_report
 from trajectory_compressor.app.report_data import collect_report_data
@@ -83,8 +84,10 @@ def run(request, tmp_path_factory):
     stem, suffix = name.rsplit(".", 1)
     out = tmp / f"{stem}_out.{container or suffix}"
     other = ["--output-format", container] if container else []
-    source = parquet_ready(SAMPLES / name, tmp) if container == "parquet" else SAMPLES / name
-    proc = run_cli("compress", str(source), "-o", str(out), "--summarizer",
+    (tmp / "in").mkdir()
+    src = sample_head(name, tmp / "in")  # 10 rows (of 50 in the Hermes samples)
+    source = parquet_ready(src, tmp) if container == "parquet" else src
+    proc = invoke_cli("compress", str(source), "-o", str(out), "--summarizer",
                    "extractive", "--no-cache", "-q", "--target-max-tokens", str(TARGET),
                    "--summary-target-tokens", str(SUMMARY), *other)
     assert proc.returncode == 0, proc.stderr
@@ -99,7 +102,7 @@ def test_show_prints_the_rows_turns(run):
     out, _summary = run
     rows = written_rows(out)
     for index in (0, len(rows) - 1):
-        proc = run_cli("report", str(out), "--show", str(index))
+        proc = invoke_cli("report", str(out), "--show", str(index))
         assert proc.returncode == 0, proc.stderr
         texts = [shown_line(t)[:12] for t in turn_texts(rows[index]) if t.strip()]
         assert texts
@@ -109,7 +112,7 @@ def test_show_prints_the_rows_turns(run):
 
 def test_json_lists_every_flagged_row_and_counts_every_row(run):
     out, summary = run
-    proc = run_cli("report", str(out), "--json", "--limit", "0")
+    proc = invoke_cli("report", str(out), "--json", "--limit", "0")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     flagged = [r for r in written_rows(out)
@@ -121,7 +124,7 @@ def test_json_lists_every_flagged_row_and_counts_every_row(run):
 def test_html_has_a_timeline_for_each_flagged_row_and_charts_every_row(run, tmp_path):
     out, summary = run
     html = tmp_path / "page.html"
-    proc = run_cli("report", str(out), "--html", str(html))
+    proc = invoke_cli("report", str(out), "--html", str(html))
     assert proc.returncode == 0, proc.stderr
     page = html.read_text(encoding="utf-8")
     start = page.index('<script type="application/json" id="report-data">')
@@ -146,7 +149,7 @@ def test_html_has_a_timeline_for_each_flagged_row_and_charts_every_row(run, tmp_
 
 def test_validate_passes_a_fresh_output(run):
     out, summary = run
-    proc = run_cli("validate", str(out))
+    proc = invoke_cli("validate", str(out))
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert proc.stdout.startswith(f"{summary['total_trajectories']} rows checked, 0 problems "
                                   f"(target {TARGET:,}, summary {SUMMARY}")
@@ -155,12 +158,12 @@ def test_validate_passes_a_fresh_output(run):
 def test_the_page_shows_a_flagged_openai_rows_timeline(browser, tmp_path):  # noqa: F811
     src = SAMPLES / "openai_messages.jsonl"
     out = tmp_path / "openai_out.jsonl"
-    proc = run_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+    proc = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
                    "--no-cache", "-q", "--target-max-tokens", str(TARGET),
                    "--summary-target-tokens", str(SUMMARY))
     assert proc.returncode == 0, proc.stderr
     html = tmp_path / "page.html"
-    assert run_cli("report", str(out), "--html", str(html)).returncode == 0
+    assert invoke_cli("report", str(out), "--html", str(html)).returncode == 0
     flagged = [r for r in read_jsonl(out)
                if (r.get("compression_metrics") or {}).get("still_over_limit")]
     row = flagged[0]

@@ -30,13 +30,13 @@ from tests.fake_llm_server import (
     inventing_reply,
     repenting_reply,
 )
+from tests.sample_files import sample_head
 from tests.test_summarizer_choice import _site_without_the_local_extra
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.engine.job import compress_dataset
 from trajectory_compressor.summarizers.choice import BUNDLED_MODEL_PACKAGE, SERVER_MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT / "data_samples"
 ROWS = 40
 # Small enough that every agent row (about 700 tokens) is compressed.
 SMALL = {"target_max_tokens": 400, "summary_target_tokens": 120}
@@ -114,7 +114,8 @@ def test_the_extractive_summarizer_is_never_flagged(tmp_path, agent_jsonl):
                                     "llamafactory_sharegpt.json", "openai_messages.jsonl",
                                     "llamafactory_messages.jsonl"])
 def test_every_dialect_and_container_measures_invention(tmp_path, sample):
-    src = SAMPLES / sample
+    (tmp_path / "in").mkdir()
+    src = sample_head(sample, tmp_path / "in")  # 10 rows (of 50 in the Hermes samples)
     with FakeLLMServer(reply=inventing_reply).in_thread() as server:
         rows, _ = run(tmp_path, src, "inv", summarizer="openai", base_url=server.url)
     assert flagged_share(rows) >= 0.9

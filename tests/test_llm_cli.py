@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 from pathlib import Path
 
 import pytest
 
+from tests.agent_rows import write_agent_rows
 from tests.cli_helpers import read_jsonl, run_cli
 from tests.fake_llm_server import REPLY_MARK, FakeLLMServer, spawn_server
+from tests.sample_files import sample_head
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
 
 KEY = "sk-e2e-4b1d9f0c7a2e5d3b8c6aTOPSECRET"
@@ -29,21 +30,6 @@ def assert_key_absent(folder: Path, *texts: str) -> None:
         assert KEY not in text
 
 
-def write_corpus(sample: Path, target: Path, copies: int) -> list[dict]:
-    """``copies`` variants of the sample rows, each with its own text (no cache sharing)."""
-    rows = read_jsonl(sample)
-    out = []
-    for k in range(copies):
-        for row in rows:
-            new = copy.deepcopy(row)
-            new["id"] = f"{row['id']}-{k}"
-            for turn in new["conversations"]:
-                turn["value"] += f" (variant {k})"
-            out.append(new)
-    target.write_text("".join(json.dumps(r) + "\n" for r in out), encoding="utf-8")
-    return out
-
-
 def llm_args(*urls: str) -> list[str]:
     args = []
     for url in urls:
@@ -51,31 +37,34 @@ def llm_args(*urls: str) -> list[str]:
     return [*args, "--model", "fake-model", "--api-key-env", KEY_ENV]
 
 
-def test_compress_through_an_endpoint_then_rerun_from_the_cache(tmp_path, sample_jsonl):
+def test_compress_through_an_endpoint_then_rerun_from_the_cache(tmp_path):
+    (tmp_path / "in").mkdir()
+    # The sample's first ten rows: two under the default target, eight to summarize.
+    src = sample_head("trajectories.jsonl", tmp_path / "in")
     out = tmp_path / "out.jsonl"
     env = {KEY_ENV: KEY}
     with FakeLLMServer(api_key=KEY, latency=0.005).in_thread() as server:
-        proc = run_cli("compress", str(sample_jsonl), "-o", str(out), *llm_args(server.url),
+        proc = run_cli("compress", str(src), "-o", str(out), *llm_args(server.url),
                        env=env)
         assert proc.returncode == 0, proc.stderr
         first_requests = server.requests
         first = read_jsonl(out)
         metrics = json.loads((tmp_path / "out_metrics.json").read_text())
-        rerun = run_cli("compress", str(sample_jsonl), "-o", str(out), *llm_args(server.url),
+        rerun = run_cli("compress", str(src), "-o", str(out), *llm_args(server.url),
                         env=env)
         assert rerun.returncode == 0, rerun.stderr
         rerun_requests = server.requests - first_requests
         again = json.loads((tmp_path / "out_metrics.json").read_text())
-        uncached = run_cli("compress", str(sample_jsonl), "-o", str(tmp_path / "nc.jsonl"),
+        uncached = run_cli("compress", str(src), "-o", str(tmp_path / "nc.jsonl"),
                            *llm_args(server.url), "--no-cache", "--quiet", env=env)
         assert uncached.returncode == 0, uncached.stderr
         uncached_requests = server.requests - first_requests - rerun_requests
-        shared = run_cli("compress", str(sample_jsonl), "-o", str(tmp_path / "sh.jsonl"),
+        shared = run_cli("compress", str(src), "-o", str(tmp_path / "sh.jsonl"),
                          *llm_args(server.url), "--cache-path",
                          str(tmp_path / "out_summary_cache.sqlite"), "--quiet", env=env)
         assert shared.returncode == 0, shared.stderr
         shared_requests = server.requests - first_requests - rerun_requests - uncached_requests
-    rows_in = read_jsonl(sample_jsonl)
+    rows_in = read_jsonl(src)
     assert [r["id"] for r in first] == [r["id"] for r in rows_in]
     compressed = [r for r in first if r.get("compression_metrics", {}).get("was_compressed")]
     assert compressed and first_requests == len(compressed)
@@ -141,15 +130,18 @@ def test_a_missing_key_variable_is_a_usage_error(tmp_path, sample_jsonl):
 
 
 @pytest.mark.parametrize("pool", ["faulty+healthy", "faulty only"])
-def test_fault_mix_end_to_end(tmp_path, sample_jsonl, pool):
-    """~40% faults; servers in separate processes; the real CLI; then an identical rerun."""
-    corpus = tmp_path / "corpus.jsonl"
-    rows_in = write_corpus(sample_jsonl, corpus, copies=3)
+def test_fault_mix_end_to_end(tmp_path, pool):
+    """~40% faults; servers in separate processes; the real CLI; then an identical rerun.
+    150 agent rows of ~700 tokens, each compressed (one request) at a 400-token target:
+    the requests of 150 sample-sized rows at a twentieth of the counting."""
+    corpus = write_agent_rows(tmp_path / "corpus.jsonl", 150)
+    rows_in = read_jsonl(corpus)
     config = tmp_path / "run.yaml"
     # Alone, the faulty endpoint needs more attempts: 0.4^5 = 1% of rows fall back.
     retries = 3 if pool == "faulty+healthy" else 5
     config.write_text(f"summarization:\n  request_timeout: 1\n  retry_delay: 0.05\n"
-                      f"  max_retries: {retries}\nprocessing:\n  max_concurrent_requests: 16\n")
+                      f"  max_retries: {retries}\nprocessing:\n  max_concurrent_requests: 16\n"
+                      "compression:\n  target_max_tokens: 400\n  summary_target_tokens: 120\n")
     faults = {"http500": 0.1, "rate_limit": 0.06, "stall": 0.06, "html": 0.06,
               "truncated": 0.06, "empty": 0.06}
     out = tmp_path / "out" / "corpus_compressed.jsonl"
@@ -190,7 +182,7 @@ def test_fault_mix_end_to_end(tmp_path, sample_jsonl, pool):
             assert m["summary_source"] == "fallback" and m["summarization_errors"] > 0
             assert REPLY_MARK not in summary
     fallbacks = sources.count("fallback")
-    assert len(sources) > 100 and fallbacks <= 0.05 * len(sources)
+    assert len(sources) == len(rows_in) and fallbacks <= 0.05 * len(sources)
     assert metrics["summarization"]["total_errors"] >= injected - faulty_outcomes.get("stall", 0)
     assert metrics["summary"]["total_trajectories"] == len(rows_in)
     # The identical rerun asks again only for the rows that fell back.

@@ -466,12 +466,16 @@ def test_waiting_for_a_slot_does_not_count_against_the_deadline(counter, monkeyp
                 return await asyncio.gather(*(comp.compress_row(r) for r in rows))
 
     results = asyncio.run(main())
-    assert [r.metrics.summary_source for r in results] == ["llm"] * 5 + ["cache"]
+    sources = [r.metrics.summary_source for r in results]
+    # The fifth row and its twin share a region: whichever asks first sends the request
+    # (rows are counted on worker threads, so on a busy machine either may), and the other
+    # waits for it and takes its summary from the cache.
+    assert sources[:4] == ["llm"] * 4 and sorted(sources[4:]) == ["cache", "llm"]
     assert not any(r.metrics.failed for r in results)
     # 5 requests of 0.3 s each went by (1.5 s in all, past the 0.8 s deadline), and each
     # row spent only its own: the queue and the twin's wait stood still.
     assert len(served_alone) == 5 and clock.now == pytest.approx(1000 + 1.5)
-    assert [round(d.spent, 6) for d in deadlines] == [0.3] * 5 + [0.0]
+    assert sorted(round(d.spent, 6) for d in deadlines) == [0.0] + [0.3] * 5
 
 
 def test_a_reply_the_request_rejects_is_a_failed_attempt():

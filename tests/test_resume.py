@@ -11,8 +11,10 @@ import pytest
 from tests.cli_helpers import interrupt_when, read_jsonl, run_cli, start_cli
 from tests.datagen import write_jsonl, write_parquet
 
+# A checkpoint every 100 rows of 2,000: the runs are killed right after the first, with
+# about 1,900 rows (some seconds of work) still to go.
 ARGS = ("--summarizer", "extractive", "--target-max-tokens", "500",
-        "--summary-target-tokens", "60", "--quiet", "--checkpoint-every", "200")
+        "--summary-target-tokens", "60", "--quiet", "--checkpoint-every", "100")
 SIDECARS = ("_over_limit.jsonl", "_rejects.jsonl")
 
 
@@ -37,11 +39,11 @@ def _same_outputs(a: Path, b: Path) -> None:
 def jsonl_run(tmp_path_factory):
     """An input with a few bad lines, and the output of an uninterrupted run."""
     root = tmp_path_factory.mktemp("resume")
-    src = write_jsonl(root / "in.jsonl", 4000)
+    src = write_jsonl(root / "in.jsonl", 2000)
     with src.open("ab") as f:
         f.write(b"{broken\n")
     lines = src.read_bytes().splitlines(keepends=True)
-    lines.insert(1200, b'{"no": "conversations"}\n')
+    lines.insert(600, b'{"no": "conversations"}\n')  # after the first checkpoint
     src.write_bytes(b"".join(lines))
     reference = root / "ref.jsonl"
     proc = run_cli("compress", str(src), "-o", str(reference), *ARGS)
@@ -78,7 +80,7 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(jsonl_run, tmp_path):
     assert not checkpoint.exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
     rejects = read_jsonl(tmp_path / "out_rejects.jsonl")
-    assert [r["line"] for r in rejects] == [1201, 4002]
+    assert [r["line"] for r in rejects] == [601, 2002]
 
 
 def test_resume_refuses_an_input_that_changed(jsonl_run, tmp_path):
@@ -105,7 +107,7 @@ def test_resume_refuses_an_input_that_changed(jsonl_run, tmp_path):
     assert proc.returncode == 1
     assert "checkpoint" in proc.stderr and "starting over" in proc.stderr
     assert not (tmp_path / ".out.checkpoint.json").exists()
-    assert len(read_jsonl(out)) == 4000
+    assert len(read_jsonl(out)) == 2000
 
 
 def test_ctrl_c_keeps_a_checkpoint_and_resume_finishes(jsonl_run, tmp_path):
@@ -126,14 +128,14 @@ def test_resume_without_a_checkpoint_starts_fresh(jsonl_run, tmp_path):
     src, reference = jsonl_run
     out = tmp_path / "out.jsonl"
     proc = run_cli("compress", str(src), "-o", str(out), *ARGS[:-3], "--resume",
-                   "--checkpoint-every", "200")
+                   "--checkpoint-every", "100")
     assert proc.returncode == 1
     assert "no checkpoint" in proc.stderr and "starting from the beginning" in proc.stderr
     _same_outputs(out, reference)
 
 
 def test_sigkill_then_resume_with_parquet_and_sampling(tmp_path):
-    src = write_parquet(tmp_path / "in.parquet", 3000, row_group_rows=300)
+    src = write_parquet(tmp_path / "in.parquet", 2000, row_group_rows=200)
     sample = ("--sample-percent", "60", "--seed", "3")
     reference = tmp_path / "ref.parquet"
     proc = run_cli("compress", str(src), "-o", str(reference), *ARGS, *sample)

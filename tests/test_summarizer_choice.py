@@ -121,13 +121,18 @@ def _site_without_the_local_extra(tmp_path: Path) -> Path:
     return site
 
 
+def first_rows(sample_jsonl) -> str:
+    """The sample's first three rows: one under the default target, two summarized."""
+    return "".join(sample_jsonl.read_text().splitlines(keepends=True)[:3])
+
+
 @pytest.mark.parametrize("flags", [(), ("--quiet",)])
 def test_a_first_run_in_ones_own_folder_uses_the_extractive_summarizer_and_says_so(
         tmp_path, sample_jsonl, flags):
     """No config file, no flag, no key, no 'local' extra: extractive, in one line."""
     work = tmp_path / "mine"
     work.mkdir()
-    (work / "data.jsonl").write_bytes(sample_jsonl.read_bytes())
+    (work / "data.jsonl").write_text(first_rows(sample_jsonl))
     site = _site_without_the_local_extra(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "OPENROUTER_API_KEY"}
     env.update(PYTHONPATH=f"{ROOT}{os.pathsep}{site}", HERMES_HOME=str(tmp_path / "hermes"))
@@ -156,7 +161,9 @@ def test_the_library_without_a_config_runs_extractive_not_openai(tmp_path, sampl
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hermes"))  # no ~/.hermes/.env key
     monkeypatch.chdir(tmp_path)  # no ./.env key
     out = tmp_path / "out.jsonl"
-    result = compress_dataset(str(sample_jsonl), str(out))
+    src = tmp_path / "in.jsonl"
+    src.write_text(first_rows(sample_jsonl))
+    result = compress_dataset(str(src), str(out))
     assert result.metrics.trajectories_compressed > 0
     metrics = json.loads((tmp_path / "out_metrics.json").read_text())
     assert metrics["settings"]["summarization"] == {"backend": "extractive"}

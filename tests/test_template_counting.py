@@ -336,8 +336,10 @@ def sample_rows() -> list[dict[str, Any]]:
             (SAMPLES / "trajectories.jsonl").read_text(encoding="utf-8").splitlines() if line]
     rows += pq.read_table(SAMPLES / "trajectories.parquet").to_pylist()
     unique: dict[str, dict[str, Any]] = {}
-    for row in rows:  # the Parquet sample holds the same rows: count each once
-        unique.setdefault(json.dumps(row["conversations"], sort_keys=True), row)
+    for row in rows:  # the Parquet sample holds the same rows: count each once (its turns
+        # carry a `weight` column besides, which `openai_row` does not read)
+        turns = [(turn["from"], turn["value"]) for turn in row["conversations"]]
+        unique.setdefault(json.dumps(turns), row)
     return list(unique.values())
 
 

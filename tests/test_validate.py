@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 
-from tests.cli_helpers import ROOT, invoke_cli, read_jsonl
+from tests.cli_helpers import invoke_cli, read_jsonl
+from tests.sample_files import sample_head
 from tests.template_tokenizer import load_template_tokenizer, make_tokenizer_dir
 from tests.test_template_pipeline import _length
 
-SAMPLES = ROOT / "data_samples"
-
 
 def _compressed(tmp_path, name: str):
-    src = tmp_path / name
-    src.write_bytes((SAMPLES / name).read_bytes())
+    src = sample_head(name, tmp_path)  # 10 rows (of 50 in the Hermes sample)
     result = invoke_cli("compress", str(src), "--summarizer", "extractive", "--no-cache", "-q")
     assert result.returncode == 0, result.stderr
     stem, suffix = name.rsplit(".", 1)

@@ -14,10 +14,10 @@ import shutil
 
 import pytest
 
-from tests.cli_helpers import ROOT, run_cli
+from tests.cli_helpers import invoke_cli
+from tests.sample_files import sample_head
 from trajectory_compressor.engine.layout import finished_layout
 
-SAMPLES = ROOT / "data_samples"
 SAMPLE_NAMES = ("trajectories.jsonl", "trajectories.parquet", "openai_messages.jsonl",
                 "llamafactory_sharegpt.json", "llamafactory_messages.jsonl")
 TARGET, SUMMARY = 300, 50  # far below the samples' rows: most stay over
@@ -30,7 +30,9 @@ def low_run(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("low")
     stem, suffix = name.rsplit(".", 1)
     out = tmp / f"{stem}_low.{suffix}"
-    proc = run_cli("compress", str(SAMPLES / name), "-o", str(out), "--summarizer",
+    (tmp / "in").mkdir()
+    src = sample_head(name, tmp / "in")  # 10 rows (of 50 in the Hermes samples)
+    proc = invoke_cli("compress", str(src), "-o", str(out), "--summarizer",
                    "extractive", "--no-cache", "-q", "--target-max-tokens", str(TARGET),
                    "--summary-target-tokens", str(SUMMARY))
     assert proc.returncode == 0, proc.stderr
@@ -43,7 +45,7 @@ def test_the_gate_counts_against_the_runs_target(low_run):
     out, summary, metrics_file = low_run
     over = summary["trajectories_still_over_limit"]
     assert over > 1  # the run left rows over its target of 300
-    result = run_cli("validate", str(out), "--max-over-limit", "0")
+    result = invoke_cli("validate", str(out), "--max-over-limit", "0")
     assert result.returncode == 3, (result.stdout, result.stderr)
     share = 100 * over / summary["total_trajectories"]
     assert f"gate failed: over-limit rows {over} ({share:.1f}%) > 0" in result.stderr
@@ -54,7 +56,7 @@ def test_the_gate_counts_against_the_runs_target(low_run):
 
 def test_a_flag_overrides_the_recorded_setting_and_says_so(low_run):
     out, summary, metrics_file = low_run
-    result = run_cli("validate", str(out), "--max-over-limit", "0",
+    result = invoke_cli("validate", str(out), "--max-over-limit", "0",
                      "--target-max-tokens", "1000000")
     assert result.returncode == 0, (result.stdout, result.stderr)
     assert result.stdout.strip().splitlines()[-1] == (
@@ -67,7 +69,7 @@ def test_without_a_metrics_file_it_names_the_defaults(low_run, tmp_path):
     out = low_run[0]
     alone = tmp_path / out.name
     shutil.copyfile(out, alone)
-    result = run_cli("validate", str(alone))
+    result = invoke_cli("validate", str(alone))
     # At the default target (configs/default.yaml, 15,250) the sample rows fit or are
     # flagged over; what matters is that the line names the defaults it used.
     assert result.stdout.strip().splitlines()[-1].endswith(
@@ -83,7 +85,7 @@ def test_an_emptied_output_is_a_problem_when_its_run_wrote_rows(low_run):
     emptied = out.parent / f"emptied{out.suffix}"
     shutil.copyfile(metrics_file, finished_layout(emptied).metrics)
     emptied.write_bytes(empty)
-    result = run_cli("validate", str(emptied))
+    result = invoke_cli("validate", str(emptied))
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert result.stdout.splitlines()[0] == (
         f"{emptied}: no rows, but its run's metrics say it wrote "
@@ -93,7 +95,7 @@ def test_an_emptied_output_is_a_problem_when_its_run_wrote_rows(low_run):
 def test_an_empty_file_without_metrics_is_a_problem(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
-    result = run_cli("validate", str(empty))
+    result = invoke_cli("validate", str(empty))
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert result.stdout.startswith(f"{empty}: no rows, and no metrics file says")
 
@@ -102,10 +104,10 @@ def test_an_empty_output_of_an_empty_run_passes(tmp_path):
     src = tmp_path / "none.jsonl"
     src.write_bytes(b"")
     out = tmp_path / "none_out.jsonl"
-    proc = run_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+    proc = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
                    "--no-cache", "-q")
     assert proc.returncode == 0, proc.stderr
-    result = run_cli("validate", str(out))
+    result = invoke_cli("validate", str(out))
     assert result.returncode == 0, (result.stdout, result.stderr)
     assert result.stdout.startswith("0 rows checked, 0 problems (target 15,250")
     assert "settings from none_out_metrics.json" in result.stdout
