@@ -68,6 +68,16 @@ def test_clipped_quotations_and_abbreviated_hashes_are_prefixes() -> None:
     assert invented("it read src/app/loa and stopped") == ["src/app/loa"]
 
 
+def test_a_url_cut_by_an_ellipsis_is_a_prefix_too() -> None:
+    # The ellipsis right after a URL was once blanked with the URL and so never seen.
+    check = InventedCheck(["docs at https://example.org/docs/api/v2 (mirror: ftp)"])
+    assert check.invented("read https://example.org/docs/a… first") == []
+    assert check.invented("read https://example.org/docs/b… first") == [
+        "https://example.org/docs/b"]
+    assert check.invented("read https://example.org/docs/a first") == [
+        "https://example.org/docs/a"]
+
+
 def test_words_bare_numbers_and_quotes_are_not_claims() -> None:
     assert invented('The "retry budget" was 7 and HTTP failed twice in 2024.') == []
 

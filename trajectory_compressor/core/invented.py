@@ -201,6 +201,7 @@ def claims(summary: str) -> Iterator[tuple[str, bool, bool]]:
     text = _TAG.sub(lambda m: "\n" * len(m.group()), unicode_normalize("NFKC", summary))
     end_of_text = len(text.rstrip())
     found: list[tuple[int, int, str]] = []
+    shown = text  # the ellipses are looked for here: blanking a URL blanks its tail too
     for m in _URL.finditer(text):
         found.append((m.start(), 0, m.group().rstrip(_URL_TAIL)))
     text = _URL.sub(lambda m: " " * len(m.group()), text)
@@ -221,8 +222,8 @@ def claims(summary: str) -> Iterator[tuple[str, bool, bool]]:
         if len(key) < 2 or key in _STOP_WORDS:
             continue
         end = start + len(item)
-        open_left = text[max(start - 3, 0):start] == _ELLIPSIS
-        open_right = text[end:end + 3] == _ELLIPSIS or (start == last
+        open_left = shown[max(start - 3, 0):start] == _ELLIPSIS
+        open_right = shown[end:end + 3] == _ELLIPSIS or (start == last
                                                          and end >= end_of_text - 1)
         yield item, open_left, open_right
 
