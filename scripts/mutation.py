@@ -15,6 +15,7 @@ import importlib
 import json
 import os
 import random
+import re
 import select
 import shlex
 import shutil
@@ -107,7 +108,8 @@ class Mutant:
     original: str
     mutated: str
     status: str = "pending"  # killed, survived, timeout, error
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time of its runs
+    cpu: float = 0.0  # CPU time of its runs
     tests_run: int = 0  # tests that ran against it (to the first failure: pytest -x)
     killed_by: str = ""  # the first test that failed
     note: str = ""  # e.g. "no test runs this line"
@@ -651,6 +653,7 @@ class _Run:
     key: tuple[str, str] | None = None  # a verification's (module, test)
     extra: tuple[str, ...] = ()
     seconds_before: float = 0.0  # earlier runs of the same mutant
+    cpu_before: float = 0.0
     ran_before: int = 0
     later: list[list[str]] | None = None  # the stages still to run if this one passes
 
@@ -659,6 +662,7 @@ class _Run:
 class _Outcome:
     code: int | None  # pytest's exit code; None: timed out
     seconds: float
+    cpu: float = 0.0
     failed: str = ""  # the first failing test, "collect:<node>" or "" (none known)
     ran: int = 0
     found: int = 0
@@ -783,7 +787,9 @@ class Server:
 
     def start(self, worker: _Worker, run: _Run) -> None:
         worker.put(run.module, run.source)
+        # (pytest warns that the preloaded plugins' modules cannot be rewritten: noise)
         base = ["-x", "-q", "--tb=short", "-p", "no:cacheprovider", "-o", "addopts=",
+                "-W", "ignore::pytest.PytestAssertRewriteWarning",
                 *self.pytest_args, *run.extra]
         if run.by_id:
             # pytest is given each test's function (a parametrized test's every case is
@@ -803,15 +809,18 @@ class Server:
         worker.pid, worker.run, worker.started = pid, run, time.monotonic()
         worker.pidfd = os.pidfd_open(pid)
 
-    def _reap(self, worker: _Worker, kill: bool) -> int | None:
+    def _reap(self, worker: _Worker, kill: bool) -> tuple[int | None, float]:
         # The child is a zombie or alive: its process group id cannot have been reused,
         # so killing the group (what its tests left running, or all of it) is safe.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(worker.pid, signal.SIGKILL)
-        _, status = os.waitpid(worker.pid, 0)
+        _, status, usage = os.wait4(worker.pid, 0)
         os.close(worker.pidfd)
         worker.pid, worker.pidfd = 0, -1
-        return None if kill else os.waitstatus_to_exitcode(status)
+        # CPU seconds of the child and the processes it waited for: less at the mercy of
+        # the machine's load than the wall time.
+        cpu = usage.ru_utime + usage.ru_stime
+        return (None if kill else os.waitstatus_to_exitcode(status)), cpu
 
     def wait(self) -> list[tuple[_Worker, _Run, _Outcome]]:
         """Block until at least one run ends (or times out); its outcome."""
@@ -827,12 +836,12 @@ class Server:
             assert run is not None
             seconds = time.monotonic() - worker.started
             if worker.pidfd in ready:
-                code = self._reap(worker, kill=False)
+                code, cpu = self._reap(worker, kill=False)
             elif seconds >= run.limit:
-                code = self._reap(worker, kill=True)
+                code, cpu = self._reap(worker, kill=True)
             else:
                 continue
-            outcome = _Outcome(code, seconds)
+            outcome = _Outcome(code, seconds, cpu=cpu)
             if worker.result.exists():
                 data = json.loads(worker.result.read_text(encoding="utf-8"))
                 outcome.failed, outcome.ran = data["failed"], data["ran"]
@@ -848,11 +857,14 @@ class Server:
         return done
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def _tail(path: Path, lines: int = 30) -> str:
+    """The end of a child's output, without pytest's warnings summary."""
     try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+    text = re.sub(r"=+ warnings summary =+\n.*?(?=^=+ )", "", text, flags=re.S | re.M)
+    return "\n".join(text.splitlines()[-lines:])
 
 
 # -- scheduling: mutants, the checks that their killing tests pass without them ------------
@@ -929,6 +941,7 @@ class Campaign:
         assert mutant is not None
         mutant.status = status
         mutant.seconds = round(run.seconds_before + outcome.seconds, 2)
+        mutant.cpu = round(run.cpu_before + outcome.cpu, 2)
         mutant.tests_run = run.ran_before + outcome.ran
         mutant.killed_by = outcome.failed if status == "killed" else ""
         mutant.note = note
@@ -945,6 +958,7 @@ class Campaign:
             run.tests = run.later.pop(0)  # the next stage
             run.limit = self.limit(run.tests)
             run.seconds_before += outcome.seconds
+            run.cpu_before += outcome.cpu
             run.ran_before += outcome.ran
             self.queue.appendleft(run)
         elif outcome.code == 0:
@@ -995,6 +1009,7 @@ class Campaign:
             self.finish(run, outcome, "error", note="its tests fail on the unmutated module")
         else:
             run.seconds_before += outcome.seconds
+            run.cpu_before += outcome.cpu
             self.queue.appendleft(run)  # again, without the test (left out in `go`)
 
     def _baseline_done(self, run: _Run, outcome: _Outcome) -> None:
@@ -1080,6 +1095,7 @@ class Results:
         rec = {"module": mutant.module, "index": mutant.index, "line": mutant.line,
                "operator": mutant.operator, "original": mutant.original,
                "mutated": mutant.mutated, "status": mutant.status, "seconds": mutant.seconds,
+               "cpu": mutant.cpu,
                "tests_run": mutant.tests_run, "killed_by": mutant.killed_by,
                "note": mutant.note, "source_hash": digest, "selection": selection,
                "inputs": inputs, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -1142,6 +1158,7 @@ def summarize(module: str, results: list[Mutant], total: int, equivalent: dict[s
         "errors": sum(m.status == "error" for m in results),
         "score_non_equivalent": round(killed / non_eq if non_eq else 1.0, 4),
         "seconds": round(sum(m.seconds for m in results), 1),
+        "cpu_seconds": round(sum(m.cpu for m in results), 1),
         "survivors": [{**asdict(m), "where": m.where, "equivalent": equivalent.get(m.key)}
                       for m in survivors],
         "errored": [{**asdict(m), "where": m.where}
@@ -1238,8 +1255,8 @@ def main(argv: list[str] | None = None) -> int:
             if rec is None:
                 to_run.append((mutant, site))
                 continue
-            for name in ("status", "seconds", "tests_run", "killed_by", "note"):
-                setattr(mutant, name, rec[name])
+            for name in ("status", "seconds", "cpu", "tests_run", "killed_by", "note"):
+                setattr(mutant, name, rec.get(name, 0.0))
             finished[module].append(mutant)
     reused = sum(map(len, finished.values()))
     print(f"{sum(len(p[0]) for p in plan.values())} mutants in {len(modules)} modules: "
