@@ -113,6 +113,8 @@ class Mutant:
     tests_run: int = 0  # tests that ran against it (to the first failure: pytest -x)
     killed_by: str = ""  # the first test that failed
     note: str = ""  # e.g. "no test runs this line"
+    left_out: int = 0  # a survivor's covering tests not run: over the --budget
+    budget: float = 0.0  # the --budget it ran with (0: none)
 
     @property
     def where(self) -> str:
@@ -421,6 +423,18 @@ class CoverageMap:
             chosen |= info.tests | info.importers
         chosen -= self.failed
         return [self.tests[i] for i in sorted(chosen, key=lambda i: (self.durations[i], i))]
+
+    def within(self, tests: list[str], budget: float) -> int:
+        """How many of ``tests`` (fastest first) fit in ``budget`` expected seconds: at
+        least one (a line only a slow test runs is still tested); all with no budget."""
+        if budget <= 0:
+            return len(tests)
+        where, spent = self._where(), 0.0
+        for n, test in enumerate(tests):
+            spent += self.durations[where[test]]
+            if spent > budget:
+                return max(n, 1)
+        return len(tests)
 
     def seconds_of(self, tests: list[str]) -> float:
         where = self._where()
@@ -903,7 +917,9 @@ class Campaign:
         if by_id:
             first, *later = stages(tests)
             self.queue.append(_Run("mutant", mutant.module, source, first, True,
-                                   self.limit(first), mutant, later=later))
+                                   self.limit(first), mutant, later=later,
+                                   seconds_before=mutant.seconds, cpu_before=mutant.cpu,
+                                   ran_before=mutant.tests_run))
             return
         run = _Run("mutant", mutant.module, source, tests, False, 0.0, mutant)
         if mutant.module not in self.held:  # a clean run of the files first
@@ -944,6 +960,11 @@ class Campaign:
         mutant.cpu = round(run.cpu_before + outcome.cpu, 2)
         mutant.tests_run = run.ran_before + outcome.ran
         mutant.killed_by = outcome.failed if status == "killed" else ""
+        if status != "survived":
+            mutant.left_out = 0
+        elif mutant.left_out and not note:
+            note = (f"{mutant.left_out} slower covering tests not run (--budget "
+                    f"{mutant.budget:g})")
         mutant.note = note
         self.record(mutant)
 
@@ -1082,20 +1103,25 @@ class Results:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.sink = path.open("a", encoding="utf-8")
 
-    def reusable(self, mutant: Mutant, digest: str, selection: str,
-                 inputs: str) -> dict[str, Any] | None:
+    def previous(self, mutant: Mutant, digest: str, selection: str, inputs: str,
+                 budget: float) -> tuple[dict[str, Any] | None, bool]:
+        """The mutant's last result that still holds, and whether it is final: False for
+        a survivor of a smaller --budget, whose slower tests are still to run."""
         rec = self.done.get((mutant.module, mutant.index, digest, selection))
         if rec is None or rec["status"] == "error":
-            return None
-        if rec["status"] in ("killed", "timeout") or rec["inputs"] == inputs:
-            return rec
-        return None
+            return None, False
+        if rec["status"] in ("killed", "timeout"):
+            return rec, True
+        if rec["inputs"] != inputs:
+            return None, False
+        cut = rec.get("left_out", 0) and (budget <= 0 or budget > rec.get("budget", 0))
+        return rec, not cut
 
     def write(self, mutant: Mutant, digest: str, selection: str, inputs: str) -> None:
         rec = {"module": mutant.module, "index": mutant.index, "line": mutant.line,
                "operator": mutant.operator, "original": mutant.original,
                "mutated": mutant.mutated, "status": mutant.status, "seconds": mutant.seconds,
-               "cpu": mutant.cpu,
+               "cpu": mutant.cpu, "left_out": mutant.left_out, "budget": mutant.budget,
                "tests_run": mutant.tests_run, "killed_by": mutant.killed_by,
                "note": mutant.note, "source_hash": digest, "selection": selection,
                "inputs": inputs, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -1155,6 +1181,7 @@ def summarize(module: str, results: list[Mutant], total: int, equivalent: dict[s
         "timeout": sum(m.status == "timeout" for m in results),
         "survived": len(survivors), "equivalent": len(eq),
         "no_test": sum(m.note == NO_TEST for m in survivors),
+        "over_budget": sum(m.left_out > 0 for m in survivors),
         "errors": sum(m.status == "error" for m in results),
         "score_non_equivalent": round(killed / non_eq if non_eq else 1.0, 4),
         "seconds": round(sum(m.seconds for m in results), 1),
@@ -1170,7 +1197,8 @@ def _print_module(module: str, r: dict[str, Any], results: list[Mutant],
                   equivalent: dict[str, str]) -> None:
     print(f"\n== {module}: killed {r['killed']}/{r['ran']} ({r['mutants']} mutants in the "
           f"module), survived {r['survived']} ({r['equivalent']} equivalent, {r['no_test']} "
-          f"run by no test), score {r['score_non_equivalent']:.1%} of non-equivalent, "
+          f"run by no test, {r['over_budget']} over the budget), score "
+          f"{r['score_non_equivalent']:.1%} of non-equivalent, "
           f"{r['seconds']:.0f} s of runs", flush=True)
     for m in results:
         if m.status in ("survived", "error"):
@@ -1197,6 +1225,12 @@ def main(argv: list[str] | None = None) -> int:
                         "targets: the module's hand-mapped test files (TARGETS), whole")
     parser.add_argument("--tests", nargs="+", help="run these test files, whole, for every "
                         "module instead (e.g. to measure an older test set)")
+    parser.add_argument("--budget", type=float, default=0.0,
+                        help="run a mutant's covering tests, fastest first, only while their "
+                        "expected seconds (measured under coverage) add up to this (at "
+                        "least one test); a survivor notes how many it left out, and a "
+                        "later run with a larger budget or none (0, the default) runs just "
+                        "those")
     parser.add_argument("--jobs", type=int, default=1,
                         help="mutants run at once, each in its own copy of the project")
     parser.add_argument("--timeout", type=float, default=120.0,
@@ -1251,12 +1285,15 @@ def main(argv: list[str] | None = None) -> int:
         selection = f"files:{','.join(tests)}" if by_files else "coverage"
         plan[module] = (chosen, total, selection)
         for mutant, site in chosen:
-            rec = results.reusable(mutant, source_hash(sources[module]), selection, inputs)
-            if rec is None:
+            rec, final = results.previous(mutant, source_hash(sources[module]), selection,
+                                          inputs, 0.0 if by_files else args.budget)
+            if rec is not None:
+                for name in ("status", "seconds", "cpu", "tests_run", "killed_by", "note",
+                             "left_out", "budget"):
+                    setattr(mutant, name, rec.get(name, type(getattr(mutant, name))()))
+            if not final:
                 to_run.append((mutant, site))
                 continue
-            for name in ("status", "seconds", "cpu", "tests_run", "killed_by", "note"):
-                setattr(mutant, name, rec.get(name, 0.0))
             finished[module].append(mutant)
     reused = sum(map(len, finished.values()))
     print(f"{sum(len(p[0]) for p in plan.values())} mutants in {len(modules)} modules: "
@@ -1307,11 +1344,19 @@ def main(argv: list[str] | None = None) -> int:
                                                              .split(",")), False)
                     continue
                 tests = cmap.select(mutant.module, site)
-                if tests:
-                    campaign.add_mutant(mutant, source, tests, True)
-                else:
+                if not tests:
                     mutant.status, mutant.note = "survived", NO_TEST
                     record(mutant)
+                    continue
+                # a survivor of a smaller budget runs the tests beyond it only
+                start = (cmap.within(tests, mutant.budget) if mutant.status == "survived"
+                         else 0)
+                end = cmap.within(tests, args.budget)
+                mutant.budget, mutant.left_out = args.budget, len(tests) - end
+                if end <= start:
+                    record(mutant)
+                else:
+                    campaign.add_mutant(mutant, source, tests[start:end], True)
             campaign.go()
         finally:
             server.close()
@@ -1327,13 +1372,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print_table(report: dict[str, dict[str, Any]]) -> None:
-    print("\nmodule                          killed/ran   no test  equivalent  score(non-eq)")
+    print("\nmodule                          killed/ran   no test  over budget  equivalent  "
+          "score(non-eq)")
     for module, r in report.items():
         print(f"{module:31} {r['killed']:>5}/{r['ran']:<5} {r['no_test']:>8} "
-              f"{r['equivalent']:>11}  {r['score_non_equivalent']:.1%}")
+              f"{r['over_budget']:>12} {r['equivalent']:>11}  {r['score_non_equivalent']:.1%}")
     low = [m for m, r in report.items() if r["score_non_equivalent"] < 0.9]
     if low:
         print(f"\nunder 90% of non-equivalent mutants killed: {', '.join(low)}")
+    cpu = sum(r["cpu_seconds"] for r in report.values())
+    print(f"\n{sum(r['ran'] for r in report.values())} mutants, {cpu / 3600:.2f} CPU-hours "
+          "of runs (reused results included)")
 
 
 def _describe_map(cmap: CoverageMap, modules: list[str], sources: dict[str, str]) -> int:
