@@ -748,6 +748,8 @@ def _child(worker: _Worker, args: list[str], wanted: list[str] | None) -> NoRetu
     code = 70
     try:
         os.setpgid(0, 0)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         fd = os.open(worker.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
@@ -1273,6 +1275,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.map_only:
         return _describe_map(load_or_build_map(args.rebuild_map), modules, sources)
 
+    # Stopped (Ctrl-C, or `kill` of a run in the background, where the shell leaves SIGINT
+    # ignored): the children and the copies go, the results written so far stay.
+    signal.signal(signal.SIGTERM, _interrupt)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return _run(args, modules, sources, by_files)
+    except KeyboardInterrupt:
+        print(f"\nstopped; the results so far are in {args.results}: the same command "
+              "goes on from there", flush=True)
+        return 130
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _run(args: argparse.Namespace, modules: list[str], sources: dict[str, str],
+         by_files: bool) -> int:
     equivalent = load_equivalent(args.equivalent)
     inputs = inputs_hash()
     results = Results(args.results, args.fresh)
