@@ -1,7 +1,82 @@
 #!/usr/bin/env python3
 """Mutation testing of every module of the core and the edges (issues 20 and 26).
 
-DOCSTRING_PLACEHOLDER
+One small bug at a time: each mutant changes one site of one module, in a private copy of
+the project, and the tests that run that site run against it (``pytest -x``, a per-mutant
+timeout). A mutant is *killed* when a test fails (a test that also fails on the unmutated
+module says nothing: see below), *survived* when they all pass, *timeout* when they run
+past the limit (counted as killed, as mutmut does).
+
+Which tests (the coverage map). The in-process tests (the quick tier, ``pytest -m quick``)
+run once under coverage with a context per test (pytest-cov's ``--cov-context=test``):
+which tests run each line of the package, and how long each test takes. The map is kept
+in ``.mutation-cache/coverage-map.json`` and built again when the package, the tests or
+their data change (7-8 minutes on two shared cores). A mutant runs the tests that run its
+lines (the mutated node's span and its statement's first line), fastest first. A site that
+runs when its module is imported (module constants, class bodies and decorators, default
+arguments, a function called at import) runs every test that runs a line of the module
+or whose file imports it (itself or through a helper of tests/): a test can use a frozen
+dataclass without running a line of its module. A mutant on a line no in-process test runs
+is *survived* with the note "no test runs this line": the place for a new test (code only
+processes started by tests reach, the sharded and Ray engines or the llama.cpp server,
+is there too). ``--select targets`` runs the hand-mapped test files of `TARGETS`, and
+``--tests`` the given files, whole, after one clean run of them per module (the way of
+issue 20's figures).
+
+How (the fork server). The parent imports pytest, hypothesis and the third-party modules
+the tests use (transformers, tokenizers, pyarrow, datasets, aiohttp, ...: the list the
+map's run recorded) once, never the package or the tests, with bytecode writing off and
+no ``__pycache__`` in the copies (a mutant written within the same second with the same
+size must never meet a stale .pyc). For each run it writes the module into a worker's
+copy and forks a child: ``pytest.main`` on the selected tests with that copy first on
+sys.path (hypothesis derandomized, no deadline, no database: a result does not depend on
+the machine's load). On timeout the child's process group is killed. The tests run in
+stages, each a child of its own: the fastest of the first two test files, then of the next
+eight, then the rest (a child pays 0.1-0.7 s to collect each file it is given). The first
+failing test is run once more on the unmutated module (once per module and test); one that
+fails there too (a flaky test, or one not at home in the fork server) is left out of that
+module's selections and reported, and the mutant runs again without it. ``--jobs N``
+runs N mutants at once, each worker in its own copy.
+
+``--budget S``: a mutant's tests run, fastest first, only while their expected seconds
+(measured under coverage) add up to S (at least one test). A survivor then says how many
+covering tests it left out; a later run with a larger budget, or none, runs only those.
+In samples of every module, 20 s changed no result but the survivors' cost: the kills
+come from fast tests, and a survivor pays for every test that runs its line (up to 5
+minutes where the end-to-end tests run it).
+
+Results. Each finished mutant is appended as a JSON line to ``--results``
+(``.mutation-cache/results.jsonl``: module, index, line, operator, text, status, wall and
+CPU seconds, tests run, the killing test, a note), and a run skips the mutants already
+there: a killed one while its module's text is unchanged, a survivor while nothing the
+map depends on changed (a new test may kill it). Stopped (Ctrl-C, ``kill``), the same
+command goes on from where it was. ``scripts/mutation_equivalent.json`` names the
+surviving mutants that no test can tell apart, with the reason.
+
+Operators (AST, one site each):
+  compare   ``<``↔``<=``, ``>``↔``>=``, ``==``↔``!=``, ``is``↔``is not``, ``in``↔``not in``
+  arith     ``+``↔``-``, ``*``↔``/`` (also in ``+=``/``-=``)
+  const     an integer constant ``n`` → ``n + 1``
+  bool      ``and``↔``or``, ``True``↔``False``
+  not       ``not x`` → ``x``
+  return    ``return x`` → ``return None``
+  delete    a statement of a function body → ``pass``
+
+Not mutated: docstrings, string constants, annotations, ``assert`` statements, imports,
+``if TYPE_CHECKING`` blocks (changing them proves nothing about the tests).
+
+Usage::
+
+    .venv/bin/python scripts/mutation.py --map-only                # build the map; per module
+    .venv/bin/python scripts/mutation.py core/plan.py --list       # the mutants, not run
+    .venv/bin/python scripts/mutation.py core/plan.py app/gates.py # some modules, every mutant
+    .venv/bin/python scripts/mutation.py --sample 3 --seed 1       # 3 mutants of every module
+    nice -n 19 .venv/bin/python scripts/mutation.py --budget 20 --jobs 2 --json pass1.json
+    nice -n 19 .venv/bin/python scripts/mutation.py --jobs 2 --json pass2.json  # the rest
+    .venv/bin/python scripts/mutation.py core/plan.py --select targets  # the mapped files
+
+The whole pass (11,319 mutants in 81 modules): COST_PLACEHOLDER
+(BENCHMARKS.md, "Mutation score"). Not in CI. Needs the dev extra (pytest-cov, coverage).
 """
 
 from __future__ import annotations
@@ -42,7 +117,7 @@ CACHE = ROOT / ".mutation-cache"
 # The in-process tests: the ones the coverage map is built from (tests/conftest.py sorts
 # every test that starts no process, Ray, llama.cpp or browser into `quick`).
 MAP_MARKER = "quick"
-MAP_FORMAT = 2  # bump when the map's content or the way it is built changes
+MAP_FORMAT = 3  # bump when the map's content or the way it is built changes
 # What the map's key hashes: a change to any of these rebuilds the map.
 MAP_INPUTS = (PACKAGE, "tests", "data_samples", "configs", "pyproject.toml")
 
@@ -462,14 +537,15 @@ def _own_paths() -> set[str]:
 
 
 def _third_party_modules(*roots: Path) -> list[str]:
-    """The modules imported now that are not the project's, its tests' or this script's."""
+    """The modules imported now that are not the project's, its tests' or this script's
+    (the virtual environment may well sit inside the project)."""
+    own = tuple(str(root / name) for root in roots for name in (PACKAGE, "tests", "scripts"))
     names = []
     for name, module in list(sys.modules.items()):
         top = name.split(".")[0]
         if module is None or top in (PACKAGE, "tests", "conftest", "__main__", "__mp_main__"):
             continue
-        where = str(getattr(module, "__file__", None) or "")
-        if where and any(where.startswith(str(root)) for root in roots):
+        if str(getattr(module, "__file__", None) or "").startswith(own):
             continue
         names.append(name)
     return sorted(names)
