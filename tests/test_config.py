@@ -94,3 +94,20 @@ def test_run_settings_name_the_model_that_runs():
     # What `report` reads back.
     settings = CompressionConfig(summarizer="extractive").run_settings()
     assert CompressionConfig.from_dict(settings).summarizer == "extractive"
+
+
+@pytest.mark.parametrize("values", [["target_max_tokens", 9000], "9000", 9000])
+def test_a_section_that_is_not_a_mapping_is_named(values):
+    with pytest.raises(ConfigError) as info:
+        CompressionConfig.from_dict({"compression": values}, source="my.yaml")
+    assert str(info.value) == "my.yaml: section 'compression' must be a mapping"
+
+
+def test_secret_values_survive_a_url_that_cannot_be_split():
+    # An unclosed IPv6 bracket makes urlsplit raise; the scrub list is still built (the
+    # key variable's value) and the bad URL adds nothing.
+    config = CompressionConfig.from_dict({"summarization": {
+        "base_url": "http://[::1:8080/v1", "api_key_env": "MY_KEY"}})
+    assert config.secret_values({"MY_KEY": "sk-123"}) == ["sk-123"]
+    good = config.replace(base_url="http://me:p%40ss@host/v1")
+    assert good.secret_values({"MY_KEY": "sk-123"}) == ["sk-123", "p%40ss", "p@ss"]

@@ -148,3 +148,43 @@ def test_work_failing_as_the_caller_is_cancelled_leaves_no_unretrieved_exception
 
     asyncio.run(main())
     assert reports == []
+
+
+def test_a_run_started_while_paused_waits_for_the_resume_then_times_out():
+    # Work queued before it starts: `run` begins with the clock stopped, sleeps until the
+    # resume wakes it, then enforces the budget from there.
+    clock = FakeClock()
+
+    async def work(d: Deadline):
+        await asyncio.sleep(0.05)
+        clock.now += 30  # still queued: not counted
+        d.resume()
+        clock.now += 0.25  # counted: past the 0.2 s budget
+        await asyncio.Event().wait()
+
+    async def main():
+        d = Deadline(0.2, clock)
+        d.pause()
+        with pytest.raises(asyncio.TimeoutError):
+            await guarded(d.run(work(d)), limit=10)
+        return d.remaining()
+
+    assert asyncio.run(main()) == pytest.approx(-0.05)
+
+
+def test_work_done_while_paused_leaves_no_task_behind():
+    clock = FakeClock()
+
+    async def work():
+        clock.now += 30
+        return "done"
+
+    async def main():
+        d = Deadline(0.2, clock)
+        d.pause()
+        result = await guarded(d.run(work()), limit=10)
+        await asyncio.sleep(0)  # let a cancelled waiter finish
+        return result, asyncio.all_tasks() - {asyncio.current_task()}, d.remaining()
+
+    result, left_over, remaining = asyncio.run(main())
+    assert result == "done" and left_over == set() and remaining == pytest.approx(0.2)

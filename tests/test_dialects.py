@@ -193,6 +193,19 @@ def test_bad_rows_name_the_field(dialect, row, field):
     assert field in info.value.reason
 
 
+# JSON's own names of its value types (RFC 8259 section 3), as a user reads them in a reject.
+@pytest.mark.parametrize("value, name", [(None, "null"), (True, "boolean"), (False, "boolean"),
+                                         (7, "number"), (2.5, "number"), ("x", "string"),
+                                         ({"a": 1}, "object")])
+def test_a_wrong_messages_value_is_named_by_its_json_type(value, name):
+    with pytest.raises(RowError) as info:
+        Messages().turns({"messages": value})
+    assert info.value.reason == f"'messages' is a JSON {name}, expected a list"
+    with pytest.raises(RowError) as info:
+        Messages().turns([value])
+    assert info.value.reason == "row is a JSON array, expected an object"
+
+
 def test_bad_rows_of_an_openai_file_are_rejected_with_their_line_and_the_run_goes_on(tmp_path):
     good = _rows(SAMPLES / "openai_messages.jsonl")[0]
     orphan = {"messages": [{"role": "user", "content": "q"},

@@ -386,7 +386,9 @@ def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect:
 
 async def _outcomes(compressor: TrajectoryCompressor, one: CountedRow, clock: WorkClock,
                     index: int) -> tuple[RowResult, RowResult]:
-    """`projection.outcomes`, with what compress would do of the row timed on ``clock``
+    """The row's result with the extractive summarizer (exact; ``compressor`` must hold
+    it) and with an LLM (`projection.projected`), with what compress would do of the row
+    timed on ``clock``
     (target ``index``): planning, and for a summarized row building and serializing it;
     the LLM projection, which compress does not make, is left out of the clock."""
     start = time.perf_counter()

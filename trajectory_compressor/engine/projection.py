@@ -41,20 +41,6 @@ class CountedRow:
         return sum(self.turn_tokens)
 
 
-async def outcomes(compressor: TrajectoryCompressor,
-                   counted: CountedRow) -> tuple[RowResult, RowResult]:
-    """The row's result with the extractive summarizer (exact; ``compressor`` must hold
-    it) and with an LLM (projected)."""
-    plan = compressor.plan(counted.turns, counted.turn_tokens, counted.dialect,
-                           counted.distilled)
-    if plan.action != "compress":
-        unchanged = compressor.unchanged(counted.row, counted.turns, plan, counted.dialect)
-        return unchanged, unchanged
-    exact = await compressor.compress_planned(counted.row, counted.turns, plan,
-                                              counted.dialect)
-    return exact, projected(compressor, counted, plan, exact.turns)
-
-
 async def outcome(compressor: TrajectoryCompressor, counted: CountedRow, *,
                   exact: bool, plan: Plan | None = None) -> RowResult:
     """The one result the configured summarizer stands for: ``exact`` (extractive, built
