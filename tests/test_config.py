@@ -111,3 +111,40 @@ def test_secret_values_survive_a_url_that_cannot_be_split():
     assert config.secret_values({"MY_KEY": "sk-123"}) == ["sk-123"]
     good = config.replace(base_url="http://me:p%40ss@host/v1")
     assert good.secret_values({"MY_KEY": "sk-123"}) == ["sk-123", "p%40ss", "p@ss"]
+
+
+# Each documented bound at its edge (the README's config table and the messages that state
+# the bound): the edge value loads, one step past it is refused with that message.
+BOUNDS = [
+    ("protected_turns", "last_n_turns", [0], [-1], "must be >= 0"),
+    ("summarization", "max_retries", [1], [0], "must be at least 1"),
+    ("summarization", "retry_delay", [0], [-0.01], "must be >= 0"),
+    ("summarization", "temperature", [0, 2], [-0.01, 2.01], "must be between 0 and 2"),
+    ("summarization", "breaker_failures", [1], [0], "must be >= 1"),
+    ("summarization", "breaker_cooldown", [0.01], [0], "must be positive"),
+    ("summarization", "min_fidelity", [0, 1], [-0.01, 1.01], "must be between 0 and 1"),
+    ("summarization", "max_invented", [0], [-1], "must be a whole number >= 0"),
+    ("summarization", "request_timeout", [0.01], [0], "must be positive"),
+    ("summarization", "max_input_tokens", [512], [511], "must be >= 512"),
+    ("summarization", "summary_tolerance", [1], [0.99], "must be >= 1"),
+    ("processing", "max_concurrent_requests", [1], [0], "must be >= 1"),
+    ("processing", "per_trajectory_timeout", [0.01], [0], "must be positive"),
+    ("processing", "batch_rows", [1], [0], "must be >= 1"),
+    ("processing", "window_rows", [1], [0], "must be >= 1"),
+    ("processing", "window_mb", [0.01], [0], "must be positive"),
+    ("processing", "checkpoint_rows", [1], [0], "must be >= 1"),
+    ("processing", "checkpoint_seconds", [0.01], [0], "must be positive"),
+    ("processing", "num_workers", [1], [0], "must be >= 1"),
+    ("processing", "ray_actors", [1], [0], "must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("section, key, good, bad, said", BOUNDS,
+                         ids=[f"{s}.{k}" for s, k, *_ in BOUNDS])
+def test_each_bound_holds_at_its_edge(section, key, good, bad, said):
+    for value in good:
+        CompressionConfig.from_dict({section: {key: value}})
+    for value in bad:
+        with pytest.raises(ConfigError) as info:
+            CompressionConfig.from_dict({section: {key: value}})
+        assert f"{section}.{key} {said}" in str(info.value), (value, str(info.value))
