@@ -288,3 +288,13 @@ def test_a_turns_saving_is_shared_by_characters_removed():
     assert _shares(7, [1, 1, 1]) == [3, 2, 2]
     assert _shares(0, [5, 5]) == [0, 0]
     assert _shares(4, [0, 0]) == [4, 0]
+
+
+def test_a_fold_must_save_at_least_one_character():
+    # Three identical lines fold to first, marker, last: the marker replaces the middle
+    # line and its line break. Equal lengths save nothing, so the lines stay.
+    marker = "[… 1 identical lines …]"
+    same = "a" * (len(marker) - 1)  # the middle line + its "\n" is as long as the marker
+    assert repeats("\n".join([same] * 3)) == "\n".join([same] * 3)
+    longer = "a" * len(marker)  # one character more: folding saves one
+    assert repeats("\n".join([longer] * 3)) == f"{longer}\n{marker}\n{longer}"
