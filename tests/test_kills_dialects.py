@@ -229,6 +229,11 @@ def test_the_summary_content_takes_the_row_s_own_spelling():
     # No message with text content to copy the spelling from: a plain string.
     bare = _summary_row([{"role": "system", "content": None}, {"role": "user"}])
     assert bare["messages"][1]["content"] == "SUM"
+    # An image part says nothing of how text is spelled: the text part after it does.
+    mixed = _summary_row([{"role": "system", "content": [
+        {"type": "image_url", "image_url": {"url": "data:,"}},
+        {"type": "text", "value": "s"}]}, {"role": "user", "content": "old"}])
+    assert mixed["messages"][1]["content"] == [{"type": "text", "value": "SUM"}]
 
 
 def test_openai_regions_never_start_or_end_on_a_tool_message():
@@ -697,3 +702,26 @@ def test_assistant_text_without_calls_is_kept_exactly_and_text_after_calls_is_ke
     # Not exact (documented): text after the blocks moves before them, but is kept.
     assert message["content"].startswith("Text") and message["content"].endswith("After")
     assert len(message["tool_calls"]) == 1
+
+
+@pytest.mark.parametrize("before, after", [("Result:\n", "\n"), ("", "\n  \n"), ("\n", "")])
+def test_one_response_block_with_anything_around_it_is_the_whole_turn(before, after):
+    # One block with anything around it (text or white space) is not the canonical
+    # rendering: the tool message's content is the turn as read (SPEC §14), not the
+    # block cut out of it.
+    value = (f'{before}<tool_response>\n{{"name": "ls", "content": "a.txt"}}\n'
+             f'</tool_response>{after}')
+    messages = sharegpt_to_openai([{"from": "gpt", "value": CALL_LS},
+                                   {"from": "tool", "value": value}])
+    assert messages[1]["role"] == "tool" and messages[1]["name"] == "ls"
+    assert messages[1]["content"] == value
+    assert messages[1]["tool_call_id"] == messages[0]["tool_calls"][0]["id"]
+
+
+def test_calls_without_text_read_back_as_the_calls_alone():
+    # OpenAI: an assistant message that only calls tools has content null.
+    messages = sharegpt_to_openai([{"from": "gpt", "value": CALL_LS}])
+    assert messages[0]["content"] is None
+    assert openai_to_sharegpt(messages) == [{"from": "gpt", "value": CALL_LS}]
+    assert openai_to_sharegpt([{"role": "user", "content": None}]) == [
+        {"from": "human", "value": ""}]
