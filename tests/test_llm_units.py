@@ -74,6 +74,28 @@ def test_token_bucket_lets_a_big_request_through_then_waits_for_the_debt():
     assert bucket.ready(40.01)
 
 
+def test_token_bucket_refuses_a_rate_that_is_not_positive():
+    for rate in (0, -60):
+        with pytest.raises(ValueError, match="a rate limit must be positive"):
+            TokenBucket(per_minute=rate, now=0)
+    assert TokenBucket(per_minute=0.001, now=0).capacity == 1.0  # at least one request
+
+
+def test_token_bucket_keeps_time_from_any_start_and_never_holds_more_than_the_burst():
+    # Times from the caller's clock (a monotonic clock starts anywhere): 1/s, 10 s burst.
+    bucket = TokenBucket(per_minute=60, now=1000)
+    bucket.take(10, 1000)  # the whole burst: a balance of 0 admits nothing
+    assert not bucket.ready(1000)
+    assert bucket.ready_at(1000) == pytest.approx(1000.001)
+    # Half a second later the balance is 0.5: ready now, whoever asks first.
+    assert bucket.ready_at(1000.5) == 1000.5 and bucket.balance == pytest.approx(0.5)
+    # Twenty idle seconds refill only up to the burst: two debits of 5 empty it.
+    bucket.take(5, 1020.5)
+    bucket.take(5, 1020.5)
+    assert not bucket.ready(1020.5)
+    assert bucket.ready(1021) and bucket.balance == pytest.approx(0.5)
+
+
 def _endpoint(url="http://user:pw@host:8000/v1?x=1"):
     return Endpoint(EndpointConfig(url, "m"), api_key="sk-secret-key-123456789", now=0)
 
