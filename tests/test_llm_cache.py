@@ -95,3 +95,25 @@ def test_a_cache_filled_with_another_tokenizer_or_counting_mode_is_refused(tmp_p
     message = str(info.value)
     assert "counting turns" in message and "counting chat_template" in message
     assert "--cache-path" in message
+
+
+def test_summaries_are_committed_every_commit_every_puts(tmp_path):
+    # Durable in batches (README: a killed run keeps what the cache committed): another
+    # connection sees nothing until the batch is full, then the whole batch.
+    path = tmp_path / "c.sqlite"
+    cache = SummaryCache(path)
+
+    def committed() -> int:
+        with sqlite3.connect(path) as other:
+            return int(other.execute("SELECT COUNT(*) FROM summaries").fetchone()[0])
+
+    for i in range(COMMIT_EVERY - 1):
+        cache.put(f"k{i}", "m", f"summary {i}")
+    assert committed() == 0
+    cache.put("last", "m", "summary")
+    assert committed() == COMMIT_EVERY
+    cache.put("next", "m", "summary")
+    assert committed() == COMMIT_EVERY  # a new batch begins
+    assert cache.get_entry("nope") is None and (cache.hits, cache.misses) == (0, 1)
+    cache.close()
+    assert committed() == COMMIT_EVERY + 1
