@@ -234,3 +234,25 @@ def test_a_runaway_text_exactly_at_the_limit_is_kept():
     # token the whole is 40 tokens, exactly the limit of 20 x 2.
     text = "Abcdefghijklm. " + "y" * 705
     assert bound_summary(text, 20, 2.0, lambda t: len(t) // 18) == (text, False)
+
+
+@pytest.mark.parametrize("missing, invented, asks", [
+    (("src/a.py",), (), {"left out facts"}),
+    ((), ("4016 samples",), {"again, about as long, without them"}),
+    (("src/a.py",), ("4016 samples",), {"left out facts", "It also stated things"}),
+    ((), (), {"left out facts"}),  # nothing named: the plain repair
+])
+def test_a_repair_asks_for_what_went_wrong_and_only_that(missing, invented, asks):
+    # Issue 23 item 4: a summary that only invented gets the invented repair alone (no
+    # "left out facts" it did not leave out); one that also dropped facts gets both.
+    from trajectory_compressor.core.summary import Repair
+    from trajectory_compressor.summarizers.prompt import build_prompt
+
+    turns = [{"from": "tool", "value": "ran src/a.py: ok"}]
+    request = SummaryRequest(turns=turns, first_index=0, target_tokens=50,
+                             repair=Repair("It ran a script.", missing, invented))
+    user = build_prompt(request, 2000, None).messages[1]["content"]
+    said = {"left out facts", "again, about as long, without them", "It also stated things"}
+    assert {phrase for phrase in said if phrase in user} == asks
+    for item in (*missing, *invented):
+        assert f"- {item}" in user
