@@ -224,7 +224,7 @@ def claims(summary: str) -> Iterator[tuple[str, bool, bool]]:
         end = start + len(item)
         open_left = shown[max(start - 3, 0):start] == _ELLIPSIS
         open_right = shown[end:end + 3] == _ELLIPSIS or (start == last
-                                                         and end >= end_of_text - 1)
+                                                          and end >= end_of_text - 1)
         yield item, open_left, open_right
 
 

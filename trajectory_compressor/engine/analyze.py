@@ -388,9 +388,9 @@ async def _outcomes(compressor: TrajectoryCompressor, one: CountedRow, clock: Wo
                     index: int) -> tuple[RowResult, RowResult]:
     """The row's result with the extractive summarizer (exact; ``compressor`` must hold
     it) and with an LLM (`projection.projected`), with what compress would do of the row
-    timed on ``clock``
-    (target ``index``): planning, and for a summarized row building and serializing it;
-    the LLM projection, which compress does not make, is left out of the clock."""
+    timed on ``clock`` (target ``index``): planning, and for a summarized row building
+    and serializing it; the LLM projection, which compress does not make, is left out of
+    the clock."""
     start = time.perf_counter()
     plan = compressor.plan(one.turns, one.turn_tokens, one.dialect, one.distilled)
     if plan.action != "compress":
