@@ -64,6 +64,9 @@ def rows_of(tmp_path: Path, content: bytes | str, name: str = "a.json") -> int |
     # goes on at the next line.
     ('[1]\n{"a": [1,\n{"b": 2}\n', 3),
     ('[1]\n{broken\n{"b": 2}\n', 3),
+    # Its braces balance only over the lines after it (a quote on a later line closes a
+    # string it opened): not one object either, so the same line rule.
+    ('[]{"row": [1,\n[]junk "[, {\n[{"x": null}]', 3),
     # A brace closing the array: malformed, the reader stops at its error record.
     ("[1, 2}, 3]", 2),
 ])

@@ -244,7 +244,8 @@ def input_rows(source: InputFile) -> int | None:
 
 def count_records(data: Any) -> int:
     """The records `_elements` yields for ``data``, taking the same steps (an object after
-    the array is taken to parse when its braces balance: that object is not parsed)."""
+    the array is parsed as the reader parses it: one that does not parse is a reject of
+    its line alone, and the count goes on at the next line)."""
     size = len(data)
     pos = _skip_bom(data, 0)
     if pos >= size:
@@ -266,6 +267,8 @@ def count_records(data: Any) -> int:
             continue
         records += 1
         end = _value_end(data, pos) if char == b"{" else -1
+        if end >= 0 and _parse(Location(""), bytes(data[pos:end])).error is not None:
+            end = -1  # braces that balance over the lines after it: not one object
         if end < 0:  # a line the reader rejects: it goes on at the next line
             end = data.find(b"\n", pos)
             end = size if end < 0 else end
