@@ -104,16 +104,11 @@ def _elements(data: Any, name: str, skip_rows: int) -> Iterator[Record]:
             pos = _skip_bom(data, pos)
             continue
         location = Location(name, row=index)
-        end = _value_end(data, pos) if char == b"{" else -1
-        record = _parse(location, bytes(data[pos:end])) if end >= 0 else None
+        end, record = _after_array(data, pos, location)
         if record is not None and record.error is None:  # an object after an array: a row
             if index >= skip_rows:
                 yield record
         elif char == b"{":
-            # Not one JSON object (unterminated, or its braces close over the lines after
-            # it): this line alone is the reject, and the next line is read, as in JSONL.
-            end = data.find(b"\n", pos)
-            end = size if end < 0 else end
             if index >= skip_rows:
                 why = ("is truncated or malformed (an unterminated string or object)"
                        if record is None else f"does not parse ({record.error})")
@@ -121,14 +116,28 @@ def _elements(data: Any, name: str, skip_rows: int) -> Iterator[Record]:
                     f"the JSON object at byte {pos}, after the array, {why}; its line is "
                     "a reject and reading goes on at the next"))
         else:
-            end = data.find(b"\n", pos)
-            end = size if end < 0 else end
             if index >= skip_rows:
                 yield Record(location, raw=bytes(data[pos:min(end, pos + 200)]), error=(
                     f"unexpected content at byte {pos}, after the JSON array: neither "
                     "another array nor a JSON object"))
         index += 1
         pos = _skip_space(data, end)
+
+
+def _after_array(data: Any, pos: int, location: Location) -> tuple[int, Record | None]:
+    """What starts at ``pos`` after an array: ``(end, record)``. An object that parses is
+    a row (``end`` after it); anything else is its line alone (``end`` at the line's end,
+    as in JSONL), with the object's parse error when its braces balanced (over the lines
+    after it, say), else None."""
+    record = None
+    if data[pos:pos + 1] == b"{":
+        end = _value_end(data, pos)
+        if end >= 0:
+            record = _parse(location, bytes(data[pos:end]))
+            if record.error is None:
+                return end, record
+    end = data.find(b"\n", pos)
+    return (len(data) if end < 0 else end), record
 
 
 def _parse(location: Location, raw: bytes) -> Record:
@@ -266,12 +275,7 @@ def count_records(data: Any) -> int:
             pos = _skip_bom(data, pos)
             continue
         records += 1
-        end = _value_end(data, pos) if char == b"{" else -1
-        if end >= 0 and _parse(Location(""), bytes(data[pos:end])).error is not None:
-            end = -1  # braces that balance over the lines after it: not one object
-        if end < 0:  # a line the reader rejects: it goes on at the next line
-            end = data.find(b"\n", pos)
-            end = size if end < 0 else end
+        end, _ = _after_array(data, pos, Location(""))
         pos = _skip_space(data, end)
     return records
 
