@@ -29,8 +29,10 @@ from tests.template_tokenizer import CHATML, DEEPSEEK, make_tokenizer_dir
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.errors import TokenizerError
 from trajectory_compressor.counting.identity import tokenizer_identity
-from trajectory_compressor.counting.pieces import pieces, safe_cut
+from trajectory_compressor.counting.pieces import pieces, pieces_add_up, safe_cut
 from trajectory_compressor.counting.template import (
+    ENCODE_CHARS,
+    PIECES_PER_CALL,
     SPECIAL_MARGIN,
     TemplateCounter,
     _header_start,
@@ -402,3 +404,24 @@ def test_piece_starts_read_the_pieces_once_when_positions_go_forward() -> None:
     assert len(reads) == 1
     assert starts.before(2) == 1  # going back starts the reading over
     assert len(reads) == 2
+
+
+def test_a_rendering_no_longer_than_encode_chars_is_encoded_whole() -> None:
+    # Only a rendering longer than ENCODE_CHARS goes in pieces; a shorter one is encoded
+    # whole, so its count is exact even where a cut would not be. This tokenizer counts
+    # one token per character, but one for "q j": the probe's cuts add up (the probe has
+    # no "q j"), while the word cut "q| j" of the text below would count 2 more.
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.WordLevel({"[UNK]": 0, "q j": 1}, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Split(Regex(r"q j|[\s\S]"), behavior="isolated")
+    assert pieces_add_up(lambda texts: [len(e) for e in raw.encode_batch(texts)])
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw)
+    tok.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    # Longer than a piece (ENCODE_CHARS / PIECES_PER_CALL), not than ENCODE_CHARS; its
+    # only safe cut is "q| j", within reach of the first piece's aim.
+    text = "a" * 262_000 + "q j" + "a" * 1_000
+    assert ENCODE_CHARS // PIECES_PER_CALL < len(text) <= ENCODE_CHARS
+    counter = TemplateCounter(tok)
+    assert counter.count_total([{"role": "user", "content": text}]) == len(text) - 2
