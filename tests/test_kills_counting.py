@@ -18,6 +18,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import http.server
+import json
+import re
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,10 +45,27 @@ from trajectory_compressor.counting.template import (
     _Starts,
     chat_template_ids,
 )
-from trajectory_compressor.counting.tokens import TokenCounter, load_bundled_backend, load_tokenizer
+from trajectory_compressor.counting.tokens import (
+    TokenCounter,
+    bundled_tokenizer_dir,
+    load_bundled_backend,
+    load_tokenizer,
+)
 
 BOS = "<｜begin▁of▁sentence｜>"
 EOS = "<｜end▁of▁sentence｜>"
+
+
+def _copy_bundled(dest: Path, **config: Any) -> Path:
+    """A tokenizer folder: the bundled files, ``config`` merged into its tokenizer_config."""
+    dest.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(bundled_tokenizer_dir() / name, dest / name)
+    if config:
+        path = dest / "tokenizer_config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text(encoding="utf-8")), **config}),
+                        encoding="utf-8")
+    return dest
 
 
 # -- counting.pieces: where a long text is cut -------------------------------------------
@@ -128,6 +148,23 @@ def test_two_hub_names_have_different_file_hashes() -> None:
     assert len(a["files_sha256"]) == 16
 
 
+def test_a_tokenizer_folder_is_recorded_by_a_hash_of_its_files(tmp_path: Path) -> None:
+    # Copies of the same files hash alike wherever they are; another tokenizer_config.json
+    # (special tokens, a template) is another identity. The folder has no tokenizer.model.
+    def files_hash(folder: Path) -> str:
+        return str(tokenizer_identity(CompressionConfig(tokenizer_name=str(folder)))[
+            "files_sha256"])
+
+    one = _copy_bundled(tmp_path / "one")
+    two = _copy_bundled(tmp_path / "two")
+    other = _copy_bundled(tmp_path / "other", chat_template="{{ messages[0].content }}")
+    assert not (one / "tokenizer.model").exists()
+    assert files_hash(one) == files_hash(two)
+    assert files_hash(other) != files_hash(one)
+    assert files_hash(one) != tokenizer_identity(CompressionConfig(
+        tokenizer_name=str(tmp_path / "missing")))["files_sha256"]
+
+
 # -- counting.tokens ---------------------------------------------------------------------
 
 
@@ -188,6 +225,63 @@ def test_a_hub_name_is_never_looked_up_on_the_hub(hub: list[str]) -> None:
     with pytest.raises(TokenizerError, match="offline"):
         load_tokenizer("example-org/no-such-model")
     assert [seen for seen in hub if "no-such-model" in seen] == []
+
+
+def _load_error(*args: Any) -> str:
+    with pytest.raises(TokenizerError) as info:
+        load_tokenizer(*args)
+    return str(info.value)
+
+
+def test_a_folder_transformers_cannot_load_names_the_tokenizer_files_it_holds(
+        tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "tokenizer.json").write_text("{}", encoding="utf-8")
+    (broken / "tokenizer_config.json").write_text("{}", encoding="utf-8")
+    (broken / "README.md").write_text("not a tokenizer file", encoding="utf-8")
+    message = _load_error(str(broken))
+    assert f"the folder {broken} holds no tokenizer transformers can load " \
+           "(tokenizer.json, tokenizer_config.json; " in message
+    assert "README" not in message and "no tokenizer* file" not in message
+    assert "trust_remote_code" not in message
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "(no tokenizer* file; " in _load_error(str(empty))
+
+
+def test_a_tokenizer_file_given_for_its_folder_is_told_to_give_the_folder(
+        tmp_path: Path) -> None:
+    folder = _copy_bundled(tmp_path / "tok")
+    message = _load_error(str(folder / "tokenizer.json"))
+    assert f"{folder / 'tokenizer.json'} is a file; give the folder" in message
+    assert "holds no tokenizer" not in message and "neither a folder" not in message
+
+
+def test_custom_tokenizer_code_is_not_run_unless_trusted(tmp_path: Path) -> None:
+    # A folder whose config names custom code (auto_map): by default it is not run, and
+    # the error says how to allow it; TokenCounter.load defaults the same way.
+    folder = _copy_bundled(tmp_path / "remote", tokenizer_class="CustomTokenizer",
+                           auto_map={"AutoTokenizer": ["custom_tok.CustomTokenizer", None]})
+    advice = ", and tokenizer.trust_remote_code: true for its custom code;"
+    assert advice in _load_error(str(folder))
+    with pytest.raises(TokenizerError, match=re.escape(advice)):
+        TokenCounter.load(str(folder))
+    # Trusted, the code is looked for (and is missing): no advice to trust it.
+    assert "trust_remote_code" not in _load_error(str(folder), True)
+
+
+def test_counts_leave_out_the_special_tokens_a_tokenizer_adds(tmp_path: Path) -> None:
+    # "Counts tokens of texts without special tokens": a tokenizer set to add BOS to
+    # every encoding (add_bos_token) counts "hello world" as its two words.
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(_copy_bundled(tmp_path / "bos")),
+                                        local_files_only=True, add_bos_token=True)
+    assert tok("hello world")["input_ids"][0] == tok.bos_token_id
+    counter = TokenCounter(tok)
+    assert counter.count("hello world") == 2
+    assert counter.count_many(["hello world", "hello"]) == [2, 1]
 
 
 # -- counting.template -------------------------------------------------------------------
