@@ -21,7 +21,9 @@ import http.server
 import json
 import re
 import shutil
+import sys
 import threading
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,8 +37,10 @@ from trajectory_compressor.counting.identity import tokenizer_identity
 from trajectory_compressor.counting.pieces import pieces, pieces_add_up, safe_cut
 from trajectory_compressor.counting.template import (
     ENCODE_CHARS,
+    JINJA2_INSTALL,
     PIECES_PER_CALL,
     SPECIAL_MARGIN,
+    ChatTemplateError,
     TemplateCounter,
     _header_start,
     _PieceStarts,
@@ -44,6 +48,7 @@ from trajectory_compressor.counting.template import (
     _special_veto,
     _Starts,
     chat_template_ids,
+    require_jinja2,
 )
 from trajectory_compressor.counting.tokens import (
     TokenCounter,
@@ -519,3 +524,32 @@ def test_a_rendering_no_longer_than_encode_chars_is_encoded_whole() -> None:
     assert ENCODE_CHARS // PIECES_PER_CALL < len(text) <= ENCODE_CHARS
     counter = TemplateCounter(tok)
     assert counter.count_total([{"role": "user", "content": text}]) == len(text) - 2
+
+
+def test_chat_template_counting_without_jinja2_names_the_install_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A None entry in sys.modules makes `import jinja2` fail as if it were not installed.
+    monkeypatch.setitem(sys.modules, "jinja2", None)
+    with pytest.raises(ChatTemplateError) as info:
+        require_jinja2()
+    assert "jinja2 3.1 or later, which is not installed" in str(info.value)
+    assert JINJA2_INSTALL in str(info.value)
+
+
+@pytest.mark.parametrize(("version", "refused"), [
+    ("3.0.3", True), ("2.11.3", True), ("3.1.0", False), ("3.1", False), ("3.2.1", False),
+    ("4.0.0", False)])
+def test_a_jinja2_before_3_1_is_refused_with_its_version(
+        monkeypatch: pytest.MonkeyPatch, version: str, refused: bool) -> None:
+    # transformers refuses jinja2 before 3.1; the check says so once, naming the version.
+    # (An installed jinja2 of another version cannot be had in-process: a module object
+    # that carries only the version stands in for it.)
+    module = types.ModuleType("jinja2")
+    module.__version__ = version  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "jinja2", module)
+    if refused:
+        with pytest.raises(ChatTemplateError, match=f"which is version {re.escape(version)}; "
+                                                    f"install it: {re.escape(JINJA2_INSTALL)}"):
+            require_jinja2()
+    else:
+        require_jinja2()
