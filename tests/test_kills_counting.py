@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import http.server
+import itertools
 import json
 import re
 import shutil
@@ -113,6 +114,30 @@ def test_a_digit_next_to_a_non_ascii_character_is_no_cut() -> None:
     assert safe_cut("1\x80", 1) is False
     assert safe_cut("\x801", 1) is False
     assert safe_cut("1\x7f", 1) is True  # the last ASCII character
+
+
+def test_position_0_is_no_cut() -> None:
+    # A cut is *before* text[at] with something on each side: never at 0 (the last
+    # character would otherwise be read as the one before the first).
+    assert safe_cut("ab 1", 0) is False
+    assert safe_cut(" ab", 0) is False
+
+
+def test_the_rest_once_not_longer_than_a_piece_is_not_cut_again() -> None:
+    # size 6: the first cut is "abcdefg| abc" at 7; the 6 characters left are one piece,
+    # though "abc| d" would be a cut.
+    assert list(pieces("abcdefg abc d", 6)) == ["abcdefg", " abc d"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+@pytest.mark.parametrize("text", ["ab cd", "a b c d e f", "x1 y22 z333\nw", "abcdef gh ij"])
+def test_pieces_are_never_empty_and_join_to_the_text(text: str, size: int) -> None:
+    # Small sizes: each piece is cut past the previous one (a cut at the piece's own
+    # start would yield empty pieces forever; islice keeps that from hanging the test).
+    got = list(itertools.islice(pieces(text, size), len(text) + 1))
+    assert "".join(got) == text
+    assert all(got)
+    assert list(itertools.islice(pieces("ab cd", 1), 5)) == ["ab", " cd"]
 
 
 # -- counting.identity: what a run records about its tokenizer ---------------------------
