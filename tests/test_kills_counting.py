@@ -140,6 +140,14 @@ def test_pieces_are_never_empty_and_join_to_the_text(text: str, size: int) -> No
     assert list(itertools.islice(pieces("ab cd", 1), 5)) == ["ab", " cd"]
 
 
+def test_a_cut_the_veto_refuses_is_not_taken() -> None:
+    # "each cut a safe_cut that veto (if given) does not refuse": with 5 ("ab cd| ef")
+    # refused, the next cut, 8 ("ab cd ef| gh"), is taken; the others stay cuts.
+    text = "ab cd ef gh"
+    assert list(pieces(text, 4)) == ["ab cd", " ef", " gh"]
+    assert list(pieces(text, 4, lambda t, at: at == 5)) == ["ab cd ef", " gh"]
+
+
 # -- counting.identity: what a run records about its tokenizer ---------------------------
 
 
