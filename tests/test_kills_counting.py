@@ -148,6 +148,12 @@ def test_a_cut_the_veto_refuses_is_not_taken() -> None:
     assert list(pieces(text, 4, lambda t, at: at == 5)) == ["ab cd ef", " gh"]
 
 
+def test_the_search_back_stops_at_half_the_size() -> None:
+    # size 6: looking back from 6 to half the size (3, not included), nothing; "abc| d"
+    # at 3 would make a piece of half the size, so the search goes on to 8 instead.
+    assert list(pieces("abc defg hij", 6)) == ["abc defg", " hij"]
+
+
 # -- counting.identity: what a run records about its tokenizer ---------------------------
 
 
