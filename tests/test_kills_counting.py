@@ -51,6 +51,7 @@ from trajectory_compressor.counting.template import (
     chat_template_ids,
     require_jinja2,
 )
+from trajectory_compressor.counting.tokens import ENCODE_CHARS as TOKENS_ENCODE_CHARS
 from trajectory_compressor.counting.tokens import (
     TokenCounter,
     bundled_tokenizer_dir,
@@ -223,6 +224,36 @@ def test_memo_entries_counts_both_generations_of_the_memo() -> None:
     hits = counter.memo_hits
     counter.count_many(["alpha"])  # found in the old generation: nothing new
     assert counter.memo_entries == 4 and counter.memo_hits == hits + 1
+
+
+class _RecordingBackend:
+    """The bundled backend, recording the length of every text it is asked to encode."""
+
+    def __init__(self) -> None:
+        self.backend = load_bundled_backend()
+        self.lengths: list[int] = []
+
+    def encode_batch_fast(self, texts: list[str], add_special_tokens: bool) -> Any:
+        self.lengths += [len(t) for t in texts]
+        return self.backend.encode_batch_fast(texts, add_special_tokens=add_special_tokens)
+
+    encode_batch = encode_batch_fast
+
+
+def test_a_text_over_a_million_characters_is_encoded_in_pieces() -> None:
+    # README: "a text over a million characters is tokenized a piece at a time ... so the
+    # count is exact"; tokens.py: a text of ENCODE_CHARS, not longer, goes whole. "ab\n"
+    # is 2 tokens, and a cut after each line break is exact (`counting.pieces`).
+    record = _RecordingBackend()
+    counter = TokenCounter(backend=record)
+    lines = TOKENS_ENCODE_CHARS // 3 + 1
+    long = "ab\n" * lines  # 1,048,578 characters
+    exact = long[:TOKENS_ENCODE_CHARS]  # ... ab\na: one "a" past the last whole line
+    assert len(long) > 1_000_000 and len(long) > TOKENS_ENCODE_CHARS == len(exact)
+    assert counter.count_many([long, exact]) == [2 * lines, 2 * (lines - 1) + 1]
+    assert len(long) not in record.lengths
+    assert max(n for n in record.lengths if n != len(exact)) <= TOKENS_ENCODE_CHARS // 2
+    assert len(exact) in record.lengths
 
 
 class _HubRecorder(http.server.BaseHTTPRequestHandler):
