@@ -246,11 +246,12 @@ def test_a_text_over_a_million_characters_is_encoded_in_pieces() -> None:
     # is 2 tokens, and a cut after each line break is exact (`counting.pieces`).
     record = _RecordingBackend()
     counter = TokenCounter(backend=record)
-    lines = TOKENS_ENCODE_CHARS // 3 + 1
-    long = "ab\n" * lines  # 1,048,578 characters
-    exact = long[:TOKENS_ENCODE_CHARS]  # ... ab\na: one "a" past the last whole line
-    assert len(long) > 1_000_000 and len(long) > TOKENS_ENCODE_CHARS == len(exact)
-    assert counter.count_many([long, exact]) == [2 * lines, 2 * (lines - 1) + 1]
+    lines = 349_526
+    long = "ab\n" * lines  # 1,048,578 characters: over a million, and over 2 ** 20
+    whole = TOKENS_ENCODE_CHARS // 3
+    exact = "ab\n" * whole + "ab"[:TOKENS_ENCODE_CHARS - 3 * whole]  # ab\n ... ab\na
+    assert len(long) > 1_000_000 and len(long) > 2 ** 20 and len(exact) == TOKENS_ENCODE_CHARS
+    assert counter.count_many([long, exact]) == [2 * lines, 2 * whole + 1]
     assert len(long) not in record.lengths
     assert max(n for n in record.lengths if n != len(exact)) <= TOKENS_ENCODE_CHARS // 2
     assert len(exact) in record.lengths
