@@ -8,14 +8,24 @@ tokenizer's counts of the texts before and after.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import random
+import time
 
 import pytest
 
+from tests.fake_llm_server import FakeLLMServer
+from tests.fixtures_runs import generated_rows
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.errors import FatalSummaryError
+from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.counting.tokens import TokenCounter
+from trajectory_compressor.dialects import detect
+from trajectory_compressor.engine.compressor import TrajectoryCompressor
 from trajectory_compressor.engine.distill_preview import DistillPreview
 from trajectory_compressor.engine.options import RunOptions
-from trajectory_compressor.engine.probe import ProbeSample
+from trajectory_compressor.engine.probe import ProbeRow, ProbeSample, probe
 
 COLOURED = "\x1b[31mERROR\x1b[0m: disk /dev/sda1 full"
 PLAIN = "ERROR: disk /dev/sda1 full"  # `control`: the escape sequences removed
@@ -146,3 +156,76 @@ def test_a_probe_sample_never_keeps_a_row_twice(size):
     for i in range(100):
         sample.offer(i)  # type: ignore[arg-type]
     assert len(set(sample.rows)) == size
+
+
+# -- the probe's requests (`engine.probe.probe`), against the loopback fake server --------
+
+def probe_config(url: str, **more: object) -> CompressionConfig:
+    return CompressionConfig(summarizer="openai", target_max_tokens=600,
+                             summary_target_tokens=120, max_concurrent_requests=4,
+                             max_retries=1, retry_delay=0.0,
+                             **more).with_endpoint_flags([url], "m")  # type: ignore[arg-type]
+
+
+def rows_to_probe(config: CompressionConfig, counter: TokenCounter, n: int) -> list[ProbeRow]:
+    """The first ``n`` generated rows the planner would summarize, each with its plan."""
+    rows = generated_rows(1)
+    dialect = detect(rows, config)
+    planner = TrajectoryCompressor(config, summarizer=ExtractiveSummarizer(counter.count),
+                                   counter=counter)
+    out = []
+    for row in rows:
+        turns = dialect.turns(row)
+        plan = planner.plan(turns, None, dialect)
+        if plan.action == "compress":
+            out.append(ProbeRow(row, turns, plan, dialect))
+    assert len(out) >= n
+    return out[:n]
+
+
+def test_a_probe_neither_reads_nor_writes_the_summary_cache(tmp_path, counter):
+    """A cache configured for the run is left alone: the probe creates no cache file, and
+    a second probe of the same regions sends its requests again (a cache would answer)."""
+    cache = tmp_path / "cache" / "summaries.sqlite"
+    with FakeLLMServer().in_thread() as server:
+        config = probe_config(server.url, cache_enabled=True, cache_path=str(cache))
+        rows = rows_to_probe(config, counter, 2)
+        first = asyncio.run(probe(config, counter, rows))
+        second = asyncio.run(probe(config, counter, rows))
+        assert server.requests == 4
+    assert (first.rows, len(first.seconds), second.rows, len(second.seconds)) == (2, 2, 2, 2)
+    assert not first.failures and not second.failures
+    assert not cache.exists() and not cache.parent.exists()
+
+
+def test_a_rejected_request_stops_the_probes_other_requests(counter):
+    """The first request is refused (HTTP 401, a fatal error); the three others would
+    stall for 10 s. The probe raises the refusal at once, and the others are stopped and
+    done by then (none left pending on the loop)."""
+    with FakeLLMServer(script=["unauthorized"], faults={"stall": 1.0},
+                       stall_seconds=10).in_thread() as server:
+        config = probe_config(server.url)
+        rows = rows_to_probe(config, counter, 4)
+
+        async def run() -> tuple[BaseException, list[asyncio.Task], float]:
+            start = time.perf_counter()
+            try:
+                await probe(config, counter, rows)
+            except BaseException as exc:  # noqa: BLE001 - what it raises is the check
+                others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                return exc, others, time.perf_counter() - start
+            raise AssertionError("the probe did not raise")
+
+        error, pending, seconds = asyncio.run(run())
+        assert server.outcomes["unauthorized"] == 1
+    assert isinstance(error, FatalSummaryError) and "HTTP 401" in str(error)
+    assert pending == []
+    assert seconds < 5  # not the 10 s the stalled requests would take
+
+
+def test_a_probe_row_is_a_value(counter):
+    """Rows kept in the sample are handed to the probe as they were drawn."""
+    with FakeLLMServer().in_thread() as server:
+        (row,) = rows_to_probe(probe_config(server.url), counter, 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.plan = None  # type: ignore[misc]
