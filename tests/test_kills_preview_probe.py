@@ -211,7 +211,7 @@ def test_a_rejected_request_stops_the_probes_other_requests(counter):
             start = time.perf_counter()
             try:
                 await probe(config, counter, rows)
-            except BaseException as exc:  # noqa: BLE001 - what it raises is the check
+            except BaseException as exc:  # what it raises is the check
                 others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
                 return exc, others, time.perf_counter() - start
             raise AssertionError("the probe did not raise")
