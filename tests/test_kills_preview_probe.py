@@ -229,3 +229,14 @@ def test_a_probe_row_is_a_value(counter):
         (row,) = rows_to_probe(probe_config(server.url), counter, 1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.plan = None  # type: ignore[misc]
+
+
+def test_a_row_at_the_target_is_not_over_it(counter):
+    """Over means more than the target: a row of exactly the target's tokens is not
+    counted (and a distilled output cannot make it "no longer over")."""
+    preview = DistillPreview(TARGET)
+    preview.add([talk("human", "check"), tool(COLOURED)], TARGET, counter.count_many)
+    preview.add([talk("human", "check"), tool(COLOURED)], TARGET + 1, counter.count_many)
+    data = preview.to_dict()
+    assert data["rows_over"] == 1
+    assert data["safe"]["rows_no_longer_over"] == data["all"]["rows_no_longer_over"] == 1
