@@ -190,9 +190,13 @@ def test_a_probe_neither_reads_nor_writes_the_summary_cache(tmp_path, counter):
     with FakeLLMServer().in_thread() as server:
         config = probe_config(server.url, cache_enabled=True, cache_path=str(cache))
         rows = rows_to_probe(config, counter, 2)
+        start = time.perf_counter()
         first = asyncio.run(probe(config, counter, rows))
+        wall = time.perf_counter() - start
         second = asyncio.run(probe(config, counter, rows))
         assert server.requests == 4
+    # Starting the summarizer (an HTTP session here) is part of the probe's own time.
+    assert 0 <= first.startup_seconds <= wall
     assert (first.rows, len(first.seconds), second.rows, len(second.seconds)) == (2, 2, 2, 2)
     assert not first.failures and not second.failures
     assert not cache.exists() and not cache.parent.exists()
