@@ -159,3 +159,62 @@ def test_the_remedy_does_not_count_outputs_the_summary_already_took(tmp_path, co
     (elided,) = analyze(str(src), llm(over_limit_strategy="elide_tool_outputs"),
                         counter=counter).targets
     assert elided.llm.trajectories_still_over_limit == 1
+
+
+# -- counted with a chat template (`token_counting: chat_template`) -----------------------
+
+@pytest.fixture(scope="module")
+def template_compressors(tmp_path_factory, counter) -> tuple[TrajectoryCompressor, ...]:
+    """(keep, elide): the same settings, without and with the second pass (the template
+    is loaded once for the module: a few seconds each time)."""
+    from tests.template_tokenizer import CHATML
+
+    template = tmp_path_factory.mktemp("template") / "chatml.jinja"
+    template.write_text(CHATML, encoding="utf-8")
+    settings = {"target_max_tokens": 1500, "summary_target_tokens": 100,
+                "protect_last_n_turns": 2, "token_counting": "chat_template",
+                "chat_template": str(template)}
+    keep = compressor_for(counter, **settings)
+    return keep, keep.with_config(keep.config.replace(over_limit_strategy="elide_tool_outputs"))
+
+
+def template_counted(compressor: TrajectoryCompressor, sizes: list[int]) -> CountedRow:
+    data = row("r", "SHGTGTGTTG", sizes)
+    dialect = detect([data], compressor.config)
+    turns = dialect.turns(data)
+    (turn_tokens,) = compressor.rows.count([(dialect, data, turns)])
+    return CountedRow(data, turns, turn_tokens, dialect)
+
+
+def test_a_projections_second_pass_is_counted_by_the_turns_it_cut(template_compressors):
+    """With a chat template too, the projected row's tokens after the second pass are its
+    projected tokens before it minus what each elision cut (no summary text exists to
+    render the row with)."""
+    keep, elide = template_compressors
+    one = template_counted(keep, [10, 10, 10, 10, 310, 300, 20, 200, 1100, 20])
+    plan = elide.plan(one.turns, one.turn_tokens, one.dialect)
+    before = projected(keep, one, plan, one.turns).metrics
+    after = projected(elide, one, plan, one.turns).metrics
+    assert before.still_over_limit and after.elisions
+    cut = sum(e["tokens_before"] - e["tokens_after"] for e in after.elisions)
+    assert after.compressed_tokens == before.compressed_tokens - cut <= 1500
+    assert not after.still_over_limit
+
+
+def test_the_remedys_exact_second_pass_counts_the_summary_written(template_compressors):
+    """The exact check renders the row with the extractive summary `compress` writes. Here
+    the one output the second pass may cut (turn 7, 200 tokens) cannot give all that is
+    missing, though it could if the summary were not counted: the check says no, as the
+    run with the second pass does."""
+    keep, elide = template_compressors
+    one = template_counted(keep, [10, 10, 10, 10, 310, 300, 20, 200, 1220, 20])
+    plan = elide.plan(one.turns, one.turn_tokens, one.dialect)
+
+    async def both() -> tuple[RowResult, RowResult]:
+        async with keep:  # the two share the summarizer
+            return (await keep.compress_planned(one.row, one.turns, plan, one.dialect),
+                    await elide.compress_planned(one.row, one.turns, plan, one.dialect))
+
+    first, run_with_pass = asyncio.run(both())
+    assert first.metrics.still_over_limit and run_with_pass.metrics.still_over_limit
+    assert elision_fits(elide, one, plan, first, exact=True) is False
