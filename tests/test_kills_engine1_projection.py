@@ -218,3 +218,33 @@ def test_the_remedys_exact_second_pass_counts_the_summary_written(template_compr
     first, run_with_pass = asyncio.run(both())
     assert first.metrics.still_over_limit and run_with_pass.metrics.still_over_limit
     assert elision_fits(elide, one, plan, first, exact=True) is False
+
+
+def test_a_row_left_uncompressed_for_low_fidelity_can_still_be_elided(counter):
+    """``on_low_fidelity: uncompressed`` under a bar of 1.0: the region (turns 4-5, turn 5
+    a tool output of 25 failures with paths and line numbers) cannot be summarized in 100
+    tokens without losing some, so the row is written as it was, still over. Every tool
+    output of the middle is still there: the second pass cuts the 2,000-token one (turn 7),
+    as the run with it does."""
+    facts = "\n".join(f"FAIL /repo/src/module_{i}.py:{100 + i * 7} exit {i}" for i in range(25))
+    data = row("r", "SHGTGTGTTG", [10, 10, 10, 10, 300, 1, 20, 2000, 20, 20])
+    data["conversations"][5]["value"] = facts
+    keep = compressor_for(counter, target_max_tokens=1500, summary_target_tokens=100,
+                          protect_last_n_turns=2, min_fidelity=1.0,
+                          on_low_fidelity="uncompressed")
+    elide = keep.with_config(keep.config.replace(over_limit_strategy="elide_tool_outputs"))
+    one = counted(data, keep)
+    plan = keep.plan(one.turns, one.turn_tokens, one.dialect)
+    assert plan.region is not None and (plan.region.start, plan.region.end) == (4, 6)
+
+    async def both() -> tuple[RowResult, RowResult]:
+        async with keep:
+            return (await keep.compress_planned(one.row, one.turns, plan, one.dialect),
+                    await elide.compress_planned(one.row, one.turns, plan, one.dialect))
+
+    first, run_with_pass = asyncio.run(both())
+    assert first.metrics.low_fidelity and first.metrics.turns_compressed_start_idx == -1
+    assert first.metrics.still_over_limit and first.metrics.error is None
+    assert not run_with_pass.metrics.still_over_limit
+    assert [e["turn"] for e in run_with_pass.metrics.elisions] == [7]
+    assert elision_fits(elide, one, plan, first, exact=True) is True
