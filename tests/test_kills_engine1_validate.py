@@ -113,3 +113,23 @@ def test_the_counter_given_is_used_else_the_configs_tokenizer_is_loaded(tmp_path
     default = CompressionConfig(target_max_tokens=20, summary_target_tokens=10)
     assert list(validate_output(str(out), default, found)) == []  # the bundled tokenizer
     assert (found.rows, found.over_limit) == (1, 0)
+
+
+def test_a_row_the_template_cannot_render_is_one_problem(tmp_path, counter):
+    """A chat template that refuses tool messages (as some do): the row with a tool turn
+    is a problem that says why, the others are counted."""
+    template = tmp_path / "no_tools.jinja"
+    template.write_text("{% for m in messages %}{% if m.role == 'tool' %}"
+                        "{{ raise_exception('this template has no tool role') }}{% endif %}"
+                        "{{ m.role }}: {{ m.content }}\n{% endfor %}", encoding="utf-8")
+    out = write_jsonl(tmp_path / "out.jsonl", [
+        hermes("HG", "a", "b"),
+        hermes("HGTG", "do it", "<tool_call>x</tool_call>", "result", "done")])
+    config = CompressionConfig(target_max_tokens=1000, summary_target_tokens=10,
+                               token_counting="chat_template", chat_template=str(template))
+    found = Validation()
+    problems = list(validate_output(str(out), config, found, counter))
+    assert [p.location for p in problems] == [f"{out}:2"]
+    assert problems[0].message.startswith("cannot count the row: ")
+    assert "this template has no tool role" in problems[0].message
+    assert (found.rows, found.problems, found.over_limit) == (2, 1, 0)
