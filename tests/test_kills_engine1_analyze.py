@@ -1,6 +1,6 @@
 """`analyze`'s JSON (its distill preview, a probe with nothing to send, the counting gap),
-the remedies' second-pass check on a projection and the time estimate's JSON: on
-hand-made rows whose figures are worked out here.
+and the remedies' second-pass check on a projection: on hand-made rows whose figures
+are worked out here.
 
 Rows are made of "word" texts: ``words(n)`` is exactly ``n`` tokens with the bundled
 tokenizer, and the default counting (``turns``) sums the turns' counts.
@@ -14,7 +14,6 @@ from tests.fake_llm_server import FakeLLMServer
 from tests.fixtures_runs import row, words, write_jsonl
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.engine.analyze import CountingGap, analyze
-from trajectory_compressor.engine.estimate import Probe, TargetTime, TimeEstimate
 
 ESCAPED = "\x1b[1mok\x1b[0m"  # `control` (distill safe) strips the two escape sequences
 
@@ -97,19 +96,3 @@ def test_eliding_is_offered_for_a_projection_when_the_kept_middle_holds_the_bulk
     elide = analyze(str(src), openai_config(over_limit_strategy="elide_tool_outputs",
                                             **settings), counter=counter)
     assert elide.targets[0].llm.trajectories_still_over_limit == 0
-
-
-# -- the time estimate's JSON -------------------------------------------------------------
-
-def test_the_time_estimates_seconds_are_given_to_a_tenth_of_a_millisecond():
-    probe = Probe(rows=1, seconds=(1.234567,), failures=(), startup_seconds=0.123456)
-    estimate = TimeEstimate("openai", "probed", rows=3, read_seconds=2.345678,
-                            targets=[TargetTime(100, 1, 0.987654, 1, 1.234567)],
-                            seconds_per_call=1.234567, concurrency=1, probe=probe)
-    data = estimate.to_dict()
-    assert data["read_and_count_seconds"] == 2.3457
-    assert data["seconds_per_call"] == 1.2346
-    assert data["probe"]["startup_seconds"] == 0.1235
-    assert data["probe"]["call_seconds"] == [1.2346]
-    (t,) = data["targets"]
-    assert (t["local_seconds"], t["wait_seconds"], t["seconds"]) == (0.9877, 1.2346, 2.2222)
