@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
-from trajectory_compressor.engine.estimate import Probe, TargetTime, TimeEstimate
+import asyncio
+
+import pytest
+
+from tests.fake_llm_server import FakeLLMServer
+from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
+from trajectory_compressor.core.extractive import ExtractiveSummarizer
+from trajectory_compressor.core.summary import SummaryRequest
+from trajectory_compressor.engine.estimate import (
+    Probe,
+    TargetTime,
+    TimedSummarizer,
+    TimeEstimate,
+    WorkClock,
+    requests_per_second,
+)
+from trajectory_compressor.summarizers import make_summarizer
 
 # -- the time estimate's JSON -------------------------------------------------------------
 
@@ -18,3 +34,55 @@ def test_the_time_estimates_seconds_are_given_to_a_tenth_of_a_millisecond():
     assert data["probe"]["call_seconds"] == [1.2346]
     (t,) = data["targets"]
     assert (t["local_seconds"], t["wait_seconds"], t["seconds"]) == (0.9877, 1.2346, 2.2222)
+
+
+def test_a_rate_limit_only_when_every_openai_endpoint_sets_one():
+    """The endpoints' requests per minute over a second: 6 + 12 a minute is 0.3 a
+    second; with one endpoint unlimited, or none limited, or another summarizer, none."""
+    limited = [EndpointConfig("http://127.0.0.1:1/v1", "m", rpm=6),
+               EndpointConfig("http://127.0.0.1:2/v1", "m", rpm=12)]
+    openai = CompressionConfig(summarizer="openai", endpoints=limited)
+    assert requests_per_second(openai) == pytest.approx(0.3)
+    one_open = [limited[0], EndpointConfig("http://127.0.0.1:3/v1", "m")]
+    assert requests_per_second(openai.replace(endpoints=one_open)) is None
+    assert requests_per_second(openai.replace(
+        endpoints=[EndpointConfig("http://127.0.0.1:3/v1", "m")])) is None
+    for other in ("extractive", "local", "batch"):
+        assert requests_per_second(openai.replace(summarizer=other)) is None
+
+
+def test_a_new_clock_has_measured_nothing():
+    clock = WorkClock(2)
+    assert (clock.rows, clock.records_read, clock.records_kept) == (0, 0, 0)
+    assert (clock.read_seconds, clock.count_seconds) == (0.0, 0.0)
+    assert clock.plan_seconds == clock.build_seconds == clock.extractive_seconds == [0.0, 0.0]
+    assert clock.summarized == [0, 0]
+
+
+def test_a_timed_summarizer_stands_for_the_one_it_wraps(counter):
+    extractive = ExtractiveSummarizer(counter.count)
+    timed = TimedSummarizer(extractive)
+    assert timed.name == extractive.name == "extractive"
+    with FakeLLMServer().in_thread() as server:
+        config = CompressionConfig(summarizer="openai", target_max_tokens=600,
+                                   summary_target_tokens=120).with_endpoint_flags(
+                                       [server.url], "m")
+        inner = make_summarizer(config, counter)
+        llm = TimedSummarizer(inner)
+        request = SummaryRequest([{"from": "human", "value": "list the files"},
+                                  {"from": "gpt", "value": "a.py and b.py"}], 1, 120)
+
+        async def session() -> dict[str, int]:
+            await llm.start()
+            await llm.summarize(request)
+            counters = llm.live_counters()
+            await llm.aclose()
+            # Closed with the wrapper: the inner summarizer has no session left to send on.
+            with pytest.raises(RuntimeError, match="not started"):
+                await inner.summarize(SummaryRequest(request.turns, 1, 60))
+            return counters
+
+        counters = asyncio.run(session())
+        assert server.requests == 1
+    assert counters == {"api_calls": 1, "requests": 0}
+    assert len(llm.seconds) == 1 and llm.failures == []
