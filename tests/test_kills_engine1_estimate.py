@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,6 +19,7 @@ from trajectory_compressor.engine.estimate import (
     TimedSummarizer,
     TimeEstimate,
     WorkClock,
+    estimate_time,
     requests_per_second,
 )
 from trajectory_compressor.summarizers import make_summarizer
@@ -86,3 +90,48 @@ def test_a_timed_summarizer_stands_for_the_one_it_wraps(counter):
         assert server.requests == 1
     assert counters == {"api_calls": 1, "requests": 0}
     assert len(llm.seconds) == 1 and llm.failures == []
+
+
+def test_the_clock_times_what_producing_the_items_takes():
+    """Each item takes 20 ms to produce, and so does finding there is no more: the read
+    time is at least 4 x 20 ms, and no more than the loop's wall time."""
+
+    def slow() -> Iterator[int]:
+        for i in range(3):
+            time.sleep(0.02)
+            yield i
+        time.sleep(0.02)
+
+    clock = WorkClock(1)
+    start = time.perf_counter()
+    assert list(clock.timed(slow())) == [0, 1, 2]
+    wall = time.perf_counter() - start
+    assert 4 * 0.02 <= clock.read_seconds <= wall
+
+
+def test_reading_and_counting_add_up():
+    """Read 2 s, distill and count 0.5 s, plan 0.25 s, build 1 s (the extractive
+    summaries' 0.4 s of it): measured, the extractive estimate is all of it."""
+    clock = WorkClock(1)
+    clock.rows, clock.read_seconds, clock.count_seconds = 10, 2.0, 0.5
+    clock.plan_seconds[0], clock.build_seconds[0] = 0.25, 1.0
+    clock.extractive_seconds[0], clock.summarized[0] = 0.4, 3
+    estimate = estimate_time(CompressionConfig(summarizer="extractive"), clock, [100], [3])
+    assert estimate.read_seconds == pytest.approx(2.5)
+    assert estimate.to_dict()["read_and_count_seconds"] == 2.5
+    (t,) = estimate.targets
+    assert t.local_seconds == pytest.approx(3.75) and t.seconds == pytest.approx(3.75)
+    # An LLM does the summaries' work instead: 0.4 s less, plus 3 calls of 2 s at once.
+    llm = estimate_time(CompressionConfig(summarizer="openai", max_concurrent_requests=3),
+                        clock, [100], [3], seconds_per_call=2.0)
+    assert llm.targets[0].local_seconds == pytest.approx(3.35)
+    assert llm.targets[0].seconds == pytest.approx(3.35 + 2.0)
+
+
+def test_the_estimates_records_are_values():
+    probe = Probe(1, (1.0,), (), 0.0)
+    target = TargetTime(100, 1, 1.0, 1, 1.0)
+    estimate = TimeEstimate("openai", "probed", 1, 1.0, [target], probe=probe)
+    for record, name in ((probe, "rows"), (target, "calls"), (estimate, "rows")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(record, name, 2)
