@@ -135,3 +135,10 @@ def test_the_estimates_records_are_values():
     for record, name in ((probe, "rows"), (target, "calls"), (estimate, "rows")):
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(record, name, 2)
+
+
+def test_a_probe_names_its_first_failure():
+    probe = Probe(2, (1.0, 2.0), ("HTTP 500 first", "HTTP 503 second"), 0.0)
+    data = probe.to_dict()
+    assert (data["calls"], data["failed"], data["first_failure"]) == (2, 2, "HTTP 500 first")
+    assert Probe(1, (1.0,), (), 0.0).to_dict()["first_failure"] is None
