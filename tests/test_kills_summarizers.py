@@ -1,0 +1,283 @@
+"""The summarizers' small parts at their documented contracts (issue 26, item 5).
+
+Each test pins a rule stated in the module's documentation or in SPEC §5/§6: the cache
+commits in batches (every 64 entries or 2 s since the last commit) in WAL mode and names
+the tokenizer that filled it; `.env` values fill only what the environment leaves unset
+or empty (python-dotenv's quoting); an endpoint's rate limits refill with time; a circuit
+counts how many times it opened; a ``Retry-After`` that is not a number waits for
+nothing; client errors are described without URLs; the backend factory refuses what it
+cannot build. Expected values are worked out by hand from those rules.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import types
+
+import aiohttp
+import pytest
+
+from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
+from trajectory_compressor.core.errors import ConfigError
+from trajectory_compressor.core.extractive import ExtractiveSummarizer
+from trajectory_compressor.counting.tokens import TokenCounter
+from trajectory_compressor.summarizers import cache as cache_module
+from trajectory_compressor.summarizers import make_summarizer
+from trajectory_compressor.summarizers.breaker import CircuitBreaker
+from trajectory_compressor.summarizers.cache import COMMIT_SECONDS, SummaryCache
+from trajectory_compressor.summarizers.chat import _describe, parse_retry_after
+from trajectory_compressor.summarizers.choice import local_extra_installed
+from trajectory_compressor.summarizers.dotenv import KeyEnviron, read_dotenv
+from trajectory_compressor.summarizers.endpoint import (
+    Endpoint,
+    is_loopback,
+    resolve_endpoints,
+)
+from trajectory_compressor.summarizers.local import cpu_count
+
+# -- the cache ------------------------------------------------------------------------
+
+
+class Clock:
+    """A monotonic clock the test moves by hand (the cache reads `time.monotonic`)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def committed_keys(path) -> set[str]:
+    """The keys another connection sees: only what the cache has committed."""
+    other = sqlite3.connect(path)
+    try:
+        return {row[0] for row in other.execute("SELECT key FROM summaries")}
+    finally:
+        other.close()
+
+
+def test_a_put_soon_after_a_commit_waits_for_the_next_batch(tmp_path, monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(cache_module, "time",
+                        types.SimpleNamespace(monotonic=clock.monotonic, time=lambda: 0.0))
+    path = tmp_path / "c.sqlite"
+    cache = SummaryCache(path)
+    clock.now += 100  # the cache was opened long ago
+    cache.put("a", "m", "first")  # 100 s since the last commit: committed now
+    assert committed_keys(path) == {"a"}
+    clock.now += COMMIT_SECONDS / 2  # 1 s after that commit: batched, not yet durable
+    cache.put("b", "m", "second")
+    assert committed_keys(path) == {"a"}
+    cache.commit()  # an explicit commit also restarts the 2 s
+    clock.now += COMMIT_SECONDS / 2
+    cache.put("c", "m", "third")
+    assert committed_keys(path) == {"a", "b"}
+    clock.now += COMMIT_SECONDS
+    cache.put("d", "m", "fourth")
+    assert committed_keys(path) == {"a", "b", "c", "d"}
+    cache.close()
+
+
+def test_the_cache_file_is_in_wal_mode(tmp_path):
+    path = tmp_path / "c.sqlite"
+    SummaryCache(path).close()
+    other = sqlite3.connect(path)  # WAL is a property of the file: another connection sees it
+    try:
+        assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        other.close()
+
+
+def test_a_tokenizer_mismatch_without_templates_is_a_clear_error(tmp_path):
+    path = tmp_path / "c.sqlite"
+    SummaryCache(path, {"name": "tok-a", "files_sha256": "aaa", "counting": "text"}).close()
+    with pytest.raises(ConfigError) as caught:
+        SummaryCache(path, {"name": "tok-b", "files_sha256": "bbb", "counting": "text"})
+    message = str(caught.value)
+    assert "tokenizer 'tok-a' (files aaa), counting text;" in message
+    assert "tokenizer 'tok-b' (files bbb), counting text." in message
+    assert "template" not in message  # neither identity has one
+
+
+def test_a_tokenizer_mismatch_names_the_template_when_there_is_one(tmp_path):
+    path = tmp_path / "c.sqlite"
+    SummaryCache(path, {"name": "t", "files_sha256": "f", "counting": "chat_template",
+                        "template_sha256": "abc"}).close()
+    with pytest.raises(ConfigError) as caught:
+        SummaryCache(path, {"name": "t", "files_sha256": "f", "counting": "chat_template",
+                            "template_sha256": ""})
+    message = str(caught.value)
+    assert "counting chat_template, template abc;" in message
+    assert message.count("template ") == 1  # the empty one is not named
+
+
+# -- .env files -----------------------------------------------------------------------
+
+
+def test_a_name_set_nowhere_is_missing(tmp_path):
+    env = KeyEnviron({}, paths=[tmp_path / "none.env"])
+    with pytest.raises(KeyError):
+        env["API_KEY"]
+    assert "API_KEY" not in env
+    assert env.get("API_KEY", "default") == "default"
+
+
+def test_an_empty_exported_value_stands_when_no_file_has_one(tmp_path):
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("OTHER=x\n")
+    env = KeyEnviron({"API_KEY": ""}, paths=[dotenv])
+    assert env["API_KEY"] == ""
+    assert "API_KEY" in env
+
+
+def test_an_empty_quoted_value_reads_as_empty(tmp_path):
+    dotenv = tmp_path / ".env"
+    # python-dotenv: KEY="" and KEY='' are the empty string; KEY="a" is a.
+    dotenv.write_text('EMPTY=""\nSINGLE=\'\'\nONE="a"\n')
+    assert read_dotenv(dotenv) == {"EMPTY": "", "SINGLE": "", "ONE": "a"}
+
+
+def test_the_length_counts_each_name_once(tmp_path):
+    first, second = tmp_path / "home.env", tmp_path / "cwd.env"
+    first.write_text("A=1\nB=2\n")
+    second.write_text("B=3\nC=4\n")
+    env = KeyEnviron({"A": "0", "D": "5"}, paths=[first, second])
+    assert len(env) == 4  # A, D, B, C
+    assert sorted(env) == ["A", "B", "C", "D"]
+    assert len(KeyEnviron({}, paths=[])) == 0
+
+
+# -- endpoints, rate limits, circuits -------------------------------------------------
+
+
+def test_an_endpoint_with_only_a_request_limit_says_when_it_is_ready(tmp_path):
+    # rpm 6: 0.1 request a second, a burst of max(1, 0.1 x 10 s) = 1 request.
+    limited = Endpoint(EndpointConfig("http://127.0.0.1:1/v1", "m", rpm=6), None, 0.0)
+    assert limited.admits(0.0) and limited.next_ready(0.0) == 0.0
+    limited.send(1000, 0.0)
+    limited.in_flight = 0  # the reply came back
+    assert not limited.admits(0.0)
+    assert limited.next_ready(0.0) == pytest.approx(0.001)  # a hair past zero balance
+    assert limited.admits(10.0)  # 10 s refill one request
+
+
+def test_a_sent_request_is_debited_its_estimated_tokens():
+    # tpm 600: 10 tokens a second, a burst of 100 tokens.
+    limited = Endpoint(EndpointConfig("http://127.0.0.1:1/v1", "m", tpm=600), None, 0.0)
+    limited.send(150, 0.0)
+    limited.in_flight = 0
+    assert not limited.admits(0.0)  # 100 - 150 = -50: 5 s of debt
+    assert limited.next_ready(0.0) == pytest.approx(5.001)
+    assert not limited.admits(4.9)
+    assert limited.admits(5.1)
+
+
+def test_a_remote_host_is_not_loopback_and_its_plain_http_key_is_refused():
+    assert is_loopback("http://example.com/v1") is False
+    assert is_loopback("http://10.0.0.1/v1") is False
+    assert is_loopback("http://127.0.0.2:8000/v1") is True
+    with pytest.raises(ConfigError, match="plain http"):
+        resolve_endpoints([EndpointConfig("http://example.com/v1", "m", "K")], 0.0,
+                          environ={"K": "secret"})
+
+
+def test_no_endpoint_is_a_config_error():
+    with pytest.raises(ConfigError, match="at least one endpoint"):
+        resolve_endpoints([], 0.0, environ={})
+
+
+def test_the_circuit_counts_each_opening_once():
+    breaker = CircuitBreaker(threshold=2, cooldown=5.0)
+    breaker.record_failure(0.0)
+    assert breaker.opened == 0
+    breaker.record_failure(0.0)
+    assert (breaker.state, breaker.opened) == ("open", 1)
+    assert breaker.available(5.0)  # half-open: the probe
+    breaker.on_send()
+    breaker.record_failure(5.0)  # the probe failed: open again
+    assert (breaker.state, breaker.opened) == ("open", 2)
+
+
+# -- replies and errors ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", " -nan "])
+def test_a_retry_after_that_is_not_a_number_waits_for_nothing(value):
+    assert parse_retry_after(value) is None
+
+
+def test_client_errors_are_described_by_kind():
+    assert _describe(aiohttp.ServerDisconnectedError()) == "the server closed the connection"
+    assert _describe(aiohttp.ClientPayloadError("cut")) == "the reply was cut off"
+    bad = aiohttp.ClientResponseError(None, (), status=502)  # type: ignore[arg-type]
+    assert _describe(bad) == "bad HTTP reply (status 502)"
+    assert _describe(aiohttp.ClientOSError()) == "connection error (ClientOSError)"
+
+
+# -- choosing and building a backend --------------------------------------------------
+
+
+def test_a_half_installed_local_extra_counts_as_not_installed():
+    def broken(name: str) -> object:
+        raise ValueError(f"{name}.__spec__ is None")
+
+    assert local_extra_installed(broken) is False
+
+
+def counter() -> TokenCounter:
+    return TokenCounter.load()
+
+
+def test_the_extractive_backend_is_built_and_batch_is_refused_with_its_two_phases():
+    tokens = counter()
+    assert isinstance(make_summarizer(CompressionConfig(summarizer="extractive"), tokens),
+                      ExtractiveSummarizer)
+    with pytest.raises(ConfigError, match="two phases") as caught:
+        make_summarizer(CompressionConfig(summarizer="batch"), tokens)
+    assert "--batch-dir" in str(caught.value)
+
+
+def test_an_unknown_backend_is_refused_by_name():
+    config = CompressionConfig()
+    config.summarizer = "carrier-pigeon"  # past validation: the factory still refuses it
+    with pytest.raises(ConfigError, match="unknown summarizer 'carrier-pigeon'"):
+        make_summarizer(config, counter())
+
+
+def test_the_local_backend_is_built_or_asks_for_its_extra(tmp_path):
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF")
+    config = CompressionConfig(summarizer="local", local_model=str(model))
+    try:
+        summarizer = make_summarizer(config, counter())
+    except ConfigError as exc:  # without the extra: it says which one to install
+        assert "the local summarizer needs the optional 'local' extra" in str(exc)
+    else:
+        assert summarizer.name == "local"
+
+
+# -- the local backend's sizing -------------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_cpus_are_this_process_s_affinity():
+    mine = os.sched_getaffinity(0)
+    if len(mine) < 2:
+        pytest.skip("one CPU: a narrower mask cannot be told apart")
+    one = {min(mine)}
+    os.sched_setaffinity(0, one)
+    try:
+        assert cpu_count() == 1
+    finally:
+        os.sched_setaffinity(0, mine)
+    assert cpu_count() == len(mine)
+
+
+def test_without_affinity_cpus_are_the_machine_s(monkeypatch):
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # macOS, Windows
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert cpu_count() == 6
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # undeterminable: one
+    assert cpu_count() == 1
