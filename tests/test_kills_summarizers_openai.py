@@ -1,0 +1,123 @@
+"""The `openai` backend's bounds and cache against the aiohttp fake server (issue 26, item 5).
+
+From OpenAISummarizer's documentation and SPEC §6: a reply over its target x
+``summary_tolerance`` tokens is cut at the last sentence end within the target (the
+summary is then *truncated*), and one that cannot be cut so is a failed attempt
+(``too_long``); a cached entry too long to bound is not served; a cached summary that
+this very row (its ``origin``) paid for before an interruption is reported as the call it
+was (source ``llm``, its usage), any other as a cache hit. Tokens are counted as
+characters, so each bound is worked out by hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.fake_llm_server import FakeLLMServer
+from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
+from trajectory_compressor.core.summary import SummaryFailed, SummaryRequest
+from trajectory_compressor.summarizers.openai import OpenAISummarizer
+
+PREFIX = "[CONTEXT SUMMARY]: "  # 19 characters
+SENTENCE = "Step one of the task is done. "  # 30 characters, ends a sentence
+TARGET = 100  # tokens = characters here; the limit is 100 x 2.0 = 200
+
+
+def config(**overrides) -> CompressionConfig:
+    base = dict(max_retries=1, retry_delay=0.01, request_timeout=30.0, cache_enabled=False,
+                summary_tolerance=2.0)
+    base.update(overrides)
+    return CompressionConfig(**base)
+
+
+def summarizer(url: str, cfg: CompressionConfig) -> OpenAISummarizer:
+    return OpenAISummarizer(cfg, [EndpointConfig(url, "fake-model")], environ={},
+                            count_tokens=len)
+
+
+def request(origin: str | None = None) -> SummaryRequest:
+    turns = [{"from": "gpt", "value": "call the tool on file one"},
+             {"from": "tool", "value": "the file holds three lines"}]
+    return SummaryRequest(turns, 3, TARGET, origin=origin)
+
+
+async def summarize(url: str, cfg: CompressionConfig, req: SummaryRequest):
+    async with summarizer(url, cfg) as s:
+        return await s.summarize(req)
+
+
+def test_a_reply_over_its_limit_is_cut_at_a_sentence_end_and_marked_truncated():
+    # 19 + 10 x 30 - 1 = 318 characters > 200: cut at the last sentence end within 100,
+    # after two sentences (19 + 59 = 78; a third would end at 108).
+    async def main():
+        async with FakeLLMServer(reply=lambda data: SENTENCE * 10) as server:
+            return await summarize(server.url, config(), request())
+
+    summary = asyncio.run(main())
+    assert summary.text == PREFIX + (SENTENCE * 2).rstrip()
+    assert summary.truncated is True
+    assert summary.source == "llm"
+
+
+def test_a_reply_within_its_limit_is_kept_whole():
+    # 19 + 6 x 30 - 1 = 198 characters: within the 200 allowed, not cut.
+    async def main():
+        async with FakeLLMServer(reply=lambda data: SENTENCE * 6) as server:
+            return await summarize(server.url, config(), request())
+
+    summary = asyncio.run(main())
+    assert summary.text == PREFIX + (SENTENCE * 6).rstrip()
+    assert summary.truncated is False
+
+
+def test_a_reply_that_cannot_be_cut_is_a_failed_attempt():
+    async def main():
+        async with FakeLLMServer(reply=lambda data: "x" * 300) as server:
+            with pytest.raises(SummaryFailed) as caught:
+                await summarize(server.url, config(), request())
+            return caught.value, server.requests
+
+    failure, requests = asyncio.run(main())
+    assert requests == 1
+    assert failure.usage.errors_by_kind == {"too_long": 1}
+
+
+def test_a_cached_entry_too_long_to_bound_is_asked_for_again(tmp_path):
+    cfg = config(cache_enabled=True, cache_path=str(tmp_path / "c.sqlite"))
+
+    async def main():
+        # A run that did not bound its summaries (no counter) cached a blob.
+        async with FakeLLMServer(reply=lambda data: "x" * 300) as blob:
+            async with OpenAISummarizer(cfg, [EndpointConfig(blob.url, "fake-model")],
+                                        environ={}) as unbounded:
+                first = await unbounded.summarize(request())
+        async with FakeLLMServer(reply=lambda data: SENTENCE * 2) as server:
+            second = await summarize(server.url, cfg, request())
+            return first, second, server.requests
+
+    first, second, requests = asyncio.run(main())
+    assert first.text == PREFIX + "x" * 300
+    assert requests == 1  # the blob was not served from the cache
+    assert (second.source, second.text) == ("llm", PREFIX + (SENTENCE * 2).rstrip())
+
+
+def test_a_summary_this_row_paid_for_is_reported_as_obtained_after_a_resume(tmp_path):
+    cfg = config(cache_enabled=True, cache_path=str(tmp_path / "c.sqlite"))
+
+    async def main():
+        async with FakeLLMServer(reply=lambda data: SENTENCE * 2) as server:
+            paid = await summarize(server.url, cfg, request(origin="run 1 row 7"))
+            resumed = await summarize(server.url, cfg, request(origin="run 1 row 7"))
+            twin = await summarize(server.url, cfg, request(origin="run 1 row 8"))
+            return paid, resumed, twin, server.requests
+
+    paid, resumed, twin, requests = asyncio.run(main())
+    assert requests == 1
+    assert paid.source == "llm" and paid.usage.api_calls == 1
+    assert resumed.source == "llm"  # the interrupted part of this very row paid for it
+    assert resumed.usage.api_calls == 1
+    assert resumed.usage.prompt_tokens == paid.usage.prompt_tokens > 0
+    assert twin.source == "cache"  # another row: a cache hit, free
+    assert twin.usage.api_calls == 0
