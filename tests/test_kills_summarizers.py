@@ -11,6 +11,8 @@ cannot build. Expected values are worked out by hand from those rules.
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import sqlite3
 import types
@@ -20,10 +22,12 @@ import pytest
 
 from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
 from trajectory_compressor.core.errors import ConfigError
+from trajectory_compressor.core.redact import Scrubber
 from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.summarizers import cache as cache_module
 from trajectory_compressor.summarizers import make_summarizer
+from trajectory_compressor.summarizers.batch import BATCH_ERROR, import_results
 from trajectory_compressor.summarizers.breaker import CircuitBreaker
 from trajectory_compressor.summarizers.cache import COMMIT_SECONDS, SummaryCache
 from trajectory_compressor.summarizers.chat import _describe, parse_retry_after
@@ -281,3 +285,50 @@ def test_without_affinity_cpus_are_the_machine_s(monkeypatch):
     assert cpu_count() == 6
     monkeypatch.setattr(os, "cpu_count", lambda: None)  # undeterminable: one
     assert cpu_count() == 1
+
+
+# -- batch results (phase 2) ----------------------------------------------------------
+
+
+def batch_ok(key: str, text: str) -> str:
+    return json.dumps({"custom_id": key, "response": {"status_code": 200, "body": {
+        "choices": [{"message": {"role": "assistant", "content": text},
+                     "finish_reason": "stop"}]}}, "error": None})
+
+
+def import_into(tmp_path, paths):
+    cache = SummaryCache(tmp_path / "cache.sqlite")
+    try:
+        return import_results(paths, cache, "m", Scrubber(), "origin")
+    finally:
+        cache.close()
+
+
+def test_every_custom_id_answered_twice_is_named_or_counted(tmp_path):
+    # Six requests answered twice: the message names five and counts the sixth.
+    out = tmp_path / "out.jsonl"
+    out.write_text("".join(f"{batch_ok(f'k{i}', 'Once.')}\n{batch_ok(f'k{i}', 'Twice.')}\n"
+                           for i in range(6)))
+    with pytest.raises(ConfigError) as caught:
+        import_into(tmp_path, [out])
+    message = str(caught.value)
+    assert message.startswith("6 custom_ids of the batch results have more than one result")
+    named = [i for i in range(6) if f"'k{i}'" in message]
+    assert len(named) == 5
+    assert " and 1 more;" in message
+
+
+def test_a_missing_results_file_is_one_clear_sentence(tmp_path):
+    missing = tmp_path / "nowhere.jsonl"
+    with pytest.raises(ConfigError) as caught:
+        import_into(tmp_path, [missing])
+    assert str(caught.value) == (f"cannot read batch results {missing}: "
+                                 f"{os.strerror(errno.ENOENT)}")
+
+
+def test_an_error_given_as_text_is_the_failure_s_reason(tmp_path):
+    out = tmp_path / "out.jsonl"
+    out.write_text(json.dumps({"custom_id": "k1", "response": None,
+                               "error": "the batch expired"}) + "\n")
+    report = import_into(tmp_path, [out])
+    assert report.failures == {"k1": (BATCH_ERROR, f"{out}:1: the batch expired")}
