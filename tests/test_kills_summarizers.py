@@ -11,6 +11,7 @@ cannot build. Expected values are worked out by hand from those rules.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import os
@@ -38,7 +39,9 @@ from trajectory_compressor.summarizers.endpoint import (
     is_loopback,
     resolve_endpoints,
 )
-from trajectory_compressor.summarizers.local import cpu_count
+from trajectory_compressor.summarizers import local as local_module
+from trajectory_compressor.summarizers.local import LocalSummarizer, cpu_count
+from trajectory_compressor.summarizers.openai import OpenAISummarizer
 
 # -- the cache ------------------------------------------------------------------------
 
@@ -332,3 +335,56 @@ def test_an_error_given_as_text_is_the_failure_s_reason(tmp_path):
                                "error": "the batch expired"}) + "\n")
     report = import_into(tmp_path, [out])
     assert report.failures == {"k1": (BATCH_ERROR, f"{out}:1: the batch expired")}
+
+
+# -- the local backend before and after its servers -----------------------------------
+# Finding the model needs the 'local' extra (test_local_model_choice.py covers that);
+# these tests give the backend a model file as found, and start no server.
+
+
+@pytest.fixture
+def local_backend(tmp_path, monkeypatch):
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setattr(local_module, "find_model", lambda name: model)
+
+    def make(cpus: int, **overrides) -> LocalSummarizer:
+        return LocalSummarizer(CompressionConfig(summarizer="local", local_model=str(model),
+                                                 **overrides), cpus=cpus)
+
+    return make
+
+
+@pytest.mark.parametrize("cpus, servers, threads", [(2, 1, 2), (8, 2, 4), (64, 4, 16)])
+def test_one_server_per_four_cpus_up_to_four(local_backend, cpus, servers, threads):
+    # README "Sizing": each server gets 4 CPUs (all of them on a smaller machine); one
+    # server per 4 CPUs, up to 4; the pool sends one request at a time to each server.
+    backend = local_backend(cpus, max_concurrent_requests=50)
+    assert (backend.layout.servers, backend.layout.threads) == (servers, threads)
+    assert backend.config.max_concurrent_requests == servers
+
+
+def test_a_local_backend_not_started_has_no_counters_and_closes_quietly(local_backend):
+    backend = local_backend(2)
+    assert backend.live_counters() == {}
+    asyncio.run(backend.aclose())
+    assert backend.inner is None and backend.servers == []
+
+
+def test_closing_the_local_backend_closes_its_pool_and_cache(local_backend, tmp_path):
+    backend = local_backend(2)
+    inner = OpenAISummarizer(CompressionConfig(cache_enabled=True,
+                                               cache_path=str(tmp_path / "c.sqlite")),
+                             [EndpointConfig("http://127.0.0.1:9/v1", "tiny")], environ={})
+
+    async def main():
+        await inner.start()  # what `start` leaves behind once its servers answer
+        backend.inner = inner
+        assert backend.live_counters() == {"api_calls": 0, "requests": 0}
+        await backend.start()  # started already: nothing more is launched
+        assert backend.servers == []
+        await backend.aclose()
+
+    asyncio.run(main())
+    assert backend.inner is None
+    assert inner.cache is None and inner.pool._session is None
