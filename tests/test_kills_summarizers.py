@@ -12,10 +12,13 @@ cannot build. Expected values are worked out by hand from those rules.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import errno
 import json
 import os
+import signal
 import sqlite3
+import sys
 import types
 
 import aiohttp
@@ -40,6 +43,7 @@ from trajectory_compressor.summarizers.endpoint import (
     resolve_endpoints,
 )
 from trajectory_compressor.summarizers import local as local_module
+from trajectory_compressor.summarizers import local_server
 from trajectory_compressor.summarizers.local import LocalSummarizer, cpu_count
 from trajectory_compressor.summarizers.openai import OpenAISummarizer
 
@@ -388,3 +392,18 @@ def test_closing_the_local_backend_closes_its_pool_and_cache(local_backend, tmp_
     asyncio.run(main())
     assert backend.inner is None
     assert inner.cache is None and inner.pool._session is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_the_death_signal_option_is_prctl_s_set_operation():
+    # prctl(2): PR_SET_PDEATHSIG (1) sets the signal sent when the parent dies, which
+    # PR_GET_PDEATHSIG (2) reads back. Set here to a signal ignored by default (SIGWINCH),
+    # read, then cleared: the servers' children ask for SIGKILL with this same option.
+    libc = ctypes.CDLL(None, use_errno=True)
+    out = ctypes.c_int(-1)
+    try:
+        libc.prctl(local_server.PR_SET_PDEATHSIG, int(signal.SIGWINCH), 0, 0, 0)
+        assert libc.prctl(2, ctypes.byref(out), 0, 0, 0) == 0
+    finally:
+        libc.prctl(1, 0, 0, 0, 0)
+    assert out.value == signal.SIGWINCH
