@@ -26,11 +26,12 @@ import pytest
 
 from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
 from trajectory_compressor.core.errors import ConfigError
-from trajectory_compressor.core.redact import Scrubber
 from trajectory_compressor.core.extractive import ExtractiveSummarizer
+from trajectory_compressor.core.redact import Scrubber
 from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.summarizers import cache as cache_module
-from trajectory_compressor.summarizers import make_summarizer
+from trajectory_compressor.summarizers import local as local_module
+from trajectory_compressor.summarizers import local_server, make_summarizer
 from trajectory_compressor.summarizers.batch import BATCH_ERROR, import_results
 from trajectory_compressor.summarizers.breaker import CircuitBreaker
 from trajectory_compressor.summarizers.cache import COMMIT_SECONDS, SummaryCache
@@ -42,8 +43,6 @@ from trajectory_compressor.summarizers.endpoint import (
     is_loopback,
     resolve_endpoints,
 )
-from trajectory_compressor.summarizers import local as local_module
-from trajectory_compressor.summarizers import local_server
 from trajectory_compressor.summarizers.local import LocalSummarizer, cpu_count
 from trajectory_compressor.summarizers.openai import OpenAISummarizer
 

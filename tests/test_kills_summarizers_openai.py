@@ -90,8 +90,9 @@ def test_a_cached_entry_too_long_to_bound_is_asked_for_again(tmp_path):
     async def main():
         # A run that did not bound its summaries (no counter) cached a blob.
         async with FakeLLMServer(reply=lambda data: "x" * 300) as blob:
-            async with OpenAISummarizer(cfg, [EndpointConfig(blob.url, "fake-model")],
-                                        environ={}) as unbounded:
+            unbounded = OpenAISummarizer(cfg, [EndpointConfig(blob.url, "fake-model")],
+                                         environ={})
+            async with unbounded:
                 first = await unbounded.summarize(request())
         async with FakeLLMServer(reply=lambda data: SENTENCE * 2) as server:
             second = await summarize(server.url, cfg, request())
