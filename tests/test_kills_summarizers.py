@@ -406,3 +406,39 @@ def test_the_death_signal_option_is_prctl_s_set_operation():
     finally:
         libc.prctl(1, 0, 0, 0, 0)
     assert out.value == signal.SIGWINCH
+
+
+def test_by_default_five_failures_in_a_row_open_the_circuit_for_five_seconds():
+    # README "Endpoints": one that fails 5 times in a row is taken out of rotation and
+    # probed again after 5 s.
+    breaker = CircuitBreaker()
+    for _ in range(4):
+        breaker.record_failure(0.0)
+    assert breaker.state == "closed" and breaker.available(0.0) is True
+    breaker.record_failure(0.0)
+    assert breaker.state == "open" and breaker.ready_at() == 5.0
+    assert breaker.available(4.9) is False
+    assert breaker.available(5.0) is True
+
+
+def open_and_probe(breaker: CircuitBreaker, now: float) -> None:
+    while breaker.state == "closed":
+        breaker.record_failure(now)
+    assert breaker.available(breaker.ready_at())  # half-open: the probe may go
+    breaker.on_send()
+
+
+def test_a_circuit_closed_by_its_probe_starts_afresh():
+    breaker = CircuitBreaker(threshold=2, cooldown=5.0)
+    open_and_probe(breaker, 0.0)
+    breaker.record_failure(5.0)  # the probe failed: open for twice the cooldown
+    assert breaker.ready_at() == 15.0
+    assert breaker.available(15.0)
+    breaker.on_send()
+    assert breaker.record_success() is True  # the second probe closed it
+    # Opened again later, it waits the configured cooldown, not the doubled one ...
+    breaker.record_failure(20.0)
+    breaker.record_failure(20.0)
+    assert breaker.state == "open" and breaker.ready_at() == 25.0
+    # ... and then admits its probe: the earlier probe is over.
+    assert breaker.available(25.0) is True
