@@ -35,7 +35,7 @@ from trajectory_compressor.summarizers import local_server, make_summarizer
 from trajectory_compressor.summarizers.batch import BATCH_ERROR, import_results
 from trajectory_compressor.summarizers.breaker import CircuitBreaker
 from trajectory_compressor.summarizers.cache import COMMIT_SECONDS, SummaryCache
-from trajectory_compressor.summarizers.chat import _describe, parse_retry_after
+from trajectory_compressor.summarizers.chat import Failure, _describe, parse_retry_after
 from trajectory_compressor.summarizers.choice import local_extra_installed
 from trajectory_compressor.summarizers.dotenv import KeyEnviron, read_dotenv
 from trajectory_compressor.summarizers.endpoint import (
@@ -45,6 +45,7 @@ from trajectory_compressor.summarizers.endpoint import (
 )
 from trajectory_compressor.summarizers.local import LocalSummarizer, cpu_count
 from trajectory_compressor.summarizers.openai import OpenAISummarizer
+from trajectory_compressor.summarizers.pool import Pool
 
 # -- the cache ------------------------------------------------------------------------
 
@@ -442,3 +443,73 @@ def test_a_circuit_closed_by_its_probe_starts_afresh():
     assert breaker.state == "open" and breaker.ready_at() == 25.0
     # ... and then admits its probe: the earlier probe is over.
     assert breaker.available(25.0) is True
+
+
+@pytest.mark.parametrize("url", ["http://localhost:8000/v1", "http://LOCALHOST/v1",
+                                 "http://llm.localhost:8080/v1", "http://[::1]:8000/v1"])
+def test_localhost_names_are_loopback_and_take_a_key_over_plain_http(url):
+    assert is_loopback(url) is True
+    [resolved] = resolve_endpoints([EndpointConfig(url, "m", "K")], 0.0,
+                                   environ={"K": "secret"})
+    assert resolved.headers["Authorization"] == "Bearer secret"
+
+
+def test_a_name_that_only_contains_localhost_is_not_loopback():
+    assert is_loopback("http://localhost.example.com/v1") is False
+    assert is_loopback("http://notlocalhost/v1") is False
+
+
+def test_credentials_in_the_url_and_a_key_are_refused_together():
+    with pytest.raises(ConfigError, match="credentials in its URL"):
+        resolve_endpoints([EndpointConfig("https://user:pw@api.test/v1", "m", "K")], 0.0,
+                          environ={"K": "secret"})
+    [alone] = resolve_endpoints([EndpointConfig("https://user:pw@api.test/v1", "m")], 0.0,
+                                environ={})
+    assert "Authorization" not in alone.headers and "pw" not in alone.name
+
+
+def test_resolved_endpoints_open_after_five_failures_by_default():
+    [resolved] = resolve_endpoints([EndpointConfig("http://127.0.0.1:9/v1", "m")], 0.0,
+                                   environ={})
+    for _ in range(4):
+        resolved.breaker.record_failure(0.0)
+    assert resolved.breaker.state == "closed"
+    resolved.breaker.record_failure(0.0)
+    assert resolved.breaker.state == "open"
+
+
+def test_an_endpoint_counts_what_it_was_sent_and_refuses_what_it_cannot_take():
+    config = EndpointConfig("http://127.0.0.1:9/v1", "m", max_concurrency=2)
+    endpoint = Endpoint(config, None, 0.0)
+    assert endpoint.config is config and endpoint.requests == 0
+    endpoint.send(10, 0.0)
+    endpoint.send(10, 0.0)
+    assert endpoint.requests == 2 and endpoint.in_flight == 2
+    assert endpoint.admits(0.0) is False  # at its max_concurrency
+    limited = Endpoint(EndpointConfig("http://127.0.0.1:9/v1", "m", rpm=6), None, 0.0)
+    limited.send(10, 0.0)
+    limited.in_flight = 0
+    assert limited.admits(0.0) is False  # its one request a 10 s burst allows is used
+    tokens = Endpoint(EndpointConfig("http://127.0.0.1:9/v1", "m", tpm=60), None, 0.0)
+    tokens.send(100, 0.0)
+    tokens.in_flight = 0
+    assert tokens.admits(0.0) is False  # 10 tokens of burst, 100 spent
+
+
+def test_a_half_open_endpoint_takes_one_probe_at_a_time():
+    endpoint = Endpoint(EndpointConfig("http://127.0.0.1:9/v1", "m"), None, 0.0,
+                        CircuitBreaker(threshold=1, cooldown=5.0))
+    endpoint.breaker.record_failure(0.0)
+    assert endpoint.admits(5.0) is True  # the probe
+    endpoint.send(10, 5.0)
+    endpoint.in_flight = 0  # even with room, a second request waits for the probe
+    assert endpoint.admits(5.0) is False
+
+
+def test_a_rejected_key_is_named_only_when_one_was_sent():
+    keyed = Endpoint(EndpointConfig("http://127.0.0.1:9/v1", "m", "MY_KEY"), "secret", 0.0)
+    message = str(Pool([keyed])._fail_fatally(keyed, Failure("auth", "401", status=401)))
+    assert "rejected the API key from $MY_KEY (HTTP 401)" in message
+    bare = Endpoint(EndpointConfig("http://127.0.0.1:9/v1", "m", "MY_KEY"), None, 0.0)
+    message = str(Pool([bare])._fail_fatally(bare, Failure("auth", "401", status=401)))
+    assert "no API key was sent" in message and "MY_KEY" not in message
