@@ -20,6 +20,7 @@ import signal
 import sqlite3
 import sys
 import types
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -37,7 +38,13 @@ from trajectory_compressor.summarizers.breaker import CircuitBreaker
 from trajectory_compressor.summarizers.cache import COMMIT_SECONDS, SummaryCache
 from trajectory_compressor.summarizers.chat import Failure, _describe, parse_retry_after
 from trajectory_compressor.summarizers.choice import local_extra_installed
-from trajectory_compressor.summarizers.dotenv import KeyEnviron, read_dotenv
+from trajectory_compressor.summarizers.dotenv import (
+    MAX_DOTENV_BYTES,
+    KeyEnviron,
+    dotenv_paths,
+    key_environ,
+    read_dotenv,
+)
 from trajectory_compressor.summarizers.endpoint import (
     Endpoint,
     is_loopback,
@@ -513,3 +520,60 @@ def test_a_rejected_key_is_named_only_when_one_was_sent():
     bare = Endpoint(EndpointConfig("http://127.0.0.1:9/v1", "m", "MY_KEY"), None, 0.0)
     message = str(Pool([bare])._fail_fatally(bare, Failure("auth", "401", status=401)))
     assert "no API key was sent" in message and "MY_KEY" not in message
+
+
+def test_the_dotenv_files_are_hermes_home_s_then_the_working_folder_s(tmp_path):
+    home, work = tmp_path / "hermes", tmp_path / "work"
+    assert dotenv_paths({"HERMES_HOME": str(home)}, cwd=work) == [home / ".env",
+                                                                  work / ".env"]
+    default = Path.home() / ".hermes" / ".env"  # HERMES_HOME unset or empty
+    assert dotenv_paths({}, cwd=work) == [default, work / ".env"]
+    assert dotenv_paths({"HERMES_HOME": ""}, cwd=work)[0] == default
+
+
+def test_key_environ_reads_the_environment_given_first():
+    env = key_environ({"SOME_KEY": "exported"})
+    assert env["SOME_KEY"] == "exported"
+    assert "SOME_KEY" in env
+
+
+def test_only_the_first_mebibyte_of_a_dotenv_file_is_read(tmp_path):
+    path = tmp_path / ".env"
+    filler = "#" + "x" * (MAX_DOTENV_BYTES - 100) + "\n"  # a comment line of ~1 MiB
+    path.write_text(f"EARLY=1\n{filler}NEAR=2\n" + "#" * 200 + "\nLATE=3\n")
+    assert MAX_DOTENV_BYTES == 1 << 20
+    assert read_dotenv(path) == {"EARLY": "1", "NEAR": "2"}
+
+
+def test_lines_that_are_not_assignments_are_skipped(tmp_path):
+    path = tmp_path / ".env"
+    path.write_text("just words\nA=1\n= no name\n")
+    assert read_dotenv(path) == {"A": "1"}
+
+
+def test_a_folder_named_dotenv_reads_as_empty(tmp_path):
+    folder = tmp_path / ".env"
+    folder.mkdir()
+    assert read_dotenv(folder) == {}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_named_dotenv_reads_as_empty_even_with_a_line_waiting(tmp_path):
+    fifo = tmp_path / ".env"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that a writer may open it
+    writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.write(writer, b"A=1\n")
+        assert read_dotenv(fifo) == {}
+    finally:
+        os.close(writer)
+        os.close(reader)
+
+
+def test_an_exported_key_wins_and_an_unset_one_comes_from_the_files(tmp_path):
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("K=from-file\nONLY=in-file\n")
+    env = KeyEnviron({"K": "exported"}, paths=[dotenv])
+    assert env["K"] == "exported"
+    assert env["ONLY"] == "in-file"
