@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import errno
+import functools
 import json
 import os
 import signal
@@ -244,6 +245,7 @@ def test_a_half_installed_local_extra_counts_as_not_installed():
     assert local_extra_installed(broken) is False
 
 
+@functools.lru_cache(maxsize=1)
 def counter() -> TokenCounter:
     return TokenCounter.load()
 
@@ -577,3 +579,27 @@ def test_an_exported_key_wins_and_an_unset_one_comes_from_the_files(tmp_path):
     env = KeyEnviron({"K": "exported"}, paths=[dotenv])
     assert env["K"] == "exported"
     assert env["ONLY"] == "in-file"
+
+
+def test_double_quotes_take_newline_escapes_and_single_quotes_are_literal(tmp_path):
+    path = tmp_path / ".env"
+    path.write_text("DOUBLE=\"a\\nb\"\nSINGLE='a\\nb'\nPLAIN=a b # a comment\n"
+                    "OPEN=\"unterminated\n")
+    values = read_dotenv(path)
+    assert values["DOUBLE"] == "a\nb"
+    assert values["SINGLE"] == "a\\nb"
+    assert values["PLAIN"] == "a b"
+    assert values["OPEN"] in ("unterminated", '"unterminated')  # its text kept whole
+
+
+def test_a_key_empty_or_absent_in_the_first_file_comes_from_the_second(tmp_path):
+    first, second = tmp_path / "home.env", tmp_path / "cwd.env"
+    first.write_text("EMPTY=\n")
+    second.write_text("EMPTY=second\nLATER=second\n")
+    env = KeyEnviron({}, paths=[first, second])
+    assert env["EMPTY"] == "second" and env["LATER"] == "second"
+
+
+def test_the_working_folder_is_the_current_one_by_default(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert dotenv_paths({"HERMES_HOME": "/h"})[1] == tmp_path / ".env"
