@@ -37,7 +37,12 @@ from trajectory_compressor.summarizers import local_server, make_summarizer
 from trajectory_compressor.summarizers.batch import BATCH_ERROR, import_results
 from trajectory_compressor.summarizers.breaker import CircuitBreaker
 from trajectory_compressor.summarizers.cache import COMMIT_SECONDS, SummaryCache
-from trajectory_compressor.summarizers.chat import Failure, _describe, parse_retry_after
+from trajectory_compressor.summarizers.chat import (
+    Failure,
+    _describe,
+    parse_reply,
+    parse_retry_after,
+)
 from trajectory_compressor.summarizers.choice import local_extra_installed
 from trajectory_compressor.summarizers.dotenv import (
     MAX_DOTENV_BYTES,
@@ -603,3 +608,14 @@ def test_a_key_empty_or_absent_in_the_first_file_comes_from_the_second(tmp_path)
 def test_the_working_folder_is_the_current_one_by_default(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert dotenv_paths({"HERMES_HOME": "/h"})[1] == tmp_path / ".env"
+
+
+def test_a_404_is_not_found_and_a_redirect_is_not_followed():
+    where = Endpoint(EndpointConfig("https://api.test/v1", "m"), None, 0.0)
+    missing = parse_reply(where, 404, b'{"error": {"message": "model m not found"}}')
+    assert isinstance(missing, Failure) and missing.kind == "not_found"
+    assert missing.reason == "https://api.test/v1: HTTP 404: model m not found"
+    moved = parse_reply(where, 307, b"", location="https://user:pw@other.test/v1?k=1")
+    assert isinstance(moved, Failure) and moved.kind == "redirect"
+    assert moved.reason == ("https://api.test/v1: HTTP 307 redirect to "
+                            "https://other.test/v1 (not followed)")

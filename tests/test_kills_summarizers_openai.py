@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import asyncio
 
+import aiohttp
 import pytest
 
 from tests.fake_llm_server import FakeLLMServer
 from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
 from trajectory_compressor.core.summary import SummaryFailed, SummaryRequest
+from trajectory_compressor.summarizers.chat import ChatRequest, Failure, send
+from trajectory_compressor.summarizers.endpoint import Endpoint
 from trajectory_compressor.summarizers.openai import OpenAISummarizer
+from trajectory_compressor.summarizers.prompt import COMPACT
 
 PREFIX = "[CONTEXT SUMMARY]: "  # 19 characters
 SENTENCE = "Step one of the task is done. "  # 30 characters, ends a sentence
@@ -122,3 +126,46 @@ def test_a_summary_this_row_paid_for_is_reported_as_obtained_after_a_resume(tmp_
     assert resumed.usage.prompt_tokens == paid.usage.prompt_tokens > 0
     assert twin.source == "cache"  # another row: a cache hit, free
     assert twin.usage.api_calls == 0
+
+
+async def send_once(server: FakeLLMServer, chat: ChatRequest):
+    async with aiohttp.ClientSession() as session:
+        return await send(session, Endpoint(EndpointConfig(server.url, "fake-model"), None,
+                                            0.0), chat, 30.0)
+
+
+def chat_request(**kwargs) -> ChatRequest:
+    return ChatRequest([{"role": "user", "content": "summarize this"}], 50, 0.3, 100,
+                       **kwargs)
+
+
+def test_a_reply_that_echoes_the_prompt_is_an_invalid_attempt():
+    # The compact style rejects a reply that copies the transcript's markup back.
+    async def main():
+        async with FakeLLMServer(reply=lambda data: "[Turn 3 - gpt]: call the tool") as server:
+            return await send_once(server, chat_request(reject=COMPACT.rejects))
+
+    outcome = asyncio.run(main())
+    assert isinstance(outcome, Failure) and outcome.kind == "invalid"
+    assert "echoes the prompt ('[Turn')" in outcome.reason
+    assert outcome.completion_tokens > 0  # what the reply cost still counts
+
+
+def test_a_failed_reply_is_neither_rejected_nor_finished():
+    seen: list[str] = []
+
+    def finish(text: str):
+        seen.append(text)
+        return text, False
+
+    def reject(text: str):
+        seen.append(text)
+        return None
+
+    async def main():
+        async with FakeLLMServer(faults={"http500": 1.0}) as server:
+            return await send_once(server, chat_request(reject=reject, finish=finish))
+
+    outcome = asyncio.run(main())
+    assert isinstance(outcome, Failure) and outcome.kind == "http" and outcome.status == 500
+    assert seen == []
