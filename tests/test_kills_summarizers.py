@@ -24,6 +24,7 @@ import types
 from pathlib import Path
 
 import aiohttp
+import orjson
 import pytest
 
 from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
@@ -36,8 +37,14 @@ from trajectory_compressor.summarizers import local as local_module
 from trajectory_compressor.summarizers import local_server, make_summarizer
 from trajectory_compressor.summarizers.batch import BATCH_ERROR, import_results
 from trajectory_compressor.summarizers.breaker import CircuitBreaker
-from trajectory_compressor.summarizers.cache import COMMIT_SECONDS, SummaryCache
+from trajectory_compressor.summarizers.cache import (
+    COMMIT_SECONDS,
+    CacheEntry,
+    SummaryCache,
+    cache_key,
+)
 from trajectory_compressor.summarizers.chat import (
+    ChatRequest,
     Failure,
     _describe,
     parse_reply,
@@ -619,3 +626,47 @@ def test_a_404_is_not_found_and_a_redirect_is_not_followed():
     assert isinstance(moved, Failure) and moved.kind == "redirect"
     assert moved.reason == ("https://api.test/v1: HTTP 307 redirect to "
                             "https://other.test/v1 (not followed)")
+
+
+def test_a_server_message_is_quoted_clipped_and_only_from_an_object():
+    where = Endpoint(EndpointConfig("https://api.test/v1", "m"), None, 0.0)
+    said = parse_reply(where, 500, b'{"error": {"message": "the server  exploded"}}')
+    assert said.reason == "https://api.test/v1: HTTP 500: the server exploded"
+    listed = parse_reply(where, 500, b'["not", "an", "object"]')
+    assert listed.reason == "https://api.test/v1: HTTP 500"
+    long = parse_reply(where, 500, orjson.dumps({"error": "word " * 400}))
+    assert "word word" in long.reason and long.reason.endswith("…")
+    assert len(long.reason) < 400  # clipped: one line, not the server's 2,000 characters
+
+
+def test_the_temperature_is_sent_to_a_model_that_takes_one():
+    chat = ChatRequest([{"role": "user", "content": "x"}], 50, 0.3, 100)
+    assert orjson.loads(chat.body("some-model"))["temperature"] == 0.3
+    assert "temperature" not in orjson.loads(
+        ChatRequest([{"role": "user", "content": "x"}], 50, None, 100).body("some-model"))
+
+
+def test_request_options_count_in_the_cache_key_when_given():
+    messages = [{"role": "user", "content": "turns"}]
+    plain = cache_key("m", messages, 100, 0.3)
+    assert cache_key("m", messages, 100, 0.3, {}) == plain  # old cache files stay valid
+    stop = cache_key("m", messages, 100, 0.3, {"stop": ["\n\n"], "top_k": 20})
+    assert stop != plain
+    assert cache_key("m", messages, 100, 0.3, {"top_k": 20, "stop": ["\n\n"]}) == stop
+    assert cache_key("m", messages, 100, 0.3, {"stop": ["\n"], "top_k": 20}) != stop
+
+
+def test_an_entry_with_damaged_info_reads_as_an_old_one(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = SummaryCache(path)
+    cache.put("k", "m", "a summary", truncated=True)
+    cache.close()
+    other = sqlite3.connect(path)
+    other.execute("UPDATE summaries SET info = '[1, 2]' WHERE key = 'k'")
+    other.commit()
+    other.close()
+    again = SummaryCache(path)
+    assert again.get_entry("k") == CacheEntry("a summary", None, None, False)
+    assert (again.hits, again.misses) == (1, 0)
+    assert again.get_entry("nope") is None and (again.hits, again.misses) == (1, 1)
+    again.close()

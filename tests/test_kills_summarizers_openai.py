@@ -12,6 +12,7 @@ characters, so each bound is worked out by hand.
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import aiohttp
 import pytest
@@ -22,6 +23,7 @@ from trajectory_compressor.core.summary import SummaryFailed, SummaryRequest
 from trajectory_compressor.summarizers.chat import ChatRequest, Failure, send
 from trajectory_compressor.summarizers.endpoint import Endpoint
 from trajectory_compressor.summarizers.openai import OpenAISummarizer
+from trajectory_compressor.summarizers.pool import Pool, PoolFailure
 from trajectory_compressor.summarizers.prompt import COMPACT
 
 PREFIX = "[CONTEXT SUMMARY]: "  # 19 characters
@@ -169,3 +171,37 @@ def test_a_failed_reply_is_neither_rejected_nor_finished():
     outcome = asyncio.run(main())
     assert isinstance(outcome, Failure) and outcome.kind == "http" and outcome.status == 500
     assert seen == []
+
+
+def test_a_reply_the_pool_does_not_finish_is_not_truncated_and_a_failure_costs_no_tokens():
+    async def main():
+        async with FakeLLMServer(script=["http500"]) as server:
+            pool = Pool([Endpoint(EndpointConfig(server.url, "fake-model"), None, 0.0)],
+                        max_retries=1, retry_delay=0.01)
+            await pool.start()
+            try:
+                with pytest.raises(PoolFailure) as caught:
+                    await pool.complete(chat_request())  # the 500: no usage in it
+                done = await pool.complete(chat_request())
+            finally:
+                await pool.aclose()
+            return caught.value.usage, done
+
+    failed, done = asyncio.run(main())
+    assert (failed.prompt_tokens, failed.completion_tokens) == (0, 0)
+    assert done.completion.truncated is False and done.usage.prompt_tokens > 0
+
+
+def test_a_closed_port_is_unreachable_and_says_it_cannot_connect():
+    with socket.socket() as probe:  # a port nobody listens on once this closes
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def main():
+        async with aiohttp.ClientSession() as session:
+            where = Endpoint(EndpointConfig(f"http://127.0.0.1:{port}/v1", "m"), None, 0.0)
+            return await send(session, where, chat_request(), 5.0)
+
+    outcome = asyncio.run(main())
+    assert isinstance(outcome, Failure) and outcome.kind == "unreachable"
+    assert outcome.reason.startswith(f"http://127.0.0.1:{port}/v1: cannot connect (")
