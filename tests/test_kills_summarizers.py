@@ -626,6 +626,8 @@ def test_a_404_is_not_found_and_a_redirect_is_not_followed():
     assert isinstance(moved, Failure) and moved.kind == "redirect"
     assert moved.reason == ("https://api.test/v1: HTTP 307 redirect to "
                             "https://other.test/v1 (not followed)")
+    first = parse_reply(where, 300, b"")  # 300 Multiple Choices is a redirect too (RFC 9110)
+    assert first.kind == "redirect" and first.reason.endswith("HTTP 300 redirect (not followed)")
 
 
 def test_a_server_message_is_quoted_clipped_and_only_from_an_object():
