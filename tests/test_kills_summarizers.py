@@ -672,3 +672,26 @@ def test_an_entry_with_damaged_info_reads_as_an_old_one(tmp_path):
     assert (again.hits, again.misses) == (1, 0)
     assert again.get_entry("nope") is None and (again.hits, again.misses) == (1, 1)
     again.close()
+
+
+def test_a_context_error_shrinks_by_what_it_says_or_by_half():
+    where = Endpoint(EndpointConfig("https://api.test/v1", "m"), None, 0.0)
+    both = parse_reply(where, 400, b'{"error": {"message": "This model\'s maximum context '
+                                   b'length is 4096 tokens. However, you requested 8192 '
+                                   b'tokens."}}')
+    assert both.kind == "context" and both.shrink_factor == pytest.approx(0.9 * 4096 / 8192)
+    only_limit = parse_reply(where, 400, b'{"error": "maximum context length is 4096"}')
+    assert only_limit.kind == "context" and only_limit.shrink_factor == 0.5
+    only_asked = parse_reply(where, 413, b'{"error": "prompt is too long: you have 9000 '
+                                         b'tokens"}')
+    assert only_asked.kind == "context" and only_asked.shrink_factor == 0.5
+
+
+def test_the_cache_commits_with_synchronous_normal(tmp_path):
+    # The module's note: WAL with synchronous=NORMAL makes a commit cheap (a setting of
+    # the connection, not of the file).
+    cache = SummaryCache(tmp_path / "c.sqlite")
+    try:
+        assert cache._db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    finally:
+        cache.close()
