@@ -38,7 +38,9 @@ from trajectory_compressor.summarizers import local_server, make_summarizer
 from trajectory_compressor.summarizers.batch import BATCH_ERROR, import_results
 from trajectory_compressor.summarizers.breaker import CircuitBreaker
 from trajectory_compressor.summarizers.cache import (
+    COMMIT_EVERY,
     COMMIT_SECONDS,
+    SCHEMA_VERSION,
     CacheEntry,
     SummaryCache,
     cache_key,
@@ -695,3 +697,56 @@ def test_the_cache_commits_with_synchronous_normal(tmp_path):
         assert cache._db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
     finally:
         cache.close()
+
+
+def test_a_put_two_seconds_after_a_commit_is_committed(tmp_path, monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(cache_module, "time",
+                        types.SimpleNamespace(monotonic=clock.monotonic, time=lambda: 0.0))
+    path = tmp_path / "c.sqlite"
+    cache = SummaryCache(path)
+    cache.put("a", "m", "first")
+    assert committed_keys(path) == set()
+    clock.now += COMMIT_SECONDS  # at least every 2 s: exactly 2 s is due
+    cache.put("b", "m", "second")
+    assert committed_keys(path) == {"a", "b"}
+    # The count restarts with each commit: COMMIT_EVERY more entries, not one fewer.
+    for i in range(COMMIT_EVERY - 1):
+        cache.put(f"n{i}", "m", "x")
+    assert len(committed_keys(path)) == 2
+    cache.put("last", "m", "x")
+    assert len(committed_keys(path)) == 2 + COMMIT_EVERY
+    cache.close()
+
+
+def test_a_closed_cache_is_closed_and_its_file_marked_with_the_schema(tmp_path):
+    path = tmp_path / "deep" / "er" / "c.sqlite"  # missing folders are made
+    cache = SummaryCache(path, {"a": 1, "b": 2})
+    cache.put("k", "m", "a summary")
+    cache.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        cache.get("k")
+    assert not path.with_name("c.sqlite-wal").exists()  # the last connection is gone
+    other = sqlite3.connect(path)
+    try:
+        assert other.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 1
+    finally:
+        other.close()
+    again = SummaryCache(path, {"b": 2, "a": 1})  # the same identity, keys in any order
+    entry = again.get_entry("k")
+    assert entry is not None and entry.truncated is False  # put's default: not cut
+    again.close()
+
+
+def test_an_entry_whose_info_is_not_json_reads_as_an_old_one(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = SummaryCache(path)
+    cache.put("k", "m", "a summary", truncated=True)
+    cache.close()
+    other = sqlite3.connect(path)
+    other.execute("UPDATE summaries SET info = '{not json' WHERE key = 'k'")
+    other.commit()
+    other.close()
+    again = SummaryCache(path)
+    assert again.get_entry("k") == CacheEntry("a summary", None, None, False)
+    again.close()
