@@ -52,7 +52,11 @@ from trajectory_compressor.summarizers.chat import (
     parse_reply,
     parse_retry_after,
 )
-from trajectory_compressor.summarizers.choice import local_extra_installed
+from trajectory_compressor.summarizers.choice import (
+    default_summarizer,
+    local_extra_installed,
+    resolve_summarizer,
+)
 from trajectory_compressor.summarizers.dotenv import (
     MAX_DOTENV_BYTES,
     KeyEnviron,
@@ -750,3 +754,47 @@ def test_an_entry_whose_info_is_not_json_reads_as_an_old_one(tmp_path):
     again = SummaryCache(path)
     assert again.get_entry("k") == CacheEntry("a summary", None, None, False)
     again.close()
+
+
+def choose(environ=None, installed=False, **fields):
+    return default_summarizer(CompressionConfig(**fields), environ or {},
+                              local_installed=lambda: installed)
+
+
+def test_auto_picks_the_backend_by_the_documented_order(tmp_path):
+    # default_summarizer's contract: a named backend decides; for auto, a local model, an
+    # endpoint, a base_url other than the default or a set key variable, else extractive.
+    assert choose(summarizer="extractive", local_model="x.gguf") == (
+        "extractive", "set by --summarizer or summarization.backend")
+    assert choose(summarizer="auto", local_model="x.gguf")[0] == "local"
+    endpoint = EndpointConfig("http://127.0.0.1:9/v1", "m")
+    assert choose(summarizer="auto", endpoints=[endpoint]) == (
+        "openai", "--base-url or summarization.endpoints names an endpoint")
+    assert choose(summarizer="auto", base_url="https://u:pw@llm.test/v1") == (
+        "openai", "summarization.base_url is https://llm.test/v1")
+    assert choose(summarizer="auto", base_url="https://openrouter.ai/api/v1/")[0] == \
+        "extractive"  # the default, written with a slash
+    name, why = choose({"MY_KEY": "k"}, summarizer="auto", api_key_env="MY_KEY")
+    assert name == "openai" and why.endswith("; MY_KEY is set")
+    assert choose(summarizer="auto", api_key_env="MY_KEY") == (
+        "extractive", "no model; no endpoint named, MY_KEY unset")
+    assert choose(summarizer="auto", api_key_env=None) == (
+        "extractive", "no model; no endpoint named, no key variable")
+    name, why = choose(installed=True, summarizer="auto", api_key_env="MY_KEY")
+    assert name == "extractive" and "the 'local' extra is installed" in why
+
+
+def test_resolving_replaces_only_auto():
+    endpoint = EndpointConfig("http://127.0.0.1:9/v1", "m")
+    auto = CompressionConfig(summarizer="auto", endpoints=[endpoint])
+    assert resolve_summarizer(auto, {}).summarizer == "openai"
+    fixed = CompressionConfig(summarizer="extractive")
+    assert resolve_summarizer(fixed, {}) is fixed
+
+
+def test_the_factory_builds_the_openai_backend_auto_resolves_to():
+    endpoint = EndpointConfig("http://127.0.0.1:9/v1", "m")
+    for name in ("openai", "auto"):
+        built = make_summarizer(CompressionConfig(summarizer=name, endpoints=[endpoint]),
+                                counter())
+        assert isinstance(built, OpenAISummarizer) and built.models == ["m"]
