@@ -798,3 +798,9 @@ def test_the_factory_builds_the_openai_backend_auto_resolves_to():
         built = make_summarizer(CompressionConfig(summarizer=name, endpoints=[endpoint]),
                                 counter())
         assert isinstance(built, OpenAISummarizer) and built.models == ["m"]
+
+
+def test_the_local_extra_is_installed_when_every_module_is_found():
+    assert local_extra_installed(lambda name: object()) is True
+    assert local_extra_installed(lambda name: None) is False
+    assert local_extra_installed(lambda name: None if name == "uvicorn" else object()) is False
