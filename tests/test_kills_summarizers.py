@@ -804,3 +804,69 @@ def test_the_local_extra_is_installed_when_every_module_is_found():
     assert local_extra_installed(lambda name: object()) is True
     assert local_extra_installed(lambda name: None) is False
     assert local_extra_installed(lambda name: None if name == "uvicorn" else object()) is False
+
+
+WHERE = "https://api.test/v1"
+
+
+def reply(status: int, body: bytes = b"", **kwargs):
+    return parse_reply(Endpoint(EndpointConfig(WHERE, "m"), None, 0.0), status, body, **kwargs)
+
+
+def test_retry_after_is_read_from_a_503_only():
+    assert reply(503, b"", retry_after="7").retry_after == 7.0
+    assert reply(500, b"", retry_after="7").retry_after is None
+    assert reply(504, b"", retry_after="7").retry_after is None
+
+
+def test_a_422_that_says_the_input_is_too_long_is_a_context_error():
+    assert reply(422, b'{"detail": "input is too long"}').kind == "context"
+    assert reply(422, b'{"detail": "bad field"}').kind == "http"
+
+
+@pytest.mark.parametrize("limit, asked, factor", [(4096, 4096, 0.5), (0, 100, 0.5),
+                                                  (1, 100, 0.1), (3000, 4000, 0.675)])
+def test_the_shrink_factor_follows_the_numbers_only_when_the_limit_is_below_the_ask(
+        limit, asked, factor):
+    body = (f'{{"error": "maximum context length is {limit} tokens, you requested '
+            f'{asked} tokens"}}').encode()
+    assert reply(400, body).shrink_factor == pytest.approx(factor)
+
+
+@pytest.mark.parametrize("body, said", [
+    (b"<html>bad gateway</html>", ""),
+    (b'{"error": "quota exceeded"}', ": quota exceeded"),
+    (b'{"message": "from message"}', ": from message"),
+    (b'{"detail": "from detail"}', ": from detail"),
+    (b'{"error": "   "}', ""),
+    (b'{"error": {"message": 42}}', ""),
+])
+def test_the_server_s_message_is_taken_from_the_usual_places(body, said):
+    assert reply(502, body).reason == f"{WHERE}: HTTP 502{said}"
+
+
+def test_a_redirect_names_only_an_absolute_target():
+    assert reply(307, b"").reason == f"{WHERE}: HTTP 307 redirect (not followed)"
+    assert reply(301, b"", location="/v2").reason == f"{WHERE}: HTTP 301 redirect (not followed)"
+
+
+def test_usage_counts_only_positive_integers():
+    def usage(prompt, completion):
+        body = orjson.dumps({"choices": [{"message": {"content": "A summary."},
+                                          "finish_reason": "stop"}],
+                             "usage": {"prompt_tokens": prompt,
+                                       "completion_tokens": completion}})
+        done = reply(200, body)
+        return done.prompt_tokens, done.completion_tokens
+
+    assert usage(1, 1) == (1, 1)
+    assert usage(True, -5) == (0, 0)
+    assert usage("12", 3.0) == (0, 0)
+
+
+def test_a_reply_that_is_not_json_names_its_content_type():
+    done = reply(200, b"<html>", content_type="text/html")
+    assert done.kind == "invalid"
+    assert done.reason == f"{WHERE}: the reply is not JSON (text/html, 6 bytes)"
+    assert reply(200, b"<html>", content_type="").reason.endswith(
+        "(unknown content type, 6 bytes)")

@@ -205,3 +205,32 @@ def test_a_closed_port_is_unreachable_and_says_it_cannot_connect():
     outcome = asyncio.run(main())
     assert isinstance(outcome, Failure) and outcome.kind == "unreachable"
     assert outcome.reason.startswith(f"http://127.0.0.1:{port}/v1: cannot connect (")
+
+
+def test_a_stalled_reply_is_a_timeout_and_a_dropped_one_a_connection_error():
+    async def main():
+        async with FakeLLMServer(faults={"stall": 1.0}, stall_seconds=5) as stalled, \
+                FakeLLMServer(faults={"drop": 1.0}) as dropped:
+            timeout = aiohttp.ClientTimeout(total=0.3)
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+                slow = await send(session, Endpoint(EndpointConfig(stalled.url, "m"), None,
+                                                    0.0), chat_request(), 0.3)
+                cut = await send(session, Endpoint(EndpointConfig(dropped.url, "m"), None,
+                                                   0.0), chat_request(), 0.3)
+            return slow, cut, stalled.url
+
+    slow, cut, url = asyncio.run(main())
+    assert slow.kind == "timeout" and slow.reason == f"{url}: no reply within 0.3s"
+    assert cut.kind == "connection" and "the server closed the connection" in cut.reason
+
+
+def test_a_redirect_is_not_followed():
+    async def main():
+        async with FakeLLMServer() as target, \
+                FakeLLMServer(redirect_to=target.url + "/chat/completions") as moved:
+            outcome = await send_once(moved, chat_request())
+            return outcome, target.requests
+
+    outcome, reached = asyncio.run(main())
+    assert isinstance(outcome, Failure) and outcome.kind == "redirect"
+    assert reached == 0
