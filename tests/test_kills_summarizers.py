@@ -862,6 +862,8 @@ def test_usage_counts_only_positive_integers():
     assert usage(1, 1) == (1, 1)
     assert usage(True, -5) == (0, 0)
     assert usage("12", 3.0) == (0, 0)
+    bare = reply(200, orjson.dumps({"choices": [{"message": {"content": "A summary."}}]}))
+    assert (bare.prompt_tokens, bare.completion_tokens) == (0, 0)  # no usage: none known
 
 
 def test_a_reply_that_is_not_json_names_its_content_type():

@@ -205,6 +205,7 @@ def test_a_closed_port_is_unreachable_and_says_it_cannot_connect():
     outcome = asyncio.run(main())
     assert isinstance(outcome, Failure) and outcome.kind == "unreachable"
     assert outcome.reason.startswith(f"http://127.0.0.1:{port}/v1: cannot connect (")
+    assert "Error)" not in outcome.reason  # the system's words, not an exception's name
 
 
 def test_a_stalled_reply_is_a_timeout_and_a_dropped_one_a_connection_error():
