@@ -60,10 +60,16 @@ def _regular_file_text(path: Path) -> str | None:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as f:
+    try:
+        # Checked before wrapping the descriptor: opening a folder's as a file raises.
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        data = f.read(MAX_DOTENV_BYTES)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_DOTENV_BYTES)
+    except OSError:  # a read error: unreadable, so empty
+        return None
+    finally:
+        os.close(fd)
     return data.decode("utf-8-sig", errors="replace")
 
 

@@ -42,4 +42,6 @@ class TokenBucket:
     def take(self, cost: float, now: float) -> None:
         """Debit ``cost`` (may be corrected later with another `take`, even negative)."""
         self._refill(now)
-        self.balance -= cost
+        # A refund (negative cost) never lifts the balance past the burst: the next
+        # request may come at this same instant (a coarse clock), before any refill caps it.
+        self.balance = min(self.capacity, self.balance - cost)
