@@ -50,7 +50,9 @@ def turns_of(spec: str, size: int = 10) -> list[dict]:
 # classes of tests/ that these call, followed transitively. A test that reaches one of the
 # names below is `heavy`; the others are `quick`. New tests need no marker; a test that
 # starts a process some other way is stopped in a quick run with a message (see
-# `_no_process_in_the_quick_tier`) and is marked `@pytest.mark.heavy` by hand.
+# `_no_process_in_the_quick_tier`) and is marked `@pytest.mark.heavy` by hand. A test that
+# names a heavy class without starting anything (a backend built and closed, never
+# started) is marked `@pytest.mark.quick` by hand; the guard still stops it if it starts one.
 TESTS_DIR = str(Path(__file__).resolve().parent)
 HEAVY_PACKAGES = {"subprocess", "multiprocessing", "ray", "playwright", "llama_cpp"}
 HEAVY_CALLABLES = {("tests.cli_helpers", "run_cli"), ("tests.cli_helpers", "start_cli"),
@@ -132,6 +134,8 @@ def _in_tests(value: object) -> bool:
 def _is_heavy(item: pytest.Item) -> bool:
     if item.get_closest_marker("heavy") is not None:
         return True
+    if item.get_closest_marker("quick") is not None:
+        return False
     if _root_reaches_heavy(getattr(item, "function", None)):
         return True
     fixtures = getattr(item, "_fixtureinfo", None)

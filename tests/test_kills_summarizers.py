@@ -386,6 +386,7 @@ def local_backend(tmp_path, monkeypatch):
     return make
 
 
+@pytest.mark.quick  # builds the local backend, starts no server
 @pytest.mark.parametrize("cpus, servers, threads", [(2, 1, 2), (8, 2, 4), (64, 4, 16)])
 def test_one_server_per_four_cpus_up_to_four(local_backend, cpus, servers, threads):
     # README "Sizing": each server gets 4 CPUs (all of them on a smaller machine); one
@@ -395,6 +396,7 @@ def test_one_server_per_four_cpus_up_to_four(local_backend, cpus, servers, threa
     assert backend.config.max_concurrent_requests == servers
 
 
+@pytest.mark.quick  # builds the local backend, starts no server
 def test_a_local_backend_not_started_has_no_counters_and_closes_quietly(local_backend):
     backend = local_backend(2)
     assert backend.live_counters() == {}
@@ -402,6 +404,7 @@ def test_a_local_backend_not_started_has_no_counters_and_closes_quietly(local_ba
     assert backend.inner is None and backend.servers == []
 
 
+@pytest.mark.quick  # builds the local backend, starts no server
 def test_closing_the_local_backend_closes_its_pool_and_cache(local_backend, tmp_path):
     backend = local_backend(2)
     inner = OpenAISummarizer(CompressionConfig(cache_enabled=True,
