@@ -102,7 +102,7 @@ def test_a_row_the_template_refuses_gets_the_reason_and_the_others_their_counts(
     rows = RowCounter(config, counter)
     batch = [ROWS[0], hermes("bad", "You help.", "Please REFUSE this.", "No."), ROWS[1]]
     counted = rows.count(items(batch))
-    expected = [template_length(tok, messages_of(r), chat_template=REFUSING) for r in (ROWS[0], ROWS[1])]
+    expected = [template_length(tok, messages_of(r), chat_template=REFUSING) for r in ROWS]
     assert isinstance(counted[0], list) and isinstance(counted[2], list)
     assert [len(counted[0]), len(counted[2])] == [3, 5]
     assert [sum(counted[0]), sum(counted[2])] == expected

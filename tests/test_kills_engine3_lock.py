@@ -62,9 +62,8 @@ def test_a_second_run_into_a_held_output_is_refused_naming_the_holder(tmp_path):
         written = json.loads(path.read_text(encoding="utf-8"))
         assert written["pid"] == os.getpid() and written["host"] == HOST
         assert written["output"] == str(output)
-        with pytest.raises(OutputLocked) as info:
-            with output_lock(path, output):
-                pytest.fail("two runs held one output")
+        with pytest.raises(OutputLocked) as info, output_lock(path, output):
+            pytest.fail("two runs held one output")
         who = f"pid {os.getpid()} on {re.escape(HOST)}, started {STARTED}"
         assert re.match(refusal(output, path, who), str(info.value)), str(info.value)
         # The refused attempt leaves the holder's lock as it was.
@@ -133,9 +132,8 @@ def test_without_flock_a_live_holder_or_another_hosts_run_keeps_the_lock(tmp_pat
     path, output = tmp_path / ".out.lock", tmp_path / "out.jsonl"
     holder_file(path, **holder)
     before = open_fds()
-    with pytest.raises(OutputLocked) as info:
-        with output_lock(path, output):
-            pytest.fail("a live run's lock was taken")
+    with pytest.raises(OutputLocked) as info, output_lock(path, output):
+        pytest.fail("a live run's lock was taken")
     assert re.match(refusal(output, path, re.escape(who)), str(info.value)), str(info.value)
     with pytest.raises(OutputLocked):
         probe([path], output)
@@ -186,3 +184,78 @@ def test_a_holder_that_has_not_written_its_name_yet_is_waited_for(tmp_path, no_f
     with output_lock(path, output):
         assert json.loads(path.read_text(encoding="utf-8"))["pid"] == os.getpid()
     assert time.monotonic() - start >= 0.1
+
+
+def test_the_lock_file_is_the_hidden_stem_lock_beside_the_outputs(tmp_path):
+    # Module docstring: the lock is ``.<output stem>.lock`` beside the sidecars.
+    assert lock_module.lock_path(tmp_path / "runs" / "data_compressed") == (
+        tmp_path / "runs" / ".data_compressed.lock")
+
+
+def test_the_lock_is_taken_in_a_folder_that_does_not_exist_yet(tmp_path):
+    path = tmp_path / "new" / "deeper" / ".out.lock"
+    with output_lock(path, tmp_path / "new" / "deeper" / "out.jsonl"):
+        assert json.loads(path.read_text(encoding="utf-8"))["pid"] == os.getpid()
+        # A data file: nobody's program, readable by the runs that check it.
+        assert os.stat(path).st_mode & 0o111 == 0
+        assert os.stat(path).st_mode & 0o400
+    assert not path.exists() and path.parent.is_dir()
+
+
+def test_a_lock_file_that_keeps_changing_is_refused_after_a_while(tmp_path, monkeypatch):
+    path, output = tmp_path / ".out.lock", tmp_path / "out.jsonl"
+    real_flock = lock_module._flock
+
+    def always_replaced(fd: int) -> bool | None:
+        path.unlink()
+        return real_flock(fd)
+
+    monkeypatch.setattr(lock_module, "_flock", always_replaced)
+    before = open_fds()
+    with pytest.raises(OutputLocked) as info, output_lock(path, output):
+        pytest.fail("a lock that was never held was taken")
+    assert str(info.value) == f"cannot take the lock {path} for {output}: it keeps changing"
+    assert open_fds() == before
+
+
+def test_a_stale_holders_longer_name_is_replaced_whole(tmp_path):
+    # The kernel's lock is free: the file is a dead run's; this run's name replaces it.
+    path, output = tmp_path / ".out.lock", tmp_path / "o.jsonl"
+    holder_file(path, pid=DEAD_PID, host=HOST, output="x" * 500, started="long ago")
+    with output_lock(path, output):
+        written = json.loads(path.read_text(encoding="utf-8"))
+        assert set(written) == {"pid", "host", "started", "output"}
+        assert (written["pid"], written["output"]) == (os.getpid(), str(output))
+        assert re.fullmatch(STARTED, written["started"])
+
+
+def test_without_flock_a_lock_file_of_garbage_names_nobody(tmp_path, no_flock):
+    path, output = tmp_path / ".out.lock", tmp_path / "out.jsonl"
+    path.write_bytes(b"\x00garbage{")
+    with output_lock(path, output):
+        assert json.loads(path.read_text(encoding="utf-8"))["pid"] == os.getpid()
+
+
+def test_a_directory_named_like_a_lock_is_nobodys_lock_even_when_flocked(tmp_path):
+    import fcntl
+
+    folder = tmp_path / ".out.lock"
+    folder.mkdir()
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # some other tool's lock on a folder
+        probe([folder], tmp_path / "out.jsonl")
+    finally:
+        os.close(fd)
+
+
+def test_an_io_error_of_flock_is_not_taken_for_a_lock(tmp_path, monkeypatch):
+    # Only the errors that say "flock is not supported here" fall back on the pid and host.
+    def broken(fd: int, operation: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(lock_module.fcntl, "flock", broken)
+    path = tmp_path / ".out.lock"
+    with pytest.raises(OSError) as info, output_lock(path, tmp_path / "out.jsonl"):
+        pytest.fail("locked without a lock")
+    assert info.value.errno == errno.EIO and not isinstance(info.value, OutputLocked)
