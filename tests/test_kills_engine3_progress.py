@@ -219,3 +219,89 @@ def test_close_finishes_the_bar_even_while_something_else_holds_it():
         progress.close()
         assert screen.read() == closed + "after\r\n"
     del held
+
+
+def test_each_row_counts_under_its_outcome_and_live_counters_replace_the_sums():
+    progress = Progress(quiet=True)
+    rows(progress, 1, was_compressed=True, summarization_api_calls=2)
+    rows(progress, 2, skipped_under_target=True)
+    progress.row(TrajectoryMetrics(still_over_limit=True, error="compression failed: x"))
+    progress.rejected()
+    progress.in_flight(3)
+    assert progress.counters == {"compressed": 1, "skipped": 2, "over_limit": 1, "failed": 1,
+                                 "rejected": 1, "api_calls": 2, "in_flight": 3}
+    progress.live({})  # a summarizer with nothing to say changes nothing
+    rows(progress, 1, summarization_api_calls=1)
+    assert progress.counters["api_calls"] == 3
+    # Counters straight from the summarizer replace the per-row sums from then on.
+    progress.live({"api_calls": 9})
+    rows(progress, 1, was_compressed=True, summarization_api_calls=4)
+    progress.in_flight(0)
+    assert progress.counters == {"compressed": 2, "skipped": 2, "over_limit": 1, "failed": 1,
+                                 "rejected": 1, "api_calls": 9, "in_flight": 0}
+
+
+class Clock:
+    """`time.monotonic` for the progress module, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_the_counters_shown_are_refreshed_at_most_every_quarter_second(monkeypatch):
+    from trajectory_compressor.engine import progress as progress_module
+
+    clock = Clock()
+    monkeypatch.setattr(progress_module, "time", clock)
+    with terminal(200) as screen:
+        progress = Progress(total=10)
+        bar = progress._bar
+        rows(progress, 1, was_compressed=True)
+        assert "compressed=1," in bar.postfix  # the first row shows them at once
+        clock.now += 0.1
+        rows(progress, 1, was_compressed=True)
+        progress.rejected()
+        assert "compressed=1," in bar.postfix and "rejected=0" in bar.postfix
+        clock.now += 0.15  # 0.25 s since the last refresh
+        progress.rejected()
+        assert "compressed=2," in bar.postfix and "rejected=2" in bar.postfix
+        clock.now += 0.25
+        rows(progress, 1, was_compressed=True)
+        assert "compressed=3," in bar.postfix
+        progress.close()
+        last = screen.draws()[-1]
+    assert re.search(r"\| 5/10 \[.*compressed=3, .*rejected=2", last), last
+
+
+def test_a_resumed_bar_shows_the_counts_before_its_next_draw():
+    done = AggregateMetrics(total_trajectories=2, trajectories_compressed=2, rows_rejected=1)
+    with terminal(200) as screen:
+        progress = Progress(total=6)
+        progress._bar.mininterval = 3600  # only what forces a draw draws
+        progress.restore(done)
+        assert "compressed=2," in progress._bar.postfix and "rejected=1" in progress._bar.postfix
+        assert len(screen.draws()) == 1  # restoring forces no draw of its own
+        progress.close()
+
+
+def test_a_note_goes_above_the_bar():
+    with terminal(100) as screen:
+        progress = Progress(total=3)
+        rows(progress, 1)
+        progress.write("note: \x1b[31mred\x1b[0m is data")
+        progress.close()
+    assert "note: " in screen.text and "is data\r\n" in screen.text
+    assert "\x1b[31m" not in screen.text  # data reaches the terminal inert
+
+
+def test_a_terminal_that_reports_no_size_has_24_lines():
+    # tqdm hides the bars past a terminal's last line: with 24 lines, the 24th open bar
+    # (position 23) is where it says so.
+    with terminal(None) as screen:
+        bars = [Progress(total=1) for _ in range(24)]
+        for progress in reversed(bars):
+            progress.close()
+    assert "(more hidden)" in screen.text
