@@ -139,11 +139,18 @@ def test_blank_lines_are_no_rows(tmp_path):
     ({"metrics": {"total_trajectories": 2.5}}, "metrics total_trajectories is 2.5"),
     ({"consumed": "3:abc"}, "its digests of the inputs are not a list of strings"),
     ({"consumed": [1]}, "its digests of the inputs are not a list of strings"),
+    ({"skip": -1}, "skip is -1, not a whole number >= 0"),
+    ({"file_index": True}, "file_index is True, not a whole number >= 0"),
+    ({"over_limit": "12"}, "over_limit is '12', not a whole number >= 0"),
+    ({"rejects": 1.0}, "rejects is 1.0, not a whole number >= 0"),
+    ({"draws": None}, "draws is None, not a whole number >= 0"),
+    ({"file_index": 3}, "file_index 3 is past the 2 inputs"),
 ])
 def test_damaged_fields_are_refused(two, fields, what):
     path = Path("/runs/.out.checkpoint.json")
-    fields = {"consumed": [], "metrics": {"total_trajectories": 5}, **fields}
-    checkpoint = cut(1, 2, **fields)
+    fields = {"inputs": [], "settings": {}, "file_index": 1, "skip": 2, "consumed": [],
+              "metrics": {"total_trajectories": 5}, **fields}
+    checkpoint = Checkpoint(**fields)
     with pytest.raises(ResumeError) as info:
         resume(checkpoint, two, path=path)
     assert str(info.value) == f"cannot resume: the checkpoint {path} is damaged ({what}); {RESTART}"
@@ -243,3 +250,48 @@ def test_only_plain_jsonl_rows_are_counted_before_the_cut(tmp_path):
         f.write("".join(line(i).replace("question 1", "QUESTION 1") + "\n" for i in range(3)))
     with pytest.raises(ResumeError, match="changed in the part"):
         resume(cut(0, 2, recorded, metrics={"total_trajectories": 0}), inputs)
+
+
+def test_a_cut_after_every_input_reads_nothing_again(two):
+    # Every input finished (file_index == the number of inputs): nothing is compared.
+    poke(two[0].path, "question 0", "QUESTION 0")
+    resume(cut(2, 0, ["0:x", "0:y"], metrics={}), two)
+
+
+def test_a_checkpoint_whose_digests_are_null_is_checked_on_its_counters_only(two):
+    resume(cut(1, 2, None, metrics={"total_trajectories": 5}), two)
+
+
+def test_inputs_that_are_not_local_files_get_an_empty_digest(two, tmp_path):
+    shard = InputFile(tmp_path / "shard-0", "hf", stream={"dataset": "org/data", "shard": 0})
+    digest = ConsumedDigest([shard, *two])
+    found = digest.at(2, 1)
+    digest.close()
+    assert found[0] == "" and len(found) == 3
+    assert found[1:] == digests(two, 1, 1)
+
+
+def test_an_input_that_cannot_be_read_whole_gets_an_empty_digest(tmp_path):
+    assert digests([InputFile(tmp_path / "gone.json", "json")], 0, 1) == [""]
+
+
+def test_rows_are_counted_up_to_the_input_asked_for(two, tmp_path):
+    array = tmp_path / "c.json"
+    array.write_text("[]\n", encoding="utf-8")
+    digest = ConsumedDigest([*two, InputFile(array, "json")])
+    digest.at(1, 2)
+    assert digest.rows_before(0) == 3  # a.jsonl
+    assert digest.rows_before(1) == 5  # and the 2 lines of b.jsonl before the cut
+    assert digest.rows_before(2) is None  # a JSON array's rows are not counted by lines
+    digest.close()
+
+
+def test_closing_the_digest_closes_the_files_it_kept_open(two):
+    import warnings
+
+    digest = ConsumedDigest(two)
+    digest.at(1, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        digest.close()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
