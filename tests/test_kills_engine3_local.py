@@ -15,13 +15,19 @@ wrong (`core/reasons.py`, SUMMARY_FAILED).
 from __future__ import annotations
 
 import json
+import os
+import re
+import threading
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from tests.fixtures_runs import HAND_CONFIG, row, write_jsonl
+from tests.test_kills_engine3_progress import terminal
 from trajectory_compressor.core.config import CompressionConfig
-from trajectory_compressor.core.errors import FatalSummaryError
+from trajectory_compressor.core.errors import FatalSummaryError, ResumeError
 from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.core.summary import Summary, SummaryRequest
 from trajectory_compressor.engine.job import compress_dataset
@@ -150,3 +156,145 @@ def test_a_summarizer_error_nobody_foresaw_costs_the_row_its_summary_not_the_run
                 (tmp_path / "out_over_limit.jsonl").read_text().splitlines()]
     assert entry["id"] == "r0" and entry["reason"] == "summary_failed"
     assert entry["reason_text"] == error
+
+
+def interrupted(tmp_path: Path, counter) -> tuple[Path, Path, dict]:
+    """A folder run stopped in b.jsonl after its second row: inputs, output, checkpoint."""
+    data = folder(tmp_path)
+    out = tmp_path / "out"
+    with pytest.raises(FatalSummaryError):
+        compress_dataset(str(data), str(out), CONFIG, summarizer=RevokedAfter(counter, 5))
+    checkpoint = json.loads((tmp_path / ".out.checkpoint.json").read_text(encoding="utf-8"))
+    return data, out, checkpoint
+
+
+def test_a_resume_refuses_other_settings_and_consumed_bytes_edited_in_place(tmp_path,
+                                                                            counter):
+    data, out, _ = interrupted(tmp_path, counter)
+    extractive = ExtractiveSummarizer(counter.count)
+    with pytest.raises(ResumeError, match=re.escape(
+            "the setting compression.target_max_tokens is 120 but was 100 in the interrupted "
+            "run")):
+        compress_dataset(str(data), str(out), CONFIG.replace(target_max_tokens=120),
+                         resume=True, summarizer=extractive)
+    # An edit that keeps the size and the modification time, in a row already read.
+    a = data / "a.jsonl"
+    stat = a.stat()
+    text = a.read_text(encoding="utf-8")
+    a.write_text(text.replace('"a1"', '"A1"'), encoding="utf-8")
+    os.utime(a, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(ResumeError) as info:
+        compress_dataset(str(data), str(out), CONFIG, resume=True, summarizer=extractive)
+    assert str(info.value).startswith(f"cannot resume: the input {a} changed in the part the "
+                                      "interrupted run had already read")
+    a.write_text(text, encoding="utf-8")
+    os.utime(a, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert compress_dataset(str(data), str(out), CONFIG, resume=True,
+                            summarizer=extractive).resumed
+
+
+def test_the_metrics_say_when_the_run_started_and_ended(tmp_path, counter):
+    data, out, checkpoint = interrupted(tmp_path, counter)
+    assert checkpoint["started"]
+    compress_dataset(str(data), str(out), CONFIG, resume=True,
+                     summarizer=ExtractiveSummarizer(counter.count))
+    processing = json.loads((tmp_path / "out_metrics.json").read_text())["processing"]
+    # The resumed run is the interrupted one going on: it started when that one did.
+    assert processing["start_time"] == checkpoint["started"]
+    start = datetime.fromisoformat(processing["start_time"])
+    end = datetime.fromisoformat(processing["end_time"])
+    assert start <= end <= datetime.now()
+    assert processing["duration_seconds"] > 0
+    fresh = tmp_path / "fresh"
+    compress_dataset(str(data), str(fresh), CONFIG,
+                     summarizer=ExtractiveSummarizer(counter.count))
+    processing = json.loads((tmp_path / "fresh_metrics.json").read_text())["processing"]
+    assert datetime.fromisoformat(processing["start_time"]) <= datetime.fromisoformat(
+        processing["end_time"])
+
+
+class Notifying(ExtractiveSummarizer):
+    """The extractive summarizer, saying once what a person should see at once (as an
+    endpoint's first failure of a kind): through the run's `notify`, else on its own."""
+
+    own: list[str]
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        if not hasattr(self, "own"):
+            self.own = []
+            (self.notify or self.own.append)("the endpoint answered 429 \x1b[2Jslow down")
+        return await super().summarize(request)
+
+
+def test_a_summarizers_notes_go_through_the_runs_display(tmp_path, counter, capsys):
+    src = write_jsonl(tmp_path / "in.jsonl", [row("r0", *FITS), row("r1", *FITS)])
+    summarizer = Notifying(counter.count)
+    compress_dataset(str(src), str(tmp_path / "out.jsonl"), CONFIG, quiet=False,
+                     summarizer=summarizer)
+    assert summarizer.own == []
+    err = capsys.readouterr().err
+    assert "warning: the endpoint answered 429" in err and "slow down" in err
+    assert "\x1b" not in err
+
+
+def test_the_bar_of_a_run_ends_with_nothing_in_flight(tmp_path, counter):
+    src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(3)])
+    with terminal(300) as screen:
+        compress_dataset(str(src), str(tmp_path / "out.jsonl"), CONFIG, quiet=False,
+                         summarizer=ExtractiveSummarizer(counter.count))
+        last = screen.draws()[-1]
+        assert screen.read().endswith("\r\n")  # the run closed its bar
+    assert re.search(r"\| 3/3 \[.*compressed=3, .*in_flight=0\]$", last), last
+
+
+def test_a_resumed_runs_bar_goes_on_from_the_interrupted_runs_counts(tmp_path, counter):
+    data, out, _ = interrupted(tmp_path, counter)
+    with terminal(300) as screen:
+        compress_dataset(str(data), str(out), CONFIG, resume=True, quiet=False,
+                         summarizer=ExtractiveSummarizer(counter.count))
+        last = screen.draws()[-1]
+    assert re.search(r"\| 7/7 \[.*compressed=7, ", last), last
+
+
+def test_a_sampled_run_resumes_to_the_same_sample(tmp_path, counter):
+    data = folder(tmp_path)
+    sample = {"sample_percent": 60, "seed": 3}
+    reference = tmp_path / "reference"
+    compress_dataset(str(data), str(reference), CONFIG, **sample,
+                     summarizer=ExtractiveSummarizer(counter.count))
+    kept = [json.loads(x)["id"] for p in sorted(reference.iterdir())
+            for x in p.read_text().splitlines()]
+    assert 2 <= len(kept) < 7  # a sample, with a row to stop at after the first summary
+    out = tmp_path / "out"
+    with pytest.raises(FatalSummaryError):
+        compress_dataset(str(data), str(out), CONFIG, **sample,
+                         summarizer=RevokedAfter(counter, 1))
+    compress_dataset(str(data), str(out), CONFIG, **sample, resume=True,
+                     summarizer=ExtractiveSummarizer(counter.count))
+    assert outputs(out) == outputs(reference)
+
+
+def test_a_run_leaves_no_counting_thread_behind(tmp_path, counter):
+    src = write_jsonl(tmp_path / "in.jsonl", [row("r0", *FITS)])
+    compress_dataset(str(src), str(tmp_path / "out.jsonl"), CONFIG,
+                     summarizer=ExtractiveSummarizer(counter.count))
+    deadline = time.monotonic() + 5
+    while any(t.name.startswith("count") for t in threading.enumerate()):
+        assert time.monotonic() < deadline, [t.name for t in threading.enumerate()]
+        time.sleep(0.01)
+
+
+def test_a_folder_of_split_shards_gets_a_dataset_card(tmp_path, counter):
+    # README: "A `README.md` dataset card beside the shards lists each split's files (YAML
+    # `configs`)"; outputs that are all split shards in one folder are such shards.
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "train-00000-of-00001.jsonl", [row("t0", *FITS)])
+    write_jsonl(data / "test-00000-of-00001.jsonl", [row("e0", *FITS)])
+    out = tmp_path / "out"
+    compress_dataset(str(data), str(out), CONFIG,
+                     summarizer=ExtractiveSummarizer(counter.count))
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert card.startswith("---\nconfigs:\n- config_name: default\n  data_files:\n")
+    assert sorted(re.findall(r"- split: (\w+)\n    path: (\S+)\n", card)) == [
+        ("test", "test-*-of-*"), ("train", "train-*-of-*")]
