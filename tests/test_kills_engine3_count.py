@@ -19,7 +19,7 @@ import pytest
 
 from tests.template_tokenizer import CHATML, make_tokenizer_dir
 from trajectory_compressor.core.config import CompressionConfig
-from trajectory_compressor.counting.tokens import TokenCounter, load_tokenizer
+from trajectory_compressor.counting.tokens import TokenCounter, load_bundled_backend, load_tokenizer
 from trajectory_compressor.dialects.sharegpt import SHAREGPT
 from trajectory_compressor.engine.analyze import analyze
 from trajectory_compressor.engine.count import RowCounter, gap_counter
@@ -137,3 +137,37 @@ def test_the_bundled_tokenizer_has_no_template_and_so_no_gap(tmp_path, counter):
                                summary_target_tokens=50)
     assert gap_counter(config, counter) is None
     assert analyze(str(src), config, counter=counter).gap is None
+
+
+class Refusing:
+    """The bundled tokenizer's backend, except that it raises on a batch holding REFUSE
+    (a text some tokenizer cannot encode)."""
+
+    def __init__(self) -> None:
+        self.inner = load_bundled_backend()
+
+    def encode_batch(self, texts, add_special_tokens=False):
+        if any("REFUSE" in t for t in texts):
+            raise ValueError("cannot encode this text")
+        return self.inner.encode_batch(texts, add_special_tokens=add_special_tokens)
+
+
+def turn_counts(tok, row: dict) -> list[int]:
+    return [len(tok.encode(t["value"], add_special_tokens=False)) for t in row["conversations"]]
+
+
+def test_counting_by_turns_counts_each_turns_text_alone(folder, counter):
+    _, tok, _ = folder  # the bundled vocabulary, as the default counter's
+    rows = RowCounter(CompressionConfig(), counter)
+    assert rows.count(items(ROWS)) == [turn_counts(tok, r) for r in ROWS]
+    assert [rows.total(SHAREGPT, r) for r in ROWS] == [sum(turn_counts(tok, r)) for r in ROWS]
+
+
+def test_a_text_the_tokenizer_refuses_rejects_its_row_only(folder):
+    _, tok, _ = folder
+    rows = RowCounter(CompressionConfig(), TokenCounter(backend=Refusing()))
+    bad = hermes("bad", "You help.", "Please REFUSE this.", "No.")
+    counted = rows.count(items([ROWS[0], bad, ROWS[1]]))
+    assert counted[0] == turn_counts(tok, ROWS[0]) and counted[2] == turn_counts(tok, ROWS[1])
+    assert counted[1] == ("the tokenizer cannot count one of the row's turns: ValueError: "
+                          "cannot encode this text")
