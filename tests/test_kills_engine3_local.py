@@ -298,3 +298,31 @@ def test_a_folder_of_split_shards_gets_a_dataset_card(tmp_path, counter):
     assert card.startswith("---\nconfigs:\n- config_name: default\n  data_files:\n")
     assert sorted(re.findall(r"- split: (\w+)\n    path: (\S+)\n", card)) == [
         ("test", "test-*-of-*"), ("train", "train-*-of-*")]
+
+
+def test_a_row_being_summarized_counts_as_in_flight(tmp_path, counter, monkeypatch):
+    # The bar's in_flight counter: the rows whose summaries are being made. Each run's
+    # progress display is watched from its summarizer while it summarizes.
+    from trajectory_compressor.engine import local as local_module
+    from trajectory_compressor.engine.progress import Progress
+
+    shown: list[Progress] = []
+
+    class Watched(Progress):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            shown.append(self)
+
+    seen: list[int] = []
+
+    class Looking(ExtractiveSummarizer):
+        async def summarize(self, request: SummaryRequest) -> Summary:
+            seen.append(shown[-1].counters["in_flight"])
+            return await super().summarize(request)
+
+    monkeypatch.setattr(local_module, "Progress", Watched)
+    src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(2)])
+    summarizer = Looking(counter.count)
+    compress_dataset(str(src), str(tmp_path / "out.jsonl"), CONFIG, summarizer=summarizer)
+    assert seen == [1, 1]  # one row at a time (window_rows 1)
+    assert shown[-1].counters["in_flight"] == 0
