@@ -19,6 +19,7 @@ import pytest
 
 from tests.template_tokenizer import CHATML, make_tokenizer_dir
 from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.errors import ConfigError
 from trajectory_compressor.counting.tokens import TokenCounter, load_bundled_backend, load_tokenizer
 from trajectory_compressor.dialects.sharegpt import SHAREGPT
 from trajectory_compressor.engine.analyze import analyze
@@ -171,3 +172,21 @@ def test_a_text_the_tokenizer_refuses_rejects_its_row_only(folder):
     assert counted[0] == turn_counts(tok, ROWS[0]) and counted[2] == turn_counts(tok, ROWS[1])
     assert counted[1] == ("the tokenizer cannot count one of the row's turns: ValueError: "
                           "cannot encode this text")
+
+
+def test_counting_with_the_template_of_a_tokenizer_that_has_none_is_a_config_error(counter):
+    # README: "a tokenizer without one (the bundled DeepSeek tokenizer has none) is an
+    # error naming that option".
+    with pytest.raises(ConfigError, match="--chat-template"):
+        RowCounter(CompressionConfig(token_counting="chat_template"), counter)
+
+
+def test_a_template_file_gives_the_bundled_tokenizer_a_gap(tmp_path, folder, counter):
+    _, tok, _ = folder
+    template = tmp_path / "chatml.jinja"
+    template.write_text(CHATML, encoding="utf-8")
+    config = CompressionConfig(chat_template=str(template))
+    assert gap_counter(config, counter) is not None
+    rows = RowCounter(config, counter)
+    assert rows.template_totals([(messages_of(r), None) for r in ROWS]) == [
+        template_length(tok, messages_of(r), chat_template=CHATML) for r in ROWS]
