@@ -27,7 +27,7 @@ import pytest
 from tests.fixtures_runs import HAND_CONFIG, row, write_jsonl
 from tests.test_kills_engine3_progress import terminal
 from trajectory_compressor.core.config import CompressionConfig
-from trajectory_compressor.core.errors import FatalSummaryError, ResumeError
+from trajectory_compressor.core.errors import CompressorError, FatalSummaryError, ResumeError
 from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.core.summary import Summary, SummaryRequest
 from trajectory_compressor.engine.job import compress_dataset
@@ -320,9 +320,24 @@ def test_a_row_being_summarized_counts_as_in_flight(tmp_path, counter, monkeypat
             seen.append(shown[-1].counters["in_flight"])
             return await super().summarize(request)
 
+        def live_counters(self) -> dict[str, int]:
+            return {"api_calls": 40 + len(seen)}
+
     monkeypatch.setattr(local_module, "Progress", Watched)
     src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(2)])
     summarizer = Looking(counter.count)
     compress_dataset(str(src), str(tmp_path / "out.jsonl"), CONFIG, summarizer=summarizer)
     assert seen == [1, 1]  # one row at a time (window_rows 1)
     assert shown[-1].counters["in_flight"] == 0
+    # The summarizer's own counters, read after each row, replace the per-row sums.
+    assert shown[-1].counters["api_calls"] == 42
+
+
+def test_a_strict_run_stops_at_a_bad_row_and_commits_nothing(tmp_path, counter):
+    # README: "--strict stops at the first bad or failed row with exit code 1 and commits
+    # nothing".
+    src = write_jsonl(tmp_path / "in.jsonl", [row("r0", *FITS)], extra_lines=("{broken",))
+    with pytest.raises(CompressorError, match=re.escape(f"{src}:2")):
+        compress_dataset(str(src), str(tmp_path / "out.jsonl"), CONFIG, strict=True,
+                         summarizer=ExtractiveSummarizer(counter.count))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
