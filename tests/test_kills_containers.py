@@ -1,0 +1,212 @@
+"""Containers unit by unit, the behaviours the mutation pass found unpinned (issue 26, item 5).
+
+Atomic outputs (formats/base.py, SPEC §7): a file is complete only once renamed, a flush
+makes the bytes so far durable on disk (a gzip member ended there), and an output an
+interrupted run completed needs only its rename, or nothing when it was renamed already.
+JSON (formats/jsonio.py): one compact UTF-8 line, non-ASCII kept as is, values round-trip
+(a number no double holds written back as its text), the Python values of Parquet columns
+JSON has no type for written as text. The JSON-array count (formats/json_array.py) is how
+many records the reader yields. The registry (formats/registry.py): what a path that is no
+file is called, which hidden files are a run's, and globs that descend with ``**``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import errno
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from trajectory_compressor.core.errors import InputError
+from trajectory_compressor.formats import jsonio
+from trajectory_compressor.formats.base import (
+    AtomicFile,
+    FinishedFile,
+    InputFile,
+    Location,
+    temp_path,
+)
+from trajectory_compressor.formats.json_array import input_rows, read_json_array
+from trajectory_compressor.formats.registry import discover_inputs, tool_sidecar
+
+# -- base: locations and atomic files --------------------------------------------------------
+
+
+def test_a_location_without_line_or_row_is_its_file():
+    assert str(Location("data/a.json")) == "data/a.json"
+    assert str(Location("a.jsonl", line=3)) == "a.jsonl:3"
+    assert str(Location("a.parquet", row=0)) == "a.parquet row 0"
+
+
+def test_a_gzip_flush_leaves_a_complete_gzip_file_on_disk(tmp_path):
+    final = tmp_path / "o.jsonl.gz"
+    out = AtomicFile(final, gzip_level=6)
+    out.write(b'{"n": 1}\n')
+    offset = out.flush()
+    # What is on disk now (another reader, a crash) is the whole offset, a valid gzip.
+    on_disk = temp_path(final).read_bytes()
+    assert len(on_disk) == offset
+    assert gzip.decompress(on_disk) == b'{"n": 1}\n'
+    out.write(b'{"n": 2}\n')
+    out.commit()
+    assert gzip.decompress(final.read_bytes()) == b'{"n": 1}\n{"n": 2}\n'
+
+
+def test_a_finished_file_is_the_temporary_file_awaiting_its_rename(tmp_path):
+    final = tmp_path / "o.jsonl"
+    temp_path(final).write_text('{"n": 1}\n')
+    done = FinishedFile(final)
+    assert done.rows == 0  # it writes no rows: they were written by the interrupted run
+    assert done.flush() is None
+    done.commit()
+    assert final.read_text() == '{"n": 1}\n' and not temp_path(final).exists()
+
+
+def test_a_finished_file_renamed_already_is_accepted_and_a_missing_one_is_not(tmp_path):
+    final = tmp_path / "o.jsonl"
+    # The interrupted run died while committing: the rename happened, nothing is left.
+    final.write_text('{"n": 1}\n')
+    done = FinishedFile(final)
+    done.commit()
+    done.discard()  # nothing to delete: no error
+    assert final.read_text() == '{"n": 1}\n'
+    final.unlink()
+    with pytest.raises(FileNotFoundError) as caught:
+        FinishedFile(final)
+    assert caught.value.errno == errno.ENOENT
+
+
+def test_discarding_a_finished_file_deletes_the_temporary_file_only(tmp_path):
+    final = tmp_path / "o.jsonl"
+    final.write_text("old\n")
+    temp_path(final).write_text("new\n")
+    done = FinishedFile(final)
+    done.discard()
+    assert not temp_path(final).exists()
+    assert final.read_text() == "old\n"
+    done.discard()  # twice: still no error
+
+
+# -- jsonio -----------------------------------------------------------------------------------
+
+
+def test_parquet_values_json_has_no_type_for_are_written_as_text():
+    # Decimal and timedelta as their str(), dates and times in ISO 8601 (worked out by hand).
+    row = {"price": decimal.Decimal("1.10"), "took": datetime.timedelta(seconds=90),
+           "day": datetime.date(2024, 1, 2), "at": datetime.time(7, 5, 3)}
+    assert json.loads(jsonio.dumps(row)) == {"price": "1.10", "took": "0:01:30",
+                                             "day": "2024-01-02", "at": "07:05:03"}
+
+
+def test_the_stdlib_fallback_writes_the_same_json_as_orjson():
+    # A 2**70 integer sends the row through the stdlib writer: still one compact line,
+    # non-ASCII kept as is (the docstring), dates in ISO 8601.
+    row = {"n": 2**70, "s": "é ✓", "day": datetime.date(2024, 1, 2)}
+    assert jsonio.dumps(row) == (
+        '{"n":1180591620717411303424,"s":"é ✓","day":"2024-01-02"}'.encode())
+
+
+def test_a_number_no_double_holds_is_written_back_as_its_text():
+    row = jsonio.loads(b'{"big": 1e400, "tiny": -2.5e-400, "n": 1}')
+    assert jsonio.dumps(row) == b'{"big":1e400,"tiny":-2.5e-400,"n":1}'
+
+
+def test_a_row_nested_past_what_python_can_follow_is_a_value_error():
+    deep = b"[" * 50_000 + b"]" * 50_000
+    with pytest.raises(ValueError, match=f"nested more than {jsonio.MAX_NESTING} levels"):
+        jsonio.loads(deep)
+
+
+def test_pretty_json_with_a_lone_surrogate_is_indented_as_any_other():
+    plain = jsonio.dumps_pretty({"file": "a", "rows": [1]})
+    odd = jsonio.dumps_pretty({"file": "a\udcff", "rows": [1]})
+    assert plain == b'{\n  "file": "a",\n  "rows": [\n    1\n  ]\n}\n'
+    assert odd == b'{\n  "file": "a\\udcff",\n  "rows": [\n    1\n  ]\n}\n'
+    assert json.loads(odd) == {"file": "a\udcff", "rows": [1]}
+
+
+# -- json_array: the count is the reader's -------------------------------------------------
+
+
+def test_the_count_follows_the_reader_past_a_long_string_after_a_stray_backslash(tmp_path):
+    # Not JSON: a backslash outside any string starts the first element, then a string
+    # longer than the count's first window (64 KiB). The reader rejects that element and
+    # reads 2 and 3: three records, which the count must find (the window is cut at the
+    # string's opening quote, which a backslash before it does not escape there).
+    path = tmp_path / "a.json"
+    path.write_bytes(b'[ \\\\"' + b"x" * 70_000 + b'", 2, 3]')
+    records = list(read_json_array(InputFile(path, "json")))
+    assert [(r.location.row, r.row, r.error is None) for r in records] == [
+        (0, None, False), (1, 2, True), (2, 3, True)]
+    assert input_rows(InputFile(path, "json")) == 3
+
+
+# -- registry --------------------------------------------------------------------------------
+
+
+def test_a_fifo_given_as_input_is_named_for_what_it_is(tmp_path):
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match=r"pipe\.jsonl is a FIFO \(named pipe\), not a file"):
+        discover_inputs(str(fifo))
+    with pytest.raises(InputError, match=r"is a FIFO \(named pipe\), not a regular file"):
+        discover_inputs(str(tmp_path))
+
+
+def test_a_device_given_as_input_is_named_for_what_it_is():
+    with pytest.raises(InputError, match="/dev/null is a device, not a file or folder"):
+        discover_inputs("/dev/null")
+
+
+def test_a_missing_relative_file_name_is_not_taken_for_a_dataset(tmp_path, monkeypatch):
+    # "data.jsonl" is also a valid hub id; a name with a container suffix is a file that is
+    # not there (offline hub: a wrong turn to `datasets` would fail fast, not hang).
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(InputError, match=r"^input not found: data\.jsonl$"):
+        discover_inputs("data.jsonl")
+
+
+def test_a_double_star_glob_descends_into_folders(tmp_path):
+    for rel in ("a.jsonl", "x/b.jsonl", "x/y/c.jsonl"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text('{"n": 1}\n')
+    found = discover_inputs(str(tmp_path / "**" / "*.jsonl"))
+    assert sorted(f.path.relative_to(tmp_path).as_posix() for f in found) == [
+        "a.jsonl", "x/b.jsonl", "x/y/c.jsonl"]
+
+
+def test_a_hidden_checkpoint_with_the_checkpoint_keys_is_a_runs_file(tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"n": 1}\n')
+    checkpoint = tmp_path / ".a_compressed.checkpoint.json"
+    checkpoint.write_text(json.dumps({"version": 1, "settings": {}, "skip": 0, "inputs": []}))
+    skipped: list[Path] = []
+    found = discover_inputs(str(tmp_path), skipped=skipped)
+    assert [f.path.name for f in found] == ["a.jsonl"]
+    assert skipped == [checkpoint]
+    # One key short: data named like a checkpoint, read as JSON lines.
+    checkpoint.write_text(json.dumps({"version": 1, "settings": {}, "skip": 0}))
+    assert tool_sidecar(checkpoint) is False
+    assert [f.path.name for f in discover_inputs(str(tmp_path))] == [
+        ".a_compressed.checkpoint.json", "a.jsonl"]
+
+
+def test_a_sidecar_without_its_runs_metrics_is_not_the_tools(tmp_path):
+    rejects = tmp_path / "out_rejects.jsonl"
+    rejects.write_text('{"n": 1}\n')
+    assert tool_sidecar(rejects) is False  # no out_metrics.json to read
+
+
+def test_a_metrics_file_too_large_for_a_runs_record_is_data(tmp_path):
+    # A run's metrics file is small; one past 64 MiB is data, whatever it says.
+    metrics = tmp_path / "out_metrics.json"
+    head = b'{"run": {"settings_fingerprint": "f"}}'
+    with open(metrics, "wb") as f:
+        f.write(head + b" " * ((64 << 20) + 1 - len(head)))
+    assert metrics.stat().st_size == (64 << 20) + 1
+    assert tool_sidecar(metrics) is False
