@@ -210,3 +210,19 @@ def test_a_metrics_file_too_large_for_a_runs_record_is_data(tmp_path):
         f.write(head + b" " * ((64 << 20) + 1 - len(head)))
     assert metrics.stat().st_size == (64 << 20) + 1
     assert tool_sidecar(metrics) is False
+
+
+@pytest.mark.parametrize("spaces", [0, 4093, 4094, 4095, 4096, 9000])
+def test_a_byte_order_mark_after_leading_spaces_is_skipped_wherever_it_falls(tmp_path, spaces):
+    # The array's reader skips spaces, a byte order mark and spaces where the file starts;
+    # telling a .json array from JSON lines takes the same steps, wherever the mark falls
+    # among the blocks the file is read in (4094 spaces put it across the first block's end).
+    from trajectory_compressor.formats.registry import file_format, read_records
+
+    path = tmp_path / "a.json"
+    path.write_bytes(b" " * spaces + b"\xef\xbb\xbf" + b" " * spaces + b'[{"a": 1}, {"a": 2}]')
+    assert file_format(path) == "json"
+    assert [r.row for r in read_records(InputFile(path, "json"))] == [{"a": 1}, {"a": 2}]
+    lines = tmp_path / "b.json"  # and JSON lines after a mark are still JSON lines
+    lines.write_bytes(b" " * spaces + b"\xef\xbb\xbf" + b'{"a": 1}\n')
+    assert file_format(lines) == "jsonl"
