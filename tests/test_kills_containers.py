@@ -226,3 +226,21 @@ def test_a_byte_order_mark_after_leading_spaces_is_skipped_wherever_it_falls(tmp
     lines = tmp_path / "b.json"  # and JSON lines after a mark are still JSON lines
     lines.write_bytes(b" " * spaces + b"\xef\xbb\xbf" + b'{"a": 1}\n')
     assert file_format(lines) == "jsonl"
+
+
+def test_the_first_byte_is_the_one_the_array_reader_stops_at(tmp_path):
+    from trajectory_compressor.formats.json_array import first_char
+    from trajectory_compressor.formats.registry import file_format
+
+    cases = {b"": b"", b" \n ": b"", b"\xef\xbb\xbf": b"", b"\xef\xbb\xbf \n": b"",
+             b" \xef\xbb": b"\xef",  # a cut mark is no mark
+             b"\xef\xbb\xbf\xef\xbb\xbf[1]": b"\xef",  # one mark is skipped, as the reader does
+             b"\xef\xbb\xbf\n[1]": b"[", b"  {}": b"{",
+             # The same across the 4 KiB read blocks: spaces after the mark fill the first.
+             b"\xef\xbb\xbf" + b" " * 4093 + b"{}": b"{",
+             b"\xef\xbb\xbf" + b" " * 4093 + b"\xef\xbb\xbf[1]": b"\xef"}
+    for i, (data, first) in enumerate(cases.items()):
+        path = tmp_path / f"{i}.json"
+        path.write_bytes(data)
+        assert first_char(path) == first, data
+        assert file_format(path) == ("json" if first in (b"", b"[") else "jsonl"), data
