@@ -22,14 +22,18 @@ from pathlib import Path
 
 import pytest
 
-from trajectory_compressor.core.errors import InputError
+from trajectory_compressor.core.errors import InputError, OutputError
 from trajectory_compressor.formats import jsonio
 from trajectory_compressor.formats.base import (
     AtomicFile,
     FinishedFile,
     InputFile,
     Location,
+    Record,
+    replace_file,
     temp_path,
+    text_chars,
+    write_atomic,
 )
 from trajectory_compressor.formats.json_array import input_rows, read_json_array
 from trajectory_compressor.formats.registry import discover_inputs, tool_sidecar
@@ -90,6 +94,148 @@ def test_discarding_a_finished_file_deletes_the_temporary_file_only(tmp_path):
     assert not temp_path(final).exists()
     assert final.read_text() == "old\n"
     done.discard()  # twice: still no error
+
+
+def test_a_location_as_a_dict_holds_what_is_known():
+    assert Location("a.json").to_dict() == {"file": "a.json"}
+    assert Location("a.jsonl", line=3).to_dict() == {"file": "a.jsonl", "line": 3}
+    assert Location("a.parquet", row=0).to_dict() == {"file": "a.parquet", "row": 0}
+
+
+def test_a_records_position_is_how_many_lines_or_rows_end_with_it():
+    # Record.position: a JSONL line number as is, a 0-based row + 1, a whole-file error 1.
+    assert Record(Location("a.jsonl", line=7)).position == 7
+    assert Record(Location("a.parquet", row=0)).position == 1
+    assert Record(Location("a.parquet", row=41)).position == 42
+    assert Record(Location("a.json"), error="not a JSON array").position == 1
+
+
+def test_locations_and_inputs_are_frozen_values():
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Location("a").line = 2  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        InputFile(Path("a.jsonl"), "jsonl").rows = 2  # type: ignore[misc]
+    assert len({Location("a", row=1), Location("a", row=1)}) == 1
+
+
+def test_text_chars_counts_every_string_of_a_row():
+    row = {"id": "ab", "n": 12, "turns": [{"value": "xyz"}, {"value": None}, ["q", 3.5]],
+           "ok": True}
+    assert text_chars(row) == 2 + 3 + 1
+    assert text_chars("") == 0 and text_chars(None) == 0 and text_chars(7) == 0
+
+
+def test_an_output_is_never_renamed_onto_what_is_not_a_regular_file(tmp_path):
+    temp = tmp_path / "t"
+    temp.write_text("done\n")
+    with pytest.raises(OutputError, match="is not a regular file, so it was not replaced"):
+        replace_file(temp, tmp_path)  # a folder
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputError, match=f"the finished output is {temp}"):
+        replace_file(temp, fifo)
+    assert temp.read_text() == "done\n"
+    # A regular file and a symbolic link are replaced.
+    (tmp_path / "f").write_text("old")
+    replace_file(temp, tmp_path / "f")
+    assert (tmp_path / "f").read_text() == "done\n"
+    temp.write_text("again\n")
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    replace_file(temp, tmp_path / "link")
+    assert (tmp_path / "link").read_text() == "again\n" and not (tmp_path / "link").is_symlink()
+
+
+def test_an_atomic_file_lives_under_its_temporary_name_until_committed(tmp_path):
+    final = tmp_path / "new" / "sub" / "o.jsonl"  # folders made as needed
+    out = AtomicFile(final)
+    out.write(b"a\n")
+    assert out.flush() == 2
+    assert temp_path(final).read_bytes() == b"a\n" and not final.exists()
+    out.commit()
+    out.commit()  # twice: nothing more happens
+    out.discard()  # after the commit: the output stays
+    assert final.read_bytes() == b"a\n" and not temp_path(final).exists()
+
+
+def test_closing_an_atomic_file_twice_is_harmless_and_keeps_it(tmp_path):
+    final = tmp_path / "o.jsonl.gz"
+    out = AtomicFile(final, gzip_level=1)
+    out.write(b"a\n")
+    out.close_keep()
+    out.close_keep()
+    assert gzip.decompress(temp_path(final).read_bytes()) == b"a\n"
+    out.discard()
+    out.discard()  # twice: nothing left to delete, no error
+    assert not temp_path(final).exists() and not final.exists()
+
+
+def test_a_resumed_atomic_file_is_cut_back_to_its_checkpoint(tmp_path):
+    final = tmp_path / "o.jsonl"
+    first = AtomicFile(final)
+    first.write(b"one\n")
+    at = first.flush()
+    first.write(b"two, after the checkpoint\n")
+    first.close_keep()
+    again = AtomicFile(final, resume_at=at)
+    again.write(b"three\n")
+    again.commit()
+    assert final.read_bytes() == b"one\nthree\n"
+
+
+def test_a_temporary_file_shorter_than_its_checkpoint_cannot_be_resumed(tmp_path):
+    final = tmp_path / "o.jsonl"
+    temp_path(final).write_bytes(b"12345")
+    with pytest.raises(FileNotFoundError, match="shorter than the checkpoint says") as caught:
+        AtomicFile(final, resume_at=6)
+    assert caught.value.errno == errno.ENOENT
+    assert temp_path(final).read_bytes() == b"12345"
+
+
+def test_a_refused_resume_leaves_no_file_open(tmp_path):
+    import contextlib
+    import gc
+    import warnings
+
+    final = tmp_path / "o.jsonl"
+    temp_path(final).write_bytes(b"12345")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with contextlib.suppress(FileNotFoundError):
+            AtomicFile(final, resume_at=6)
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_a_gzip_output_carries_no_time_stamp(tmp_path):
+    # RFC 1952: MTIME 0 is "no time stamp"; the same rows give the same bytes at any time.
+    final = tmp_path / "o.jsonl.gz"
+    out = AtomicFile(final, gzip_level=6)
+    out.write(b"a\n")
+    out.flush()  # a second member starts here
+    out.write(b"b\n")
+    out.commit()
+    data = final.read_bytes()
+    assert data[:3] == b"\x1f\x8b\x08" and data[4:8] == b"\x00\x00\x00\x00"
+    second = data.index(b"\x1f\x8b\x08", 4)
+    assert data[second + 4:second + 8] == b"\x00\x00\x00\x00"
+    assert gzip.decompress(data) == b"a\nb\n"
+
+
+def test_write_atomic_writes_the_whole_file_under_its_final_name(tmp_path):
+    final = tmp_path / "d" / "small.json"
+    write_atomic(final, b"{}\n")
+    assert final.read_bytes() == b"{}\n"
+    assert sorted(p.name for p in final.parent.iterdir()) == ["small.json"]
+
+
+def test_a_finished_file_takes_no_more_rows(tmp_path):
+    final = tmp_path / "o.jsonl"
+    temp_path(final).write_text("x\n")
+    done = FinishedFile(final)
+    with pytest.raises(RuntimeError, match="is already complete"):
+        done.write_row({"n": 1})
 
 
 # -- jsonio -----------------------------------------------------------------------------------
@@ -244,3 +390,27 @@ def test_the_first_byte_is_the_one_the_array_reader_stops_at(tmp_path):
         path.write_bytes(data)
         assert first_char(path) == first, data
         assert file_format(path) == ("json" if first in (b"", b"[") else "jsonl"), data
+
+
+def _open_on(path: Path) -> list[str]:
+    """This process's file descriptors open on ``path`` (deleted or not), from /proc."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.removesuffix(" (deleted)") == str(path):
+            held.append(target)
+    return held
+
+
+@pytest.mark.parametrize("gzip_level", [None, 6])
+def test_a_discarded_atomic_file_is_closed_and_deleted(tmp_path, gzip_level):
+    final = tmp_path / "o.jsonl"
+    out = AtomicFile(final, gzip_level=gzip_level)
+    out.write(b"a\n")
+    assert _open_on(temp_path(final)) != []
+    out.discard()
+    assert _open_on(temp_path(final)) == []
+    assert not temp_path(final).exists() and not final.exists()
