@@ -414,3 +414,102 @@ def test_a_discarded_atomic_file_is_closed_and_deleted(tmp_path, gzip_level):
     out.discard()
     assert _open_on(temp_path(final)) == []
     assert not temp_path(final).exists() and not final.exists()
+
+
+# -- jsonio, whole ----------------------------------------------------------------------------
+
+
+def _nested(levels: int, kind: str = "list") -> object:
+    value: object = 1
+    for _ in range(levels):
+        value = [value] if kind == "list" else {"k": value} if kind == "dict" else (value,)
+    return value
+
+
+def test_too_deep_means_more_than_max_nesting_levels_of_objects_and_arrays():
+    limit = jsonio.MAX_NESTING
+    assert limit == 256  # README: rows nested deeper than 256 levels are rejects
+    for kind in ("list", "dict", "tuple"):
+        assert jsonio.too_deep(_nested(limit, kind)) is False, kind
+        assert jsonio.too_deep(_nested(limit + 1, kind)) is True, kind
+    for kind in ("list", "dict"):
+        at = _nested(limit, kind)
+        over = _nested(limit + 1, kind)
+        assert jsonio.too_deep(at, jsonio.dumps(at)) is False
+        assert jsonio.too_deep(over, jsonio.dumps(over)) is True
+    wide = {"a": [[1], {"b": _nested(limit - 1)}], "c": "x"}  # 1 + 1 + 255 levels
+    assert jsonio.too_deep(wide) is True
+    assert jsonio.too_deep({"a": [[1], {"b": _nested(limit - 3)}]}) is False
+    for scalar in (5, "text", None, 1.5):
+        assert jsonio.too_deep(scalar) is False
+        assert jsonio.too_deep(scalar, b"5") is False
+
+
+def test_numbers_read_through_the_stdlib_keep_their_types():
+    # A 23-digit integer sends the document through the stdlib parser.
+    got = jsonio.loads(b'[12345678901234567890123, 1.5, 0.0, 0e5, 1e400, 1e-400, -2.5]')
+    assert got == [12345678901234567890123, 1.5, 0.0, 0.0, float("inf"), 0.0, -2.5]
+    assert [type(v).__name__ for v in got] == [
+        "int", "float", "float", "float", "JsonNumber", "JsonNumber", "float"]
+
+
+def test_values_orjson_can_hold_are_written_as_orjson_writes_them():
+    import orjson
+
+    row = {"a": None, "f": 1e-7, "s": "x", "l": [None, 2.5e-8], "d": {"n": None}}
+    assert jsonio.dumps(row) == orjson.dumps(row)
+    big = jsonio.loads(b"1e400")
+    assert jsonio.dumps({"big": big, "f": 1e-7}) == b'{"big":1e400,"f":' + orjson.dumps(
+        1e-7) + b"}"
+
+
+def test_nan_and_infinity_are_kept_not_made_null():
+    # orjson would write null; the stdlib's NaN/Infinity read back as the same values.
+    row = {"a": [{"b": float("nan")}], "c": float("inf"), "d": [float("-inf")], "e": None}
+    out = jsonio.dumps(row)
+    assert out == b'{"a":[{"b":NaN}],"c":Infinity,"d":[-Infinity],"e":null}'
+    back = jsonio.loads(out)
+    assert back["c"] == float("inf") and back["d"] == [float("-inf")] and back["e"] is None
+
+
+def test_numbers_no_double_holds_are_written_back_anywhere_in_a_stdlib_row():
+    # 2**70 sends the row through the stdlib writer; each JsonNumber keeps its own text,
+    # however deep, and the other values are written as they are.
+    row = jsonio.loads(b'{"n": 1180591620717411303424, "a": [{"x": 1e400, "y": 1}], '
+                       b'"d": {"z": "w"}, "t": [-1e-400, 2], "s": "s"}')
+    assert jsonio.dumps(row) == (b'{"n":1180591620717411303424,"a":[{"x":1e400,"y":1}],'
+                                 b'"d":{"z":"w"},"t":[-1e-400,2],"s":"s"}')
+
+
+def test_a_lone_surrogate_is_written_as_its_escape():
+    out = jsonio.dumps({"s": "a\udcff", "t": "é"})
+    assert out == b'{"s":"a\\udcff","t":"\\u00e9"}'
+    assert jsonio.loads(out) == {"s": "a\udcff", "t": "é"}
+
+
+def test_bytes_are_base64_and_unknown_values_are_refused():
+    assert jsonio.dumps({"b": b"\x00\xff", "m": memoryview(b"hi")}) == (
+        b'{"b":"AP8=","m":"aGk="}')
+    with pytest.raises(TypeError, match="object is not JSON serializable"):
+        jsonio.dumps({"x": object()})
+
+
+def test_non_finite_floats_inside_lists_only_are_kept_too():
+    assert jsonio.dumps({"l": [1.0, float("nan")], "e": None}) == b'{"l":[1.0,NaN],"e":null}'
+    assert jsonio.dumps([[float("inf")], None]) == b"[[Infinity],null]"
+
+
+@pytest.mark.parametrize("depth", [1000, 1024])
+def test_a_big_integer_deep_in_a_row_is_exact_or_the_row_is_refused(depth):
+    # Deeper than the stdlib parser follows, shallower than orjson's limit: orjson would
+    # read the 23-digit integer as a float. Values round-trip exactly, or the row is a
+    # ValueError (a reject), never a changed value.
+    doc = b"[" * depth + b"12345678901234567890123" + b"]" * depth
+    try:
+        value = jsonio.loads(doc)
+    except ValueError as exc:
+        assert "nested more than" in str(exc)
+        return
+    for _ in range(depth):
+        value = value[0]
+    assert value == 12345678901234567890123 and isinstance(value, int)
