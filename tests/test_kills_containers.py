@@ -513,3 +513,48 @@ def test_a_big_integer_deep_in_a_row_is_exact_or_the_row_is_refused(depth):
     for _ in range(depth):
         value = value[0]
     assert value == 12345678901234567890123 and isinstance(value, int)
+
+
+# -- registry, whole --------------------------------------------------------------------------
+
+
+def test_a_socket_and_a_dangling_link_given_as_input_are_named_for_what_they_are(tmp_path):
+    import socket
+
+    sock_path = tmp_path / "s.jsonl"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(sock_path))
+        with pytest.raises(InputError, match=r"s\.jsonl is a socket, not a file or folder"):
+            discover_inputs(str(sock_path))
+    finally:
+        server.close()
+    link = tmp_path / "gone.jsonl"
+    link.symlink_to(tmp_path / "nowhere.jsonl")
+    with pytest.raises(InputError, match=r"gone\.jsonl is a symbolic link to nothing, not a"):
+        discover_inputs(str(link))
+
+
+def test_only_a_hidden_file_can_be_a_runs_checkpoint(tmp_path):
+    keys = {"version": 1, "settings": {}, "skip": 0, "inputs": [], "file_index": 0}
+    visible = tmp_path / "run.checkpoint.json"
+    visible.write_text(json.dumps(keys) + "\n")
+    assert tool_sidecar(visible) is False
+    assert [f.path.name for f in discover_inputs(str(tmp_path))] == ["run.checkpoint.json"]
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"n": 1}\n')
+    assert tool_sidecar(data) is False
+
+
+def test_a_metrics_file_without_a_settings_fingerprint_is_not_a_runs(tmp_path):
+    (tmp_path / "out.jsonl").write_text('{"n": 1}\n')
+    rejects = tmp_path / "out_rejects.jsonl"
+    rejects.write_text('{"n": 2}\n')
+    metrics = tmp_path / "out_metrics.json"
+    for record, ours in (({"run": {"settings_fingerprint": "f"}}, True),
+                         ({"run": {"other": "f"}}, False),
+                         ({"run": {"settings_fingerprint": 3}}, False),
+                         ({"run": "f"}, False), ([1], False)):
+        metrics.write_text(json.dumps(record))
+        assert tool_sidecar(rejects) is ours, record
+        assert tool_sidecar(metrics) is ours, record

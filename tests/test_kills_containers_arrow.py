@@ -269,3 +269,13 @@ def test_data_files_that_match_nothing_are_one_input_error(tmp_path):
     with pytest.raises(InputError, match=r"^cannot load Hugging Face dataset 'json': no data "
                                          r"files matched"):
         discover_inputs("json", data_files=str(tmp_path / "none" / "*.jsonl"))
+
+
+def test_a_bare_builder_name_is_streamed_by_datasets(tmp_path, monkeypatch):
+    # Not a path here: "json" is a dataset name for `datasets` streaming (its json builder
+    # finds the data files of the working folder).
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rows.jsonl").write_text('{"conversations": []}\n')
+    found = discover_inputs("json")
+    assert [(f.format, f.stream.dataset, f.name) for f in found] == [
+        ("hf", "json", "train-00000-of-00001")]
