@@ -558,3 +558,20 @@ def test_a_metrics_file_without_a_settings_fingerprint_is_not_a_runs(tmp_path):
         metrics.write_text(json.dumps(record))
         assert tool_sidecar(rejects) is ours, record
         assert tool_sidecar(metrics) is ours, record
+
+
+def test_pretty_json_keeps_non_ascii_text_readable():
+    assert jsonio.dumps_pretty({"file": "données.jsonl"}) == (
+        '{\n  "file": "données.jsonl"\n}\n'.encode())
+
+
+def test_a_string_that_looks_like_the_writers_number_marker_is_kept():
+    # A row through the stdlib writer (2**70) with a number no double holds: every value
+    # round-trips, whatever text a string holds (NULs included).
+    row = {"s": "\x00jsonio-number-0\x00", "n": 2**70, "big": jsonio.loads(b"1e400")}
+    out = jsonio.dumps(row)
+    back = jsonio.loads(out)
+    assert back["s"] == "\x00jsonio-number-0\x00"
+    assert back["n"] == 2**70
+    assert back["big"].text == "1e400"
+    assert out == b'{"s":"\\u0000jsonio-number-0\\u0000","n":1180591620717411303424,"big":1e400}'
