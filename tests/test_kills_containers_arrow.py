@@ -15,6 +15,7 @@ All sample files are written here (pyarrow, `datasets.save_to_disk`, local data 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import datasets
 import pyarrow as pa
@@ -261,7 +262,7 @@ def test_a_stream_that_breaks_off_is_one_input_error(tmp_path):
     lines.write_text(json.dumps(_row(0)) + '\n{"conversations": [}\n')
     inputs = discover_inputs("json", data_files=str(lines))
     with pytest.raises(InputError, match=r"^json \[train, shard 1/1\]: reading the dataset "
-                                         r"failed \("):
+                                         r"failed \(JSON parse error"):
         list(read_records(inputs[0]))
 
 
@@ -279,3 +280,110 @@ def test_a_bare_builder_name_is_streamed_by_datasets(tmp_path, monkeypatch):
     found = discover_inputs("json")
     assert [(f.format, f.stream.dataset, f.name) for f in found] == [
         ("hf", "json", "train-00000-of-00001")]
+
+
+# -- Hugging Face, whole ----------------------------------------------------------------------
+
+
+def test_a_single_dataset_folder_is_its_own_split_only(tmp_path):
+    folder = tmp_path / "ds"
+    _dataset(3).save_to_disk(str(folder))  # no split recorded: it is 'train'
+    assert [i.name for i in discover_inputs(str(folder))] == ["train-00000-of-00001"]
+    assert [i.name for i in discover_inputs(str(folder), split="train")] == [
+        "train-00000-of-00001"]
+    with pytest.raises(InputError, match="is a single 'train' dataset, not a DatasetDict "
+                                         "with a 'test' split"):
+        discover_inputs(str(folder), split="test")
+
+
+def test_save_to_disk_metadata_that_is_no_object_is_one_sentence(tmp_path):
+    folder = tmp_path / "ds"
+    _dataset(3).save_to_disk(str(folder))
+    (folder / "state.json").write_text("[1, 2]")
+    with pytest.raises(InputError, match=r"state\.json: save_to_disk metadata is not a JSON "
+                                         r"object$"):
+        discover_inputs(str(folder))
+
+
+def test_an_arrow_shard_without_turn_lists_rejects_each_row_once(tmp_path):
+    folder = tmp_path / "ds"
+    datasets.Dataset.from_list([{"a": i} for i in range(3)]).save_to_disk(str(folder))
+    (source,) = discover_inputs(str(folder))
+    got = list(read_records(source))
+    assert [r.location.row for r in got] == [0, 1, 2]
+    assert all(r.error.startswith("no column of the file's schema is a list of turns")
+               for r in got)
+    assert [r.location.row for r in read_records(source, 2)] == [2]
+
+
+def _stream_shard(tmp_path: Path, rows: list[dict], batch: int) -> InputFile:
+    """A save_to_disk folder whose one shard is an Arrow stream of ``batch``-row batches."""
+    folder = tmp_path / "ds"
+    datasets.Dataset.from_list(rows).save_to_disk(str(folder))
+    state = json.loads((folder / "state.json").read_text())
+    shard = folder / state["_data_files"][0]["filename"]
+    with pa.OSFile(str(shard)) as source:
+        table = pa.ipc.open_stream(source).read_all()
+    with pa.OSFile(str(shard), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        for piece in table.to_batches(max_chunksize=batch):
+            writer.write_batch(piece)
+    (source,) = discover_inputs(str(folder))
+    return source
+
+
+def test_an_arrow_shard_that_breaks_off_keeps_its_rows_and_says_where(tmp_path):
+    source = _stream_shard(tmp_path, _rows(6), batch=2)
+    data = source.path.read_bytes()
+    source.path.write_bytes(data[:len(data) - 60])  # into the last batch
+    got = list(read_records(source))
+    assert [(r.location.row, r.row and r.row["id"]) for r in got[:-1]] == [
+        (0, "r0"), (1, "r1"), (2, "r2"), (3, "r3")]
+    assert got[-1].location.row == 4
+    assert got[-1].error.startswith("the Arrow file breaks off after 4 rows (")
+    # Resumed past the rows it could read: nothing more to say.
+    assert list(read_records(source, 5)) == []
+
+
+def test_bytes_after_an_arrow_stream_are_said_not_dropped(tmp_path):
+    source = _stream_shard(tmp_path, _rows(4), batch=2)
+    with open(source.path, "ab") as f:
+        f.write(b"garbage!")
+    got = list(read_records(source))
+    assert [r.row["id"] for r in got[:-1]] == ["r0", "r1", "r2", "r3"]
+    assert got[-1].location.row == 4
+    assert got[-1].error.startswith("8 bytes after the end of the Arrow stream")
+
+
+def test_a_streamed_dataset_reads_each_shard_and_resumes_after_its_rows(tmp_path):
+    for name, rows in (("a.jsonl", _rows(3)), ("b.jsonl", _rows(2, start=10))):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    inputs = discover_inputs("json", data_files=[str(tmp_path / "a.jsonl"),
+                                                 str(tmp_path / "b.jsonl")])
+    assert [i.name for i in inputs] == ["train-00000-of-00002", "train-00001-of-00002"]
+    read = [[(r.location.row, r.row["id"]) for r in read_records(i)] for i in inputs]
+    assert read == [[(0, "r0"), (1, "r1"), (2, "r2")], [(0, "r10"), (1, "r11")]]
+    assert str(next(iter(read_records(inputs[1]))).location) == "json [train, shard 2/2] row 0"
+    assert [(r.location.row, r.row["id"]) for r in read_records(inputs[0], 2)] == [(2, "r2")]
+
+
+def test_a_streamed_dataset_with_extension_features_has_no_schema(tmp_path):
+    features = datasets.Features({
+        "conversations": [{"from": datasets.Value("string"), "value": datasets.Value("string")}],
+        "grid": datasets.Array2D((2, 2), "int32")})
+    path = tmp_path / "x.parquet"
+    datasets.Dataset.from_list(
+        [{"conversations": _row(0)["conversations"], "grid": [[1, 2], [3, 4]]}],
+        features=features).to_parquet(str(path))
+    (source,) = discover_inputs("parquet", data_files=str(path))
+    assert hf.stream_schema(source) is None
+
+
+def test_an_unreachable_hub_is_one_sentence_at_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for var in ("HF_HUB_OFFLINE", *hf._PROXY_VARS):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: refused
+    with pytest.raises(InputError, match=r"^input not found: someone/some-data is not a "
+                                         r"local file, folder or glob, and the Hugging Face "
+                                         r"Hub \(127\.0\.0\.1\) is unreachable"):
+        discover_inputs("someone/some-data")
