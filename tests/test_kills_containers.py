@@ -575,3 +575,13 @@ def test_a_string_that_looks_like_the_writers_number_marker_is_kept():
     assert back["n"] == 2**70
     assert back["big"].text == "1e400"
     assert out == b'{"s":"\\u0000jsonio-number-0\\u0000","n":1180591620717411303424,"big":1e400}'
+
+
+def test_bytes_that_are_not_utf8_are_a_unicode_error_naming_the_byte(tmp_path):
+    # RFC 8259: JSON text is UTF-8; the reject says which byte, not just "invalid JSON".
+    with pytest.raises(UnicodeDecodeError):
+        jsonio.loads(b'{"a": "\xff"}')
+    path = tmp_path / "a.json"
+    path.write_bytes(b'[{"a": 1}, {"a": "\xff"}]')
+    got = [(r.location.row, r.error) for r in read_json_array(InputFile(path, "json"))]
+    assert got == [(0, None), (1, "element is not valid UTF-8 (byte 0xff at offset 7)")]
