@@ -387,3 +387,47 @@ def test_an_unreachable_hub_is_one_sentence_at_once(tmp_path, monkeypatch):
                                          r"local file, folder or glob, and the Hugging Face "
                                          r"Hub \(127\.0\.0\.1\) is unreachable"):
         discover_inputs("someone/some-data")
+
+
+def test_a_dataset_dict_without_the_split_asked_for_names_its_splits(tmp_path):
+    folder = tmp_path / "dd"
+    datasets.DatasetDict({"train": _dataset(2), "test": _dataset(1)}).save_to_disk(str(folder))
+    with pytest.raises(InputError, match=r"has no split 'validation' \(splits: train, test\)"):
+        discover_inputs(str(folder), split="validation")
+
+
+def test_unreadable_save_to_disk_metadata_is_one_sentence(tmp_path):
+    folder = tmp_path / "ds"
+    _dataset(2).save_to_disk(str(folder))
+    (folder / "state.json").write_text("{not json")
+    with pytest.raises(InputError, match=r"state\.json: cannot read this save_to_disk metadata"):
+        discover_inputs(str(folder))
+
+
+def test_a_save_to_disk_folder_needs_both_of_its_metadata_files(tmp_path):
+    (tmp_path / "state.json").write_text("{}")
+    assert hf.is_saved_dataset(tmp_path) is False
+    (tmp_path / "dataset_info.json").write_text("{}")
+    assert hf.is_saved_dataset(tmp_path) is True
+
+
+def test_stream_shards_are_frozen_and_keyed_by_their_data_files_in_any_order(tmp_path):
+    import dataclasses
+
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / name).write_text(json.dumps(_row(0)) + "\n")
+    a, b = str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
+    one = discover_inputs("json", data_files={"train": a, "test": b})
+    other = discover_inputs("json", data_files={"test": b, "train": a})
+    assert [i.stream for i in one] == [i.stream for i in other]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        one[0].stream.index = 3  # type: ignore[misc]
+
+
+def test_a_shard_that_breaks_off_says_so_on_a_resume_at_its_break(tmp_path):
+    source = _stream_shard(tmp_path, _rows(6), batch=2)
+    data = source.path.read_bytes()
+    source.path.write_bytes(data[:len(data) - 60])
+    # Resumed after the 4 rows it could read: the break is still to be said.
+    got = list(read_records(source, 4))
+    assert [(r.location.row, r.error is not None) for r in got] == [(4, True)]
