@@ -431,3 +431,22 @@ def test_a_shard_that_breaks_off_says_so_on_a_resume_at_its_break(tmp_path):
     # Resumed after the 4 rows it could read: the break is still to be said.
     got = list(read_records(source, 4))
     assert [(r.location.row, r.error is not None) for r in got] == [(4, True)]
+
+
+def test_extension_features_inside_a_struct_count_too(tmp_path):
+    features = datasets.Features({
+        "conversations": [{"from": datasets.Value("string"), "value": datasets.Value("string")}],
+        "extra": {"grid": datasets.Array2D((2, 2), "int32")}})
+    path = tmp_path / "x.parquet"
+    datasets.Dataset.from_list(
+        [{"conversations": _row(0)["conversations"], "extra": {"grid": [[1, 2], [3, 4]]}}],
+        features=features).to_parquet(str(path))
+    (source,) = discover_inputs("parquet", data_files=str(path))
+    assert hf.stream_schema(source) is None
+
+
+def test_data_files_the_builder_cannot_read_are_one_input_error(tmp_path):
+    path = tmp_path / "x.parquet"
+    path.write_bytes(b"not parquet at all, not even close")
+    with pytest.raises(InputError, match=r"^cannot load Hugging Face dataset 'parquet' \(\w+: "):
+        discover_inputs("parquet", data_files=str(path))
