@@ -40,13 +40,22 @@ _BOM = b"\xef\xbb\xbf"
 
 
 def first_char(path: Path) -> bytes:
-    """The first non-space byte of a file (``b""`` when it has none)."""
+    """The byte the reader looks at first (past spaces, a byte order mark and spaces, as
+    `_skip_bom`), ``b""`` when there is none; read a block at a time."""
+    head = b""
+    marked = False  # a byte order mark passed
     with open(path, "rb") as f:
         while chunk := f.read(4096):
-            stripped = chunk.lstrip(_SPACE).removeprefix(_BOM).lstrip(_SPACE)
-            if stripped:
-                return stripped[:1]
-    return b""
+            head = (head + chunk).lstrip(_SPACE)
+            if not marked:
+                if len(head) < len(_BOM) and _BOM.startswith(head):
+                    continue  # nothing yet, or a mark the block's end cuts in two
+                if head.startswith(_BOM):
+                    marked = True
+                    head = head[len(_BOM):].lstrip(_SPACE)
+            if head:
+                return head[:1]
+    return head[:1]
 
 
 def read_json_array(source: InputFile, skip_rows: int = 0) -> Iterator[Record]:

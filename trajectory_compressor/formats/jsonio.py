@@ -13,6 +13,7 @@ import decimal
 import json
 import math
 import re
+import secrets
 from typing import Any
 
 import orjson
@@ -120,7 +121,9 @@ def dumps(obj: Any) -> bytes:
 
 def _stdlib_dumps(obj: Any) -> bytes:
     numbers: list[JsonNumber] = []
-    obj = _mark_numbers(obj, numbers)
+    # A random token in the markers: a string of the row spells one by a 2**-64 chance only.
+    token = secrets.token_hex(8)
+    obj = _mark_numbers(obj, numbers, token)
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=_default)
     try:
         out = text.encode("utf-8")
@@ -129,23 +132,24 @@ def _stdlib_dumps(obj: Any) -> bytes:
         out = json.dumps(obj, ensure_ascii=True, separators=(",", ":"),
                          default=_default).encode("ascii")
     for i, number in enumerate(numbers):
-        out = out.replace(b'"\\u0000jsonio-number-%d\\u0000"' % i, number.text.encode("ascii"), 1)
+        marker = b'"\\u0000jsonio-number-%s-%d\\u0000"' % (token.encode("ascii"), i)
+        out = out.replace(marker, number.text.encode("ascii"), 1)
     return out
 
 
-def _mark_numbers(value: Any, numbers: list[JsonNumber]) -> Any:
+def _mark_numbers(value: Any, numbers: list[JsonNumber], token: str) -> Any:
     """``value`` with each `JsonNumber` replaced by a marker string (json writes its
     float value, ``Infinity``, which is not JSON); `_stdlib_dumps` puts the text back."""
     if isinstance(value, JsonNumber):
         numbers.append(value)
-        return f"\x00jsonio-number-{len(numbers) - 1}\x00"
+        return f"\x00jsonio-number-{token}-{len(numbers) - 1}\x00"
     if isinstance(value, dict):
         if any(isinstance(v, (JsonNumber, dict, list)) for v in value.values()):
-            return {k: _mark_numbers(v, numbers) for k, v in value.items()}
+            return {k: _mark_numbers(v, numbers, token) for k, v in value.items()}
         return value
     if isinstance(value, list):
         if any(isinstance(v, (JsonNumber, dict, list)) for v in value):
-            return [_mark_numbers(v, numbers) for v in value]
+            return [_mark_numbers(v, numbers, token) for v in value]
         return value
     return value
 
