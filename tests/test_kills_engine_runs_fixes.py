@@ -1,0 +1,126 @@
+"""`engine.run_fixes`: reading a finished run's rows still over the limit back (issue 26,
+item 5: the survivors of the mutation pass).
+
+Expected values from the module's documentation (issue 25): a row that got no summary is
+read from the run's output (or its over-limit entry) as written, never distilled again;
+it is the row whose id and recorded metrics both match; a summarized row is read from the
+run's input at its recorded place; a row that cannot be read, or is not found, is listed
+as not examined with why; failed rows are counted apart. Token counts are by hand
+(`fixtures_runs.words(n)` is n tokens with the bundled tokenizer).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.fixtures_runs import HAND_CONFIG, HAND_ROWS, row, write_jsonl
+from tests.test_kills_engine_runs_compressor import COLOURED
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.engine.run_fixes import Flagged, run_fixes
+from trajectory_compressor.formats.base import Location
+
+CONFIG = CompressionConfig(**HAND_CONFIG, summarizer="extractive")
+# HAND_ROWS[2], "big-tail": 265 tokens in 12 turns, over the target of 100.
+BIG = HAND_ROWS[2]
+BIG_METRICS = {"original_tokens": 265, "original_turns": 12, "compressed_tokens": 265,
+               "still_over_limit": True}
+SUMMARIZED = {**BIG_METRICS, "compression_region": {"start_idx": 4, "end_idx": 8}}
+
+
+def written(path: Path, rows: list[dict]) -> Path:
+    return write_jsonl(path, rows)
+
+
+def test_failed_rows_are_counted_apart(tmp_path, counter):
+    out = written(tmp_path / "out.jsonl", [])
+    failed = [Flagged(Location(str(out), line=n), f"f{n}", "failed", {"error": "boom"})
+              for n in (1, 2)]
+    fixes = run_fixes(out, failed, CONFIG, [], counter)
+    assert (fixes.over.failed, fixes.over.over, fixes.over.not_examined) == (2, 0, [])
+
+
+def test_without_a_tokenizer_failed_rows_are_still_counted_apart(tmp_path):
+    """The tokenizer cannot be had (nothing is downloaded): the failed row is counted as
+    failed, the other is listed as not examined."""
+    out = written(tmp_path / "out.jsonl", [])
+    config = CONFIG.replace(tokenizer_name=str(tmp_path / "no-such-tokenizer"))
+    flagged = [Flagged(Location(str(out), line=1), "f", "failed", {"error": "boom"}),
+               Flagged(Location(str(out), line=2), "o", "over", dict(BIG_METRICS))]
+    fixes = run_fixes(out, flagged, config, [])
+    assert fixes.over.failed == 1
+    [(where, why)] = fixes.over.not_examined
+    assert where == f"{out}:2" and why.startswith("it cannot be counted here: ")
+
+
+def test_a_row_missing_from_the_output_says_so(tmp_path, counter):
+    out = written(tmp_path / "out.jsonl", [{**HAND_ROWS[0], "compression_metrics": {}}])
+    ghost = Flagged(Location(str(out), line=7), "ghost", "over", dict(BIG_METRICS))
+    fixes = run_fixes(out, [ghost], CONFIG, [], counter)
+    assert fixes.over.not_examined == [(f"{out}:7", f"its row is not in {out}")]
+
+
+def test_an_unreadable_written_row_says_why(tmp_path, counter):
+    bad = {"id": "bad", "conversations": [{"from": "human"}], "compression_metrics": {"x": 1}}
+    out = written(tmp_path / "out.jsonl", [{**HAND_ROWS[0], "compression_metrics": {}}, bad])
+    flagged = Flagged(Location(str(out), line=2), "bad", "over", {"x": 1})
+    fixes = run_fixes(out, [flagged], CONFIG, [], counter)
+    [(where, why)] = fixes.over.not_examined
+    assert where == f"{out}:2" and why.startswith("its row cannot be read: ")
+
+
+def test_of_two_rows_with_one_id_the_one_with_the_recorded_metrics_is_read(tmp_path, counter):
+    first = {**HAND_ROWS[0], "id": "dup",
+             "compression_metrics": {"original_tokens": 35, "original_turns": 6}}
+    second = {**BIG, "id": "dup", "compression_metrics": dict(BIG_METRICS)}
+    out = written(tmp_path / "out.jsonl", [first, second])
+    flagged = Flagged(Location(str(out), line=2), "dup", "over", dict(BIG_METRICS))
+    fixes = run_fixes(out, [flagged], CONFIG, [], counter)
+    assert fixes.over.not_examined == []
+    [examined] = fixes.over.rows
+    assert examined.counted.total == 265
+
+
+def test_a_moved_row_is_read_as_written_not_distilled_again(tmp_path, counter):
+    """The run (distill off) moved the row to its over-limit entry; the report's settings
+    distill: the row is still counted as the run counted it."""
+    data = row("moved", "SHGTGTGTGTGT", [10, 5, 5, 5, 30, 30, 30, 30, 30, 30, 30, 30])
+    data["conversations"][3]["value"] = COLOURED
+    recorded = sum(counter.count_many([t["value"] for t in data["conversations"]]))
+    metrics = {"original_tokens": recorded, "original_turns": 12,
+               "compressed_tokens": recorded, "still_over_limit": True}
+    out = written(tmp_path / "out.jsonl", [])
+    flagged = Flagged(Location("in.jsonl", line=1), "moved", "over", metrics, row=data)
+    fixes = run_fixes(out, [flagged], CONFIG.replace(distill="safe"), [], counter)
+    assert fixes.over.not_examined == []
+    assert [r.counted.total for r in fixes.over.rows] == [recorded]
+
+
+def test_a_summarized_row_is_read_from_its_recorded_input_file(tmp_path, counter):
+    """Not among the run's inputs given, but its recorded file exists: read there."""
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    out = written(tmp_path / "out.jsonl", [])
+    flagged = Flagged(Location(str(src), line=3), "big-tail", "over", dict(SUMMARIZED))
+    fixes = run_fixes(out, [flagged], CONFIG, [], counter)
+    assert fixes.over.not_examined == []
+    assert [r.counted.total for r in fixes.over.rows] == [265]
+
+
+def test_a_summarized_row_whose_input_is_gone_says_so(tmp_path, counter):
+    gone = tmp_path / "gone.jsonl"
+    out = written(tmp_path / "out.jsonl", [])
+    flagged = Flagged(Location("gone.jsonl", line=3), "big-tail", "over", dict(SUMMARIZED))
+    fixes = run_fixes(out, [flagged], CONFIG, [gone], counter)
+    assert fixes.over.not_examined == [("gone.jsonl:3", f"its input {gone} is gone")]
+
+
+def test_a_summarized_row_whose_input_cannot_be_read_says_why(tmp_path, counter):
+    src = tmp_path / "in.txt"
+    src.write_text(json.dumps(BIG) + "\n", encoding="utf-8")
+    out = written(tmp_path / "out.jsonl", [])
+    flagged = Flagged(Location("in.txt", line=1), "big-tail", "over", dict(SUMMARIZED))
+    fixes = run_fixes(out, [flagged], CONFIG, [src], counter)
+    [(where, why)] = fixes.over.not_examined
+    assert where == "in.txt:1"
+    assert why.startswith(f"its input {src} cannot be read: ")
+    assert "unsupported file type" in why
