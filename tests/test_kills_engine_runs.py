@@ -358,3 +358,19 @@ def test_a_stopped_run_closes_the_files_it_keeps_for_a_resume(tmp_path):
     assert all(p.exists() for p in kept)
     still_open = open_paths()
     assert not [p for p in kept if str(p) in still_open]
+
+
+def test_the_export_counts_rows_the_chat_template_refuses_as_rejected(tmp_path):
+    """Counted through a chat template that refuses one row: that row is rejected, as
+    `compress` rejects it; the five others are rows."""
+    template = tmp_path / "strict.jinja"
+    template.write_text("{% for m in messages %}{% if m.content == 'boom' %}"
+                        "{{ raise_exception('no boom') }}{% endif %}"
+                        "{{ m.role }} {{ m.content }}\n{% endfor %}", encoding="utf-8")
+    boom = {"id": "boom", "conversations": [{"from": "human", "value": "boom"},
+                                            {"from": "gpt", "value": "ok"}]}
+    src = write_jsonl(tmp_path / "in.jsonl", [*HAND_ROWS, boom])
+    config = batch_config().replace(token_counting="chat_template",
+                                    chat_template=str(template))
+    done = export_batch(str(src), None, config, tmp_path / "batch")
+    assert (done.rows, done.rows_rejected) == (5, 1)
