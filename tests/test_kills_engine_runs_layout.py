@@ -81,6 +81,14 @@ def test_a_streamed_dataset_writes_split_shards(tmp_path, monkeypatch):
                                              Path("ds_compressed/train-00001-of-00002.parquet")]
 
 
+def test_a_single_streamed_shard(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shard = StreamShard("ds", "train", None, 0, 1)
+    inputs = [InputFile(Path(shard.label), "hf", name="train-00000-of-00001", stream=shard)]
+    layout = plan_layout("ds", inputs, None, CompressionConfig(), single_file=False)
+    assert list(layout.outputs.values()) == [Path("ds_compressed/train-00000-of-00001.parquet")]
+
+
 def test_no_output_and_no_suffix_is_refused(tmp_path):
     src, inputs = one_file(tmp_path)
     with pytest.raises(ConfigError, match="output.output_suffix is empty"):
@@ -115,6 +123,13 @@ def test_the_output_name_picks_the_container_unless_a_format_is_given(tmp_path):
     with pytest.raises(ConfigError, match=r"is named \.parquet but the output format is jsonl"):
         plan_layout(str(src), inputs, str(out), CompressionConfig(output_format="jsonl"),
                     single_file=True)
+    # A name of the format asked for, or of its gzip form, is that format.
+    named = plan_layout(str(src), inputs, str(tmp_path / "o.jsonl"),
+                        CompressionConfig(output_format="jsonl"), single_file=True)
+    assert named.formats == {src: "jsonl"}
+    gz = plan_layout(str(src), inputs, str(tmp_path / "o.jsonl.gz"),
+                     CompressionConfig(output_format="jsonl"), single_file=True)
+    assert gz.outputs == {src: tmp_path / "o.jsonl.gz"}
     # A name without a known suffix keeps the input's container.
     odd = plan_layout(str(src), inputs, str(tmp_path / "o.txt"), CompressionConfig(),
                       single_file=True)
