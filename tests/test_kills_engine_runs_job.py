@@ -1,0 +1,76 @@
+"""`compress_dataset` (engine/job.py): the steps before a run writes (issue 26, item 5:
+survivors of the whole-module mutation run).
+
+Expected values from the README and SPEC §7/§12: with no backend named, `auto` runs the
+extractive summarizer and the metrics file's ``settings`` name the backend that ran;
+every path a run writes is checked before anything is written (the output is never the
+input; the summary cache beside the output of an LLM run is one of those paths).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.fixtures_runs import HAND_CONFIG, HAND_ROWS, write_jsonl
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.errors import ConfigError
+from trajectory_compressor.core.extractive import ExtractiveSummarizer
+from trajectory_compressor.engine.job import compress_dataset
+
+NO_KEY = "TC_KILLS_ENGINE_RUNS_NO_KEY"
+
+
+def test_auto_is_settled_before_the_run_and_recorded_as_what_ran(tmp_path, monkeypatch):
+    monkeypatch.delenv(NO_KEY, raising=False)
+    monkeypatch.chdir(tmp_path)  # no .env file with a key here
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    out = tmp_path / "out.jsonl"
+    config = CompressionConfig(**HAND_CONFIG, summarizer="auto", api_key_env=NO_KEY)
+    result = compress_dataset(str(src), str(out), config)
+    assert result.metrics.total_trajectories == 5
+    metrics = json.loads((tmp_path / "out_metrics.json").read_text())
+    assert metrics["settings"]["summarization"]["backend"] == "extractive"
+
+
+def test_the_input_as_output_is_refused_before_anything_is_written(tmp_path, counter):
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    before = src.read_bytes()
+    with pytest.raises(ConfigError, match="would overwrite the input"):
+        compress_dataset(str(src), str(src), CompressionConfig(**HAND_CONFIG),
+                         summarizer=ExtractiveSummarizer(counter.count))
+    assert src.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_the_default_summary_cache_beside_the_output_is_checked_first(tmp_path, counter):
+    """An LLM run (here `openai`, its summaries given by the caller) writes its cache
+    beside the output, ``out_summary_cache.sqlite``: a folder there is refused before
+    the run starts."""
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    (tmp_path / "out_summary_cache.sqlite").mkdir()
+    config = CompressionConfig(**HAND_CONFIG, summarizer="openai",
+                               summarization_model="fake-model")
+    with pytest.raises(ConfigError, match=r"out_summary_cache\.sqlite \(the summary cache\) "
+                                          "is a folder"):
+        compress_dataset(str(src), str(tmp_path / "out.jsonl"), config,
+                         summarizer=ExtractiveSummarizer(counter.count))
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_folder_run_waits_for_no_one_but_refuses_a_file_run_inside_it(tmp_path, counter):
+    """README "One run per output at a time": a run into a folder in which another run
+    writes a file exits naming the holder; nothing is written."""
+    from trajectory_compressor.engine.lock import OutputLocked, output_lock
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "a.jsonl", HAND_ROWS)
+    out = tmp_path / "out"
+    out.mkdir()
+    with output_lock(out.resolve() / ".mine.lock", out / "mine.jsonl"), \
+            pytest.raises(OutputLocked, match="is being written by another run"):
+        compress_dataset(str(data), str(out), CompressionConfig(**HAND_CONFIG),
+                         summarizer=ExtractiveSummarizer(counter.count))
+    assert list(out.iterdir()) == []
