@@ -374,3 +374,17 @@ def test_the_export_counts_rows_the_chat_template_refuses_as_rejected(tmp_path):
                                     chat_template=str(template))
     done = export_batch(str(src), None, config, tmp_path / "batch")
     assert (done.rows, done.rows_rejected) == (5, 1)
+
+
+def test_a_checkpoint_of_format_1_loads_and_saving_writes_format_1(tmp_path):
+    """The checkpoint format this release writes is version 1: a checkpoint an
+    interrupted run wrote (here by hand) resumes, and one saved now says version 1."""
+    from trajectory_compressor.engine.checkpoint import Checkpoint
+
+    path = tmp_path / ".out.checkpoint.json"
+    path.write_text(json.dumps({"version": 1, "inputs": [], "settings": {"config": {}},
+                                "skip": 7, "draws": 3}), encoding="utf-8")
+    loaded = Checkpoint.load(path)
+    assert (loaded.skip, loaded.draws, loaded.file_index) == (7, 3, 0)
+    loaded.save(path)
+    assert json.loads(path.read_text(encoding="utf-8"))["version"] == 1
