@@ -74,3 +74,40 @@ def test_a_folder_run_waits_for_no_one_but_refuses_a_file_run_inside_it(tmp_path
         compress_dataset(str(data), str(out), CompressionConfig(**HAND_CONFIG),
                          summarizer=ExtractiveSummarizer(counter.count))
     assert list(out.iterdir()) == []
+
+
+def test_overwrite_replaces_a_foreign_dataset_card(tmp_path, counter):
+    """With ``overwrite`` the run writes its own card over a ``README.md`` it did not
+    write (without it, the run is refused: tests/test_kills_engine_runs.py)."""
+    from trajectory_compressor.engine.options import RunOptions
+    from trajectory_compressor.formats.hf_card import MARK
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "train-00000-of-00001.jsonl", HAND_ROWS)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "README.md").write_text("# my notes\n", encoding="utf-8")
+    compress_dataset(str(data), str(out), CompressionConfig(**HAND_CONFIG),
+                     summarizer=ExtractiveSummarizer(counter.count),
+                     options=RunOptions(overwrite=True))
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert MARK in card and "# my notes" not in card
+
+
+def test_a_dialect_given_is_used_for_every_file_instead_of_detection(tmp_path, counter):
+    """OpenAI-messages rows read as Hermes ShareGPT (the dialect given) have no
+    ``conversations``: every one is rejected; detected, they are read."""
+    from trajectory_compressor.dialects.sharegpt import SHAREGPT
+
+    rows = [{"id": f"m{k}", "messages": [{"role": "user", "content": "hi"},
+                                         {"role": "assistant", "content": "hello"}]}
+            for k in range(2)]
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    config = CompressionConfig(**HAND_CONFIG)
+    given = compress_dataset(str(src), str(tmp_path / "a.jsonl"), config,
+                             summarizer=ExtractiveSummarizer(counter.count), dialect=SHAREGPT)
+    assert (given.metrics.total_trajectories, given.metrics.rows_rejected) == (0, 2)
+    detected = compress_dataset(str(src), str(tmp_path / "b.jsonl"), config,
+                                summarizer=ExtractiveSummarizer(counter.count))
+    assert (detected.metrics.total_trajectories, detected.metrics.rows_rejected) == (2, 0)
