@@ -111,3 +111,27 @@ def test_a_dialect_given_is_used_for_every_file_instead_of_detection(tmp_path, c
     detected = compress_dataset(str(src), str(tmp_path / "b.jsonl"), config,
                                 summarizer=ExtractiveSummarizer(counter.count))
     assert (detected.metrics.total_trajectories, detected.metrics.rows_rejected) == (2, 0)
+
+
+def test_an_output_no_run_recorded_is_not_replaced(tmp_path, counter):
+    """SPEC §7: an existing output without a metrics file saying which run wrote it is
+    refused (``--overwrite`` aside), and left as it was."""
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    out = tmp_path / "out.jsonl"
+    out.write_text("mine\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="already exists, and there is no metrics file"):
+        compress_dataset(str(src), str(out), CompressionConfig(**HAND_CONFIG),
+                         summarizer=ExtractiveSummarizer(counter.count))
+    assert out.read_text(encoding="utf-8") == "mine\n"
+
+
+def test_the_ray_engine_is_handed_the_run(tmp_path, counter):
+    """``engine: ray`` goes to Ray, which takes no summarizer object (and, without the
+    extra, says to install it): either way a ConfigError before anything is written,
+    never a silent local run."""
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(ConfigError, match="'ray' extra|cannot be sent to Ray workers"):
+        compress_dataset(str(src), str(out), CompressionConfig(**HAND_CONFIG, engine="ray"),
+                         summarizer=ExtractiveSummarizer(counter.count))
+    assert not out.exists()
