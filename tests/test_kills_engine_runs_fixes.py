@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from tests.fixtures_runs import HAND_CONFIG, HAND_ROWS, row, write_jsonl
-from tests.test_kills_engine_runs_compressor import COLOURED
+from tests.test_kills_engine_runs_compressor import COLOURED, PLAIN
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.engine.run_fixes import Flagged, run_fixes
 from trajectory_compressor.formats.base import Location
@@ -124,3 +124,65 @@ def test_a_summarized_row_whose_input_cannot_be_read_says_why(tmp_path, counter)
     assert where == "in.txt:1"
     assert why.startswith(f"its input {src} cannot be read: ")
     assert "unsupported file type" in why
+
+
+def test_what_an_over_limit_entry_records():
+    def flagged(metrics):
+        return Flagged(Location("f", line=1), "x", "c", metrics)
+
+    assert flagged({"error": "boom"}).failed is True
+    assert flagged({"error": ""}).failed is False and flagged({}).failed is False
+    assert flagged({"compression_region": {"start_idx": 0}}).summarized is True
+    assert flagged({"compression_region": {"start_idx": 4}}).summarized is True
+    for region in ({"start_idx": -1}, {}, None, {"start_idx": "4"}, [4]):
+        assert flagged({"compression_region": region}).summarized is False, region
+    m = flagged({"a": 5, "b": True, "c": "5", "d": 5.0, "e": 0})
+    assert [m.recorded(k) for k in "abcdef"] == [5, None, None, None, 0, None]
+
+
+def moved(recorded_tokens, recorded_turns, **extra):
+    metrics = {"original_tokens": recorded_tokens, "original_turns": recorded_turns,
+               "compressed_tokens": 265, "still_over_limit": True, **extra}
+    return Flagged(Location("in.jsonl", line=3), "big-tail", "over",
+                   {k: v for k, v in metrics.items() if v is not None}, row=BIG)
+
+
+AFTER = "(the input changed since the run, or another --tokenizer or --config?)"
+
+
+def test_a_row_that_counts_otherwise_than_recorded_is_not_re_planned(tmp_path, counter):
+    out = written(tmp_path / "out.jsonl", [])
+    cases = [(999, 12, f"counted 265 tokens in 12 turns, the run recorded 999 in 12 {AFTER}"),
+             (999, None, f"counted 265 tokens in 12 turns, the run recorded 999 in ? {AFTER}"),
+             (None, 11, f"counted 265 tokens in 12 turns, the run recorded ? in 11 {AFTER}"),
+             (1_265, 12, "counted 265 tokens in 12 turns, the run recorded 1,265 in 12 "
+                         f"{AFTER}")]
+    for tokens, turns, why in cases:
+        fixes = run_fixes(out, [moved(tokens, turns)], CONFIG, [], counter)
+        assert fixes.over.not_examined == [("in.jsonl:3", why)], (tokens, turns)
+    # Nothing recorded to compare with: the row is taken as it counts.
+    fixes = run_fixes(out, [moved(None, None)], CONFIG, [], counter)
+    assert fixes.over.not_examined == [] and [r.counted.total for r in fixes.over.rows] == [265]
+
+
+def test_a_summarized_row_is_distilled_as_the_run_distilled_it(tmp_path, counter):
+    """Read from the input, where it is undistilled; the run (distill: safe) recorded the
+    distilled counts."""
+    data = row("d", "SHGTGTGTGTGT", [10, 5, 5, 5, 30, 30, 30, 30, 30, 30, 30, 30])
+    for k, turn in enumerate(data["conversations"]):  # texts no safe rule shortens
+        turn["value"] = " ".join(f"t{k}w{i}" for i in range(12))
+    data["conversations"][3]["value"] = COLOURED
+    src = write_jsonl(tmp_path / "in.jsonl", [data])
+    plain = [t["value"] for t in data["conversations"]]
+    plain[3] = PLAIN
+    recorded = sum(counter.count_many(plain))
+    metrics = {"original_tokens": recorded, "original_turns": 12, "compressed_tokens": 250,
+               "still_over_limit": True, "compression_region": {"start_idx": 4}}
+    out = written(tmp_path / "out.jsonl", [])
+    flagged = Flagged(Location(str(src), line=1), "d", "over", metrics)
+    fixes = run_fixes(out, [flagged], CONFIG.replace(distill="safe"), [src], counter)
+    assert fixes.over.not_examined == []
+    [examined] = fixes.over.rows
+    assert examined.counted.total == recorded
+    assert examined.counted.turns[3]["value"] == PLAIN
+    assert examined.counted.distilled is not None and examined.counted.distilled.turns == 1
