@@ -131,7 +131,7 @@ def test_the_ray_engine_is_handed_the_run(tmp_path, counter):
     never a silent local run."""
     src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
     out = tmp_path / "out.jsonl"
-    with pytest.raises(ConfigError, match="'ray' extra|cannot be sent to Ray workers"):
+    with pytest.raises(ConfigError, match=r"'ray' extra|cannot be sent to Ray workers"):
         compress_dataset(str(src), str(out), CompressionConfig(**HAND_CONFIG, engine="ray"),
                          summarizer=ExtractiveSummarizer(counter.count))
     assert not out.exists()

@@ -91,7 +91,7 @@ def test_a_single_streamed_shard(tmp_path, monkeypatch):
 
 def test_no_output_and_no_suffix_is_refused(tmp_path):
     src, inputs = one_file(tmp_path)
-    with pytest.raises(ConfigError, match="output.output_suffix is empty"):
+    with pytest.raises(ConfigError, match=r"output\.output_suffix is empty"):
         plan_layout(str(src), inputs, None, CompressionConfig(output_suffix=""),
                     single_file=True)
     # Given -o, an empty suffix is fine.
