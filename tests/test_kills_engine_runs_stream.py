@@ -179,3 +179,18 @@ def test_a_distill_bug_costs_the_row_its_distilling_only():
     why = entry.distill_with(BrokenRules())  # type: ignore[arg-type]
     assert why == "distill failed, the row goes on undistilled: ValueError: rule bug"
     assert entry.record.row is data and entry.record.raw == b"{}"
+
+
+def test_a_batch_holds_about_4_mib_of_input_by_default(tmp_path):
+    """BENCHMARKS (peak memory): a batch is at most about 4 MB of input besides its row
+    count. Rows of exactly 1 MiB each: a batch closes once it holds 4 of them."""
+    probe = tmp_path / "probe.jsonl"
+    write_jsonl(probe, [HAND_ROWS[0]])
+    line = probe.read_bytes().rstrip(b"\n")
+    extra = next(RowStream(SHAREGPT).batches(source_of(probe)))[0].size - len(line)
+    pad = (1 << 20) - extra - len(json.dumps({**HAND_ROWS[0], "pad": ""}))
+    src = write_jsonl(tmp_path / "in.jsonl", [{**HAND_ROWS[0], "pad": "p" * pad}] * 10)
+    stream = RowStream(SHAREGPT)
+    batches = list(stream.batches(source_of(src)))
+    assert {e.size for b in batches for e in b} == {1 << 20}
+    assert [len(b) for b in batches] == [4, 4, 2]
