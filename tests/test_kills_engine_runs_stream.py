@@ -13,7 +13,12 @@ their characters reach ``batch_chars``; distilling replaces the record's row.
 from __future__ import annotations
 
 import json
+import os
+import random
 from functools import partial
+from pathlib import Path
+
+import pytest
 
 from tests.fixtures_runs import HAND_CONFIG, HAND_ROWS, write_jsonl
 from tests.test_kills_engine_runs_compressor import COLOURED, PLAIN
@@ -194,3 +199,50 @@ def test_a_batch_holds_about_4_mib_of_input_by_default(tmp_path):
     batches = list(stream.batches(source_of(src)))
     assert {e.size for b in batches for e in b} == {1 << 20}
     assert [len(b) for b in batches] == [4, 4, 2]
+
+
+def test_the_streams_defaults_are_a_runs_defaults(tmp_path):
+    """README (library): ``seed`` defaults to 42; a stream built without one samples as
+    a run does, and batches as ``processing.batch_rows`` does by default."""
+    source = source_of(write_jsonl(tmp_path / "in.jsonl", [HAND_ROWS[0]] * 300))
+    plain = RowStream(SHAREGPT, sample_percent=50)
+    seeded = RowStream(SHAREGPT, sample_percent=50, seed=42)
+    kept = [e.record.position for e in entries(plain, source)]
+    assert kept == [e.record.position for e in entries(seeded, source)]
+    draws = random.Random(42)
+    assert kept == [n for n in range(1, 301) if draws.random() < 0.5]
+    rows = RowStream(SHAREGPT)
+    assert rows.read_any is False  # no file read yet
+    assert [len(b) for b in rows.batches(source)] == [CompressionConfig().batch_rows,
+                                                      300 - CompressionConfig().batch_rows]
+    assert RowStream(SHAREGPT).entry(Record(Location("f", line=1), HAND_ROWS[0])).draws == 0
+
+
+def test_p_is_a_percentage(tmp_path):
+    """P% of rows: a first draw just under P/100 keeps the first row (and just over it,
+    not)."""
+    source = source_of(write_jsonl(tmp_path / "in.jsonl", [HAND_ROWS[0]]))
+    first = random.Random(3).random()
+    under = RowStream(SHAREGPT, sample_percent=first * 100 * 1.005, seed=3)
+    assert [e.record.position for e in entries(under, source)] == [1]
+    over = RowStream(SHAREGPT, sample_percent=first * 100 * 0.995, seed=3)
+    assert entries(over, source) == []
+
+
+def test_detection_closes_the_file_even_when_the_vote_fails(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+
+    def refuse(rows):
+        next(iter(rows))
+        raise ValueError("no vote")
+
+    stream = RowStream(refuse)
+    with pytest.raises(ValueError, match="no vote") as caught:
+        stream.detect(source_of(src))
+    held = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            held.append(os.readlink(fd))
+        except OSError:
+            continue
+    assert str(src) not in held, caught
