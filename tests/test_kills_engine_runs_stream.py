@@ -246,3 +246,12 @@ def test_detection_closes_the_file_even_when_the_vote_fails(tmp_path):
         except OSError:
             continue
     assert str(src) not in held, caught
+
+
+def test_detection_reads_from_the_files_first_line_whatever_the_resume_point(tmp_path):
+    """A file of one OpenAI-messages row is detected as such (the vote starts at the
+    file's start: a resumed run decides as the interrupted one did)."""
+    src = write_jsonl(tmp_path / "in.jsonl", [OPENAI_ROW])
+    stream = RowStream(partial(detect, config=CompressionConfig()))
+    assert stream.detect(source_of(src)).name == "openai"
+    assert entries(stream, source_of(src), skip=1) == []
