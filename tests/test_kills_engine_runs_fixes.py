@@ -186,3 +186,68 @@ def test_a_summarized_row_is_distilled_as_the_run_distilled_it(tmp_path, counter
     assert examined.counted.total == recorded
     assert examined.counted.turns[3]["value"] == PLAIN
     assert examined.counted.distilled is not None and examined.counted.distilled.turns == 1
+
+
+def test_moved_rows_need_no_output_file(tmp_path, counter):
+    """Every row still over the limit was moved to the over-limit file: the output is
+    not read (here it is gone), and the row is examined."""
+    fixes = run_fixes(tmp_path / "gone.jsonl", [moved(265, 12)], CONFIG, [], counter)
+    assert fixes.over.not_examined == [] and [r.counted.total for r in fixes.over.rows] == [265]
+
+
+def test_a_written_row_without_metrics_is_not_the_flagged_one(tmp_path, counter):
+    out = written(tmp_path / "out.jsonl", [{**BIG}, {**BIG, "compression_metrics": None}])
+    flagged = Flagged(Location(str(out), line=1), "big-tail", "over", dict(BIG_METRICS))
+    fixes = run_fixes(out, [flagged], CONFIG, [], counter)
+    assert fixes.over.not_examined == [(f"{out}:1", f"its row is not in {out}")]
+
+
+def test_the_table_is_exact_only_for_extractive_summaries(tmp_path, counter):
+    out = written(tmp_path / "out.jsonl", [])
+    assert run_fixes(out, [moved(265, 12)], CONFIG, [], counter).exact is True
+    llm = CONFIG.replace(summarizer="openai", summarization_model="m")
+    assert run_fixes(out, [moved(265, 12)], llm, [], counter).exact is False
+
+
+OPENAI_TURNS = [("system", "You are terse. " * 12), ("user", "fix the bug " * 10),
+                ("assistant", "looking now " * 20), ("user", "and then? " * 15),
+                ("assistant", "done, all fixed " * 20)]
+
+
+def test_rows_in_another_dialect_are_read_in_theirs(tmp_path, counter):
+    """OpenAI-messages rows, moved to the over-limit entry or written to the output, are
+    read as OpenAI messages (their own dialect, detected), so they count as recorded."""
+    data = {"id": "oa", "messages": [{"role": r, "content": c} for r, c in OPENAI_TURNS]}
+    recorded = sum(counter.count_many([c for _, c in OPENAI_TURNS]))
+    metrics = {"original_tokens": recorded, "original_turns": 5,
+               "compressed_tokens": recorded, "still_over_limit": True}
+    assert recorded > 100  # over HAND_CONFIG's target
+    # Moved to the over-limit file:
+    out = written(tmp_path / "out.jsonl", [])
+    flagged = Flagged(Location("in.jsonl", line=1), "oa", "over", metrics, row=data)
+    fixes = run_fixes(out, [flagged], CONFIG, [], counter)
+    assert fixes.over.not_examined == [] and [r.counted.total for r in fixes.over.rows] == [
+        recorded]
+    # Written to the output:
+    out = written(tmp_path / "out2.jsonl", [{**data, "compression_metrics": metrics}])
+    flagged = Flagged(Location(str(out), line=1), "oa", "over", metrics)
+    fixes = run_fixes(out, [flagged], CONFIG, [], counter)
+    assert fixes.over.not_examined == [] and [r.counted.total for r in fixes.over.rows] == [
+        recorded]
+
+
+def test_a_row_the_chat_template_cannot_count_says_why(tmp_path, counter):
+    template = tmp_path / "strict.jinja"
+    template.write_text("{% for m in messages %}{% if 'boom' in m.content %}"
+                        "{{ raise_exception('no boom') }}{% endif %}"
+                        "{{ m.role }} {{ m.content }}\n{% endfor %}", encoding="utf-8")
+    config = CONFIG.replace(token_counting="chat_template", chat_template=str(template))
+    data = {**BIG, "conversations": [*BIG["conversations"][:-1],
+                                     {"from": "gpt", "value": "boom"}]}
+    out = written(tmp_path / "out.jsonl", [])
+    flagged = Flagged(Location("in.jsonl", line=3), "big-tail", "over", dict(BIG_METRICS),
+                      row=data)
+    fixes = run_fixes(out, [flagged], config, [], counter)
+    [(where, why)] = fixes.over.not_examined
+    assert where == "in.jsonl:3"
+    assert why.startswith("cannot count the row with the chat template: ") and "no boom" in why
