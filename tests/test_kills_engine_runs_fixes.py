@@ -251,3 +251,21 @@ def test_a_row_the_chat_template_cannot_count_says_why(tmp_path, counter):
     [(where, why)] = fixes.over.not_examined
     assert where == "in.jsonl:3"
     assert why.startswith("cannot count the row with the chat template: ") and "no boom" in why
+
+
+def test_a_summarized_row_without_its_input_says_why(tmp_path, counter):
+    out = written(tmp_path / "out.jsonl", [])
+    named = tmp_path / "elsewhere.jsonl"
+    flagged = Flagged(Location(str(named), line=3), "big-tail", "over", dict(SUMMARIZED))
+    fixes = run_fixes(out, [flagged], CONFIG, [], counter)
+    assert fixes.over.not_examined == [(
+        f"{named}:3", f"it got a summary, so only its input holds the turns a re-plan needs, "
+                      f"and {named} is not among the run's inputs that still exist")]
+
+
+def test_a_summarized_row_past_its_inputs_end_says_so(tmp_path, counter):
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    out = written(tmp_path / "out.jsonl", [])
+    flagged = Flagged(Location(str(src), line=9), "big-tail", "over", dict(SUMMARIZED))
+    fixes = run_fixes(out, [flagged], CONFIG, [src], counter)
+    assert fixes.over.not_examined == [(f"{src}:9", f"{src} has no row at {src}:9")]
