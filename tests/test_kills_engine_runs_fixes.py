@@ -143,8 +143,8 @@ def test_what_an_over_limit_entry_records():
 def moved(recorded_tokens, recorded_turns, **extra):
     metrics = {"original_tokens": recorded_tokens, "original_turns": recorded_turns,
                "compressed_tokens": 265, "still_over_limit": True, **extra}
-    return Flagged(Location("in.jsonl", line=3), "big-tail", "over",
-                   {k: v for k, v in metrics.items() if v is not None}, row=BIG)
+    metrics = {k: v for k, v in metrics.items() if v is not None}
+    return Flagged(Location("in.jsonl", line=3), "big-tail", "over", metrics, row=BIG)
 
 
 AFTER = "(the input changed since the run, or another --tokenizer or --config?)"
@@ -269,3 +269,40 @@ def test_a_summarized_row_past_its_inputs_end_says_so(tmp_path, counter):
     flagged = Flagged(Location(str(src), line=9), "big-tail", "over", dict(SUMMARIZED))
     fixes = run_fixes(out, [flagged], CONFIG, [src], counter)
     assert fixes.over.not_examined == [(f"{src}:9", f"{src} has no row at {src}:9")]
+
+
+def test_rows_past_the_limit_are_counted_not_read(tmp_path, counter, monkeypatch):
+    """The first `MAX_ROWS` rows are examined (here 2); later ones are counted as over
+    the limit without being read (the third is in no file, and is not listed)."""
+    from trajectory_compressor.engine import remedies
+
+    monkeypatch.setattr(remedies, "MAX_ROWS", 2)
+    out = written(tmp_path / "out.jsonl", [])
+    ghost = Flagged(Location(str(out), line=7), "ghost", "over", dict(BIG_METRICS))
+    fixes = run_fixes(out, [moved(265, 12), moved(265, 12), ghost], CONFIG, [], counter)
+    assert fixes.over.over == 3
+    assert fixes.over.not_examined == [] and len(fixes.over.rows) == 2
+
+
+def test_a_rows_tokens_after_are_the_recorded_ones(tmp_path, counter):
+    out = written(tmp_path / "out.jsonl", [])
+    after = run_fixes(out, [moved(265, 12, compressed_tokens=250)], CONFIG, [], counter)
+    assert [r.tokens_after for r in after.over.rows] == [250]
+    flagged = moved(265, 12)
+    del flagged.metrics["compressed_tokens"]
+    counted = run_fixes(out, [flagged], CONFIG, [], counter)
+    assert [r.tokens_after for r in counted.over.rows] == [265]
+
+
+def test_a_summarized_row_is_read_from_the_runs_input_of_its_name(tmp_path, counter):
+    """The entry names ``old/in.jsonl`` (still there, other rows); the run's input of
+    that name is ``new/in.jsonl``: the row is read there."""
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old = write_jsonl(tmp_path / "old" / "in.jsonl", HAND_ROWS[:1] * 5)
+    new = write_jsonl(tmp_path / "new" / "in.jsonl", HAND_ROWS)
+    out = written(tmp_path / "out.jsonl", [])
+    flagged = Flagged(Location(str(old), line=3), "big-tail", "over", dict(SUMMARIZED))
+    fixes = run_fixes(out, [flagged], CONFIG, [new], counter)
+    assert fixes.over.not_examined == []
+    assert [r.counted.total for r in fixes.over.rows] == [265]
