@@ -49,6 +49,7 @@ def test_without_a_tokenizer_failed_rows_are_still_counted_apart(tmp_path):
                Flagged(Location(str(out), line=2), "o", "over", dict(BIG_METRICS))]
     fixes = run_fixes(out, flagged, config, [])
     assert fixes.over.failed == 1
+    assert fixes.fixes.rows == 0 and fixes.exact is True  # none examined; extractive
     [(where, why)] = fixes.over.not_examined
     assert where == f"{out}:2" and why.startswith("it cannot be counted here: ")
 
@@ -306,3 +307,40 @@ def test_a_summarized_row_is_read_from_the_runs_input_of_its_name(tmp_path, coun
     fixes = run_fixes(out, [flagged], CONFIG, [new], counter)
     assert fixes.over.not_examined == []
     assert [r.counted.total for r in fixes.over.rows] == [265]
+
+
+def test_a_summarized_row_is_read_in_its_inputs_dialect(tmp_path, counter):
+    data = {"id": "oa", "messages": [{"role": r, "content": c} for r, c in OPENAI_TURNS]}
+    src = write_jsonl(tmp_path / "in.jsonl", [data])
+    recorded = sum(counter.count_many([c for _, c in OPENAI_TURNS]))
+    metrics = {"original_tokens": recorded, "original_turns": 5, "compressed_tokens": 90,
+               "still_over_limit": True, "compression_region": {"start_idx": 2}}
+    out = written(tmp_path / "out.jsonl", [])
+    flagged = Flagged(Location(str(src), line=1), "oa", "over", metrics)
+    fixes = run_fixes(out, [flagged], CONFIG, [src], counter)
+    assert fixes.over.not_examined == [] and [r.counted.total for r in fixes.over.rows] == [
+        recorded]
+
+
+def test_a_summarized_row_is_found_past_the_first_batch(tmp_path, counter):
+    src = write_jsonl(tmp_path / "in.jsonl", HAND_ROWS)
+    out = written(tmp_path / "out.jsonl", [])
+    flagged = Flagged(Location(str(src), line=3), "big-tail", "over", dict(SUMMARIZED))
+    fixes = run_fixes(out, [flagged], CONFIG.replace(batch_rows=1), [src], counter)
+    assert fixes.over.not_examined == []
+    assert [r.counted.total for r in fixes.over.rows] == [265]
+
+
+def test_a_written_row_is_read_as_written_not_distilled_again(tmp_path, counter):
+    """The run (distill off) wrote the row unsummarized to its output; the report's
+    settings distill: the row still counts as the run counted it."""
+    data = row("w", "SHGTGTGTGTGT", [10, 5, 5, 5, 30, 30, 30, 30, 30, 30, 30, 30])
+    data["conversations"][3]["value"] = COLOURED
+    recorded = sum(counter.count_many([t["value"] for t in data["conversations"]]))
+    metrics = {"original_tokens": recorded, "original_turns": 12,
+               "compressed_tokens": recorded, "still_over_limit": True}
+    out = written(tmp_path / "out.jsonl", [{**data, "compression_metrics": metrics}])
+    flagged = Flagged(Location(str(out), line=1), "w", "over", metrics)
+    fixes = run_fixes(out, [flagged], CONFIG.replace(distill="safe"), [], counter)
+    assert fixes.over.not_examined == []
+    assert [r.counted.total for r in fixes.over.rows] == [recorded]
