@@ -1,0 +1,195 @@
+"""The core, unit by unit (issue 26, item 5: mutants of core/, dialects/ and app/gates.py
+that the other tests let through).
+
+Expected values are worked out by hand from the modules' documented contracts (their
+docstrings, README and SPEC): the elision pass of `core.elide` (README "A second pass"),
+the gates' line (README "CI gates"), the error hierarchy, the local model catalogue, the
+metrics' distributions, the dialects (OpenAI's rule that a ``tool`` message answers the
+``tool_calls`` of the assistant message right before it). Counting is by words where a
+count is needed (a stand-in tokenizer whose counts are checked by eye). Fast and
+in-process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import sys
+
+import pytest
+
+from trajectory_compressor.app.gates import GATE_EXIT, Gate, GateResult, finish
+from trajectory_compressor.core.conversation import json_type
+from trajectory_compressor.core.elide import marker, shorten
+from trajectory_compressor.core.errors import CompressorError, RowError, one_line_error
+from trajectory_compressor.core.local_models import LOCAL_MODELS, LocalModel
+from trajectory_compressor.core.metrics import Distribution
+from trajectory_compressor.dialects.openai import sharegpt_to_openai
+from trajectory_compressor.dialects.sharegpt import ShareGPTVariant
+
+
+def count_words(texts: list[str]) -> list[int]:
+    return [len(t.split()) for t in texts]
+
+
+def _shorten_json(value, budget: int):
+    text = json.dumps(value)
+    tokens = count_words([text])[0]
+    out = shorten(text, tokens, budget, count_words)
+    assert count_words([out])[0] <= budget
+    return json.loads(out)
+
+
+# -- core/elide.py: the array stage -------------------------------------------------------
+
+def _item(i: int) -> dict:
+    # {"id": 0, "text": "a b c d e f g h"}: 11 words, 35 characters; no string of 80+
+    # characters, so the string stage leaves it alone.
+    return {"id": i, "text": "a b c d e f g h"}
+
+
+def test_one_item_from_the_very_middle_of_an_array_gives_way():
+    # Seven items of 11 words (77 words). One item replaced by the marker string
+    # "[... 11 tokens elided ...]" (5 words) saves 6: a budget of 71 needs exactly one
+    # item to go, and the docstring says it comes from the middle: index 3 of 0..6.
+    items = [_item(i) for i in range(7)]
+    out = _shorten_json(items, 71)
+    assert len(out) == 7
+    assert out[:3] == items[:3] and out[4:] == items[4:]
+    assert out[3] == marker(11)
+
+
+def test_a_longer_run_grows_from_the_middle_on_both_sides():
+    # Nine items (99 words); three must go (each goes for 11 words, the marker adds 5:
+    # 99 - 33 + 5 = 71 <= 75 while two would leave 99 - 22 + 5 = 82). Grown from the
+    # middle item 4, one on each side: items 3, 4 and 5.
+    items = [_item(i) for i in range(9)]
+    out = _shorten_json(items, 75)
+    assert out[:3] == items[:3] and out[-3:] == items[-3:]
+    assert out[3] == marker(33) and len(out) == 7
+
+
+def test_an_array_of_three_items_loses_its_middle_one_before_anything_goes_whole():
+    # 17 words: {"log":  ["start",  14 words  "end"]}. Replacing the middle item by the
+    # marker (5 words) gives 8 <= 10; the array itself stays, with its first and last.
+    middle = " ".join(["w"] * 14)
+    out = _shorten_json({"log": ["start", middle, "end"]}, 10)
+    assert out == {"log": ["start", marker(14), "end"]}
+
+
+def test_an_array_that_cannot_shrink_is_left_for_the_next_one():
+    # "a" is the longest array (343 characters) but its only removable item is the short
+    # number 1: the marker is longer, so "a" can give nothing; "b" (301 characters, seven
+    # items of 10 words) then loses its middle item: 81 words - 10 + 5 = 76.
+    side = {"p": "x" * 75, "q": "x" * 75}
+    a = [side, 1, dict(side)]
+    b = [" ".join(["abc"] * 10) for _ in range(7)]
+    out = _shorten_json({"a": a, "b": b}, 76)
+    assert out["a"] == a
+    assert out["b"][:3] == b[:3] and out["b"][4:] == b[4:]
+    assert out["b"][3] == marker(10)
+
+
+# -- app/gates.py ---------------------------------------------------------------------------
+
+def test_a_share_of_exactly_a_tenth_of_a_percent_shows_one_decimal():
+    # Shares are shown with one decimal (3.5%, 1.0%, 100.0%); two only where one would
+    # read 0.0% (0.05%). 1 row of 1,000 is 0.1%, which one decimal shows exactly.
+    assert GateResult(Gate("failed", 0, False), 1, 1000).line() == (
+        "gate failed: failed rows 1 (0.1%) > 0")
+
+
+def test_gate_lines_follow_the_command_s_output_in_one_log(tmp_path, monkeypatch):
+    # `cmd > log 2>&1`: stdout and stderr are two buffered streams on one file. When
+    # `finish` returns, the log holds the command's own output, then the gate line.
+    log = tmp_path / "log"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    out = io.TextIOWrapper(io.BufferedWriter(io.FileIO(os.dup(fd), "w"), 8192))
+    err = io.TextIOWrapper(io.BufferedWriter(io.FileIO(os.dup(fd), "w"), 8192))
+    os.close(fd)
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    try:
+        out.write("wrote 10 rows\n")
+        code = finish([GateResult(Gate("over_limit", 0, False), 1, 10)], 0)
+        assert log.read_text() == (
+            "wrote 10 rows\ngate failed: over-limit rows 1 (10.0%) > 0\n")
+        assert code == GATE_EXIT
+    finally:
+        monkeypatch.undo()
+        out.close()
+        err.close()
+
+
+def test_report_shares_are_rounded_as_the_metrics_ratios_are():
+    # report --json: the share as a number of 4 decimals, the precision SPEC gives the
+    # metrics' ratios (1 of 3 rows is 33.3333...%).
+    result = GateResult(Gate("failed", 50, True), 1, 3)
+    assert result.to_dict()["share_percent"] == 33.3333
+    assert GateResult(Gate("failed", 50, True), 2, 3).to_dict()["share_percent"] == 66.6667
+
+
+# -- core/errors.py, core/local_models.py, core/conversation.py ---------------------------
+
+def test_a_row_error_reads_as_its_reason():
+    error = RowError("row 3: 'conversations' is a JSON string, expected a list")
+    assert isinstance(error, CompressorError)
+    assert str(error) == error.reason
+    assert one_line_error(error) == (
+        "RowError: row 3: 'conversations' is a JSON string, expected a list")
+
+
+def test_catalogue_entries_are_immutable_values():
+    model = LOCAL_MODELS["smollm2-135m"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        model.module = "elsewhere"  # type: ignore[misc]
+    assert {model: 1}[LocalModel(model.name, model.title, model.module,
+                                 model.requirement)] == 1
+
+
+def test_a_value_of_no_json_type_is_named_by_its_python_type():
+    assert [json_type(v) for v in (None, True, 1, 1.5, "s", [], {})] == [
+        "null", "boolean", "number", "number", "string", "array", "object"]
+    assert json_type(b"\x00") == "bytes"
+    assert json_type((1, 2)) == "tuple"
+
+
+# -- core/metrics.py: the bucketed distribution ---------------------------------------------
+
+def test_bucketed_ones_stay_in_the_bin_of_one():
+    # Past EXACT_CAP values the distribution keeps log buckets (±1%): a value of 1 is
+    # still 1 (never 0), so a histogram with edges 0, 1, 2 puts the ones in [1, 2).
+    d = Distribution()
+    zeros = 1000
+    ones = Distribution.EXACT_CAP + 1 - zeros
+    for _ in range(zeros):
+        d.add(0)
+    for _ in range(ones):
+        d.add(1)
+    assert d.histogram([0, 1, 2]) == [zeros, ones]
+    assert d.quantile(0.5) == 1 and d.quantile(0.001) == 0
+
+
+# -- dialects -------------------------------------------------------------------------------
+
+def test_a_tool_turn_after_a_user_turn_answers_no_earlier_call():
+    # OpenAI: a tool message answers the tool_calls of the assistant message just before
+    # it. A user turn in between closes them: the late response gets an id of its own.
+    call = '<tool_call>\n{"name": "search", "arguments": {"q": "x"}}\n</tool_call>'
+    response = '<tool_response>\n{"name": "search", "content": "found"}\n</tool_response>'
+    turns = [{"from": "human", "value": "find x"}, {"from": "gpt", "value": call},
+             {"from": "human", "value": "never mind"}, {"from": "tool", "value": response}]
+    messages = sharegpt_to_openai(turns)
+    [call_id] = [c["id"] for c in messages[1]["tool_calls"]]
+    assert messages[3]["role"] == "tool"
+    assert messages[3]["tool_call_id"] != call_id
+
+
+def test_a_variant_row_without_its_messages_column_holds_no_text():
+    variant = ShareGPTVariant()
+    assert variant.text_chars({"other": "x"}) == 0
+    assert variant.text_chars({"conversations": None, "system": "s"}) == 0
+    assert variant.text_chars({"conversations": [{"from": "human", "value": "abc"}],
+                               "system": "s"}) == 4
