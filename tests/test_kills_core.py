@@ -22,10 +22,19 @@ import pytest
 
 from trajectory_compressor.app.gates import GATE_EXIT, Gate, GateResult, finish
 from trajectory_compressor.core.conversation import json_type
-from trajectory_compressor.core.elide import marker, shorten
+from trajectory_compressor.core.elide import (
+    LINE_CHARS,
+    MIN_STRING_CHARS,
+    MIN_TOKENS,
+    elide_tool_outputs,
+    eligible_turns,
+    marker,
+    shorten,
+)
 from trajectory_compressor.core.errors import CompressorError, RowError, one_line_error
 from trajectory_compressor.core.local_models import LOCAL_MODELS, LocalModel
 from trajectory_compressor.core.metrics import Distribution
+from trajectory_compressor.core.plan import Region
 from trajectory_compressor.dialects.openai import sharegpt_to_openai
 from trajectory_compressor.dialects.sharegpt import ShareGPTVariant
 
@@ -90,6 +99,67 @@ def test_an_array_that_cannot_shrink_is_left_for_the_next_one():
     assert out["a"] == a
     assert out["b"][:3] == b[:3] and out["b"][4:] == b[4:]
     assert out["b"][3] == marker(10)
+
+
+# -- core/elide.py: what is eligible, what is left alone -----------------------------------
+
+def _lines(n: int) -> list[str]:
+    """``n`` lines of exactly 10 words each."""
+    return [f"line{i} " + " ".join(["w"] * 9) for i in range(n)]
+
+
+def test_a_tool_output_of_exactly_min_tokens_is_shortened():
+    # "tool outputs shorter than MIN_TOKENS are left alone": one of exactly 64 words is not
+    # shorter, so it gives the 20 words asked; one of 63 is left alone.
+    assert MIN_TOKENS == 64
+    text = "\n".join([*_lines(6), "end of the output"])  # 60 + 4 words
+    [(turn, short, elision)] = elide_tool_outputs([text], [0], 20, count_words)
+    assert (turn, elision.tokens_before) == (0, 64)
+    assert elision.tokens_after == count_words([short])[0] <= 44
+    shorter = "\n".join([*_lines(6), "end of output"])  # 63 words
+    assert elide_tool_outputs([shorter], [0], 20, count_words) == []
+
+
+def test_a_first_line_longer_than_line_chars_is_cut_inside():
+    # A first line of LINE_CHARS characters is kept whole (the line cut); one character
+    # more and the text is cut the same way inside it (its start kept, not all of it).
+    assert LINE_CHARS == 500
+    rest = [*_lines(5), "end"]
+    for length, whole in ((500, True), (501, False)):
+        text = "\n".join(["x" * length, *rest])  # 1 + 50 + 1 words
+        out = shorten(text, 52, 30, count_words)
+        first = out.split("\n")[0]
+        assert (first == "x" * length) is whole
+        assert first.startswith("xxxx") and count_words([out])[0] <= 30
+
+
+def test_a_json_string_of_min_string_chars_is_shortened():
+    # Strings of MIN_STRING_CHARS characters or more are cut as plain text: here the one
+    # string (80 characters, 27 words) must give 10 of the 30 words.
+    assert MIN_STRING_CHARS == 80
+    text = " ".join(["ab"] * 27)
+    assert len(text) == 80
+    out = _shorten_json({"out": text, "code": 0}, 20)
+    assert out["code"] == 0 and "tokens elided" in out["out"]
+    assert out["out"].startswith("ab ab")
+
+
+def test_the_tail_s_tool_turns_stay_protected_after_a_summary():
+    # Before: head 0-3, middle [4, 8) = gpt tool gpt tool, tail 8-9 = tool gpt. A summary
+    # replaced [4, 6): turns 6.. moved up one, so the middle is [4, 7) and the tail's tool
+    # turn (now 7) is still protected: only the middle's tool (now 6) is eligible.
+    after = ["system", "human", "gpt", "tool", "human", "gpt", "tool", "tool", "gpt"]
+    assert eligible_turns(after, Region(4, 8), Region(4, 6), 4) == [6]
+
+
+def test_an_output_within_its_budget_is_returned_as_it_is():
+    # "cut to at most budget tokens": one already within it is not touched, byte for byte
+    # (a JSON text keeps its own spacing, plain text all its lines).
+    plain = "\n".join(_lines(10))
+    assert shorten(plain, 100, 100, count_words) == plain
+    assert shorten(plain, 100, 150, count_words) == plain
+    spaced = '{"a":  1,\n "b": [1,2,  3]}'
+    assert shorten(spaced, 5, 5, count_words) == spaced
 
 
 # -- app/gates.py ---------------------------------------------------------------------------
