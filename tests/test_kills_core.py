@@ -152,6 +152,17 @@ def test_the_tail_s_tool_turns_stay_protected_after_a_summary():
     assert eligible_turns(after, Region(4, 8), Region(4, 6), 4) == [6]
 
 
+def test_when_nothing_fits_only_the_first_and_last_lines_stay():
+    # First and last lines (10 words each) and the marker (5 words) are 25 words, one more
+    # than the budget of 24: the budget allows no line between them, so none is kept, not
+    # even the blank lines (which cost no words) around the one line of words that goes.
+    first, last = _lines(2)
+    middle = [""] * 100 + ["middle " + " ".join(["w"] * 9)] + [""] * 100
+    text = "\n".join([first, *middle, last])
+    assert count_words([text])[0] == 30
+    assert shorten(text, 30, 24, count_words) == "\n".join([first, marker(10), last])
+
+
 def test_an_output_within_its_budget_is_returned_as_it_is():
     # "cut to at most budget tokens": one already within it is not touched, byte for byte
     # (a JSON text keeps its own spacing, plain text all its lines).
