@@ -101,6 +101,16 @@ def test_an_array_that_cannot_shrink_is_left_for_the_next_one():
     assert out["b"][3] == marker(10)
 
 
+def test_an_inner_object_goes_whole_when_strings_and_arrays_cannot_give_enough():
+    # No long string, no array: the smallest inner object whose removal is enough becomes
+    # the marker string. 70 words; "env" (60 words) as the marker (5) leaves 15, while
+    # "tags" (6 words) could never give the 55 missing.
+    env = {f"k{i}": i for i in range(30)}
+    tags = {"a": 1, "b": 2, "c": 3}
+    out = _shorten_json({"env": env, "tags": tags, "id": 7}, 15)
+    assert out == {"env": marker(60), "tags": tags, "id": 7}
+
+
 # -- core/elide.py: what is eligible, what is left alone -----------------------------------
 
 def _lines(n: int) -> list[str]:
