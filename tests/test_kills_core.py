@@ -173,6 +173,74 @@ def test_when_nothing_fits_only_the_first_and_last_lines_stay():
     assert shorten(text, 30, 24, count_words) == "\n".join([first, marker(10), last])
 
 
+def test_a_region_without_a_summary_placed_moves_nothing():
+    # The middle moves up only when a summary replaced the region and sits in the row.
+    roles = ["system", "human", "gpt", "tool", "gpt", "tool", "gpt", "tool", "tool", "gpt"]
+    assert eligible_turns(roles, Region(4, 8)) == [5, 7]
+    assert eligible_turns(roles, Region(4, 8), Region(4, 6), None) == [5, 7]
+
+
+def test_an_output_that_cannot_get_shorter_is_not_listed():
+    # A one-line JSON array of 64 numbers (64 words): an item from its middle would give
+    # way to a 5-word marker, and no inner array or object can go: nothing is shorter, so
+    # nothing is elided.
+    text = json.dumps(list(range(64)))
+    assert count_words([text])[0] == 64
+    assert elide_tool_outputs([text], [0], 1, count_words) == []
+
+
+def test_a_two_line_text_is_cut_inside():
+    # Fewer than three lines: cut inside the text (its start and its end kept around the
+    # marker), within the budget.
+    one, two = " ".join(["a"] * 50), " ".join(["b"] * 50)
+    out = shorten(one + "\n" + two, 100, 40, count_words)
+    assert count_words([out])[0] <= 40 and "tokens elided" in out
+    assert out.startswith("a a a") and out.endswith("b b b")
+
+
+def test_lines_are_kept_from_both_ends_of_the_middle():
+    # Ten lines of 10 words, a budget of 60: the first and last lines, the marker (5) and
+    # three whole lines (10 + 10 + 5 + 30 = 55 words; a fourth would make 65), from both
+    # ends of the rest: the line after the first and the line before the last stay.
+    text = "\n".join(_lines(10))
+    kept = shorten(text, 100, 60, count_words).split("\n")
+    assert kept[0] == _lines(1)[0] and kept[-1] == _lines(10)[-1]
+    assert _lines(2)[1] in kept and _lines(10)[8] in kept
+    assert len(kept) == 6 and count_words(["\n".join(kept)])[0] == 55
+
+
+def test_json_after_a_line_that_is_no_tag_is_plain_text():
+    # JSON counts as JSON alone or between two tag lines; after "Output:" it is a line of
+    # plain text, which the line cut replaces whole by the marker.
+    body = json.dumps({"files": [f"src/module_{i}.py" for i in range(40)]})
+    text = "Output:\n" + body + "\ndone"
+    tokens = count_words([text])[0]
+    assert shorten(text, tokens, 20, count_words) == (
+        "Output:\n" + marker(count_words([body])[0]) + "\ndone")
+
+
+def test_json_with_raw_non_ascii_text_keeps_it_raw():
+    # Its own style: a body that writes "café" raw (even beside a \\u escape) is written
+    # back raw, not as \\u00e9.
+    log = "\n".join(_lines(20))
+    text = '{"name": "café", "sym": "\\u2603", "log": ' + json.dumps(log) + "}"
+    tokens = count_words([text])[0]
+    out = shorten(text, tokens, tokens - 100, count_words)
+    assert '"name": "café"' in out and json.loads(out)["sym"] == "\u2603"
+
+
+def test_strings_are_cut_only_until_the_text_fits():
+    # The longest string (one line of 400 words) can give all that is asked alone (100 to
+    # 149 words): the shorter one (120 words) stays whole.
+    stdout = " ".join(f"out{i}" for i in range(400))
+    stderr = " ".join(f"err{i}" for i in range(120))
+    value = {"stdout": stdout, "stderr": stderr}
+    tokens = count_words([json.dumps(value)])[0]
+    for less in range(100, 150):
+        out = _shorten_json(value, tokens - less)
+        assert out["stderr"] == stderr and out["stdout"] != stdout
+
+
 def test_an_output_within_its_budget_is_returned_as_it_is():
     # "cut to at most budget tokens": one already within it is not touched, byte for byte
     # (a JSON text keeps its own spacing, plain text all its lines).
