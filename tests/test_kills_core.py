@@ -22,6 +22,7 @@ import pytest
 
 from trajectory_compressor.app.gates import GATE_EXIT, Gate, GateResult, finish
 from trajectory_compressor.core.conversation import json_type
+from trajectory_compressor.core.distill_row import DistillStats, RuleSaving, distill_turns
 from trajectory_compressor.core.elide import (
     LINE_CHARS,
     MIN_STRING_CHARS,
@@ -249,6 +250,71 @@ def test_an_output_within_its_budget_is_returned_as_it_is():
     assert shorten(plain, 100, 150, count_words) == plain
     spaced = '{"a":  1,\n "b": [1,2,  3]}'
     assert shorten(spaced, 5, 5, count_words) == spaced
+
+
+# -- core/distill_row.py -------------------------------------------------------------------
+
+SAME_1 = "[same output as tool output #1 above]"
+
+
+def test_an_identical_output_of_64_characters_becomes_a_reference():
+    # "one identical to an earlier output (after its rules, 64+ characters) becomes a
+    # reference": 64 characters (32 words) do, 63 do not.
+    long = " ".join(["x"] * 31) + " yy"
+    short = long[:-1]
+    assert (len(long), len(short)) == (64, 63)
+    out, stats = distill_turns([long, None, long], "safe", count_words)
+    assert out == [long, None, SAME_1] and stats.turns == 1
+    out, _ = distill_turns([short, None, short], "safe", count_words)
+    assert out == [short, None, short]
+
+
+def test_level_off_changes_nothing_not_even_repeated_outputs():
+    text = " ".join(["x"] * 40)
+    out, stats = distill_turns([text, text], "off", count_words)
+    assert out == [text, text]
+    assert stats.to_dict() == {"level": "off", "tokens_before": 0, "tokens_after": 0,
+                               "turns": 0, "rules": {}}
+
+
+def test_an_unchanged_content_of_a_turn_stays_as_written():
+    # Two responses in one turn; only the second's content has escapes to drop. The first
+    # is written back byte for byte, its "\\/" included (a re-encoding would write "/").
+    first = ('<tool_response>\n{"tool_call_id": "c1", "name": "read", '
+             '"content": "see a\\/b for the path"}\n</tool_response>')
+    second = ('<tool_response>\n{"tool_call_id": "c2", "name": "run", '
+              '"content": "\\u001b[31mred\\u001b[0m done"}\n</tool_response>')
+    [out], stats = distill_turns([first + "\n" + second], "safe", count_words)
+    assert out == first + "\n" + second.replace("\\u001b[31mred\\u001b[0m", "red")
+    assert stats.turns == 1
+
+
+def test_a_body_whose_last_content_is_no_string_is_an_output_as_a_whole():
+    # json.loads keeps the last "content" (5): the body is no object with a string
+    # content, so it is one output as written; its escapes are text, not control
+    # characters, so nothing changes.
+    body = '{"content": "\\u001b[31mred\\u001b[0m", "content": 5}'
+    turn = "<tool_response>\n" + body + "\n</tool_response>"
+    out, stats = distill_turns([turn], "safe", count_words)
+    assert out == [turn] and stats.turns == 0
+
+
+def test_distill_stats_add_up():
+    a = DistillStats("safe", 100, 60, 2, {"control": RuleSaving(100, 80, 2)})
+    b = DistillStats("safe", 50, 45, 1, {"control": RuleSaving(50, 48, 1),
+                                          "repeats": RuleSaving(48, 45, 1)})
+    a.add(b)
+    assert (a.tokens_before, a.tokens_after, a.turns, a.saved) == (150, 105, 3, 45)
+    assert a.rules == {"control": RuleSaving(150, 128, 3), "repeats": RuleSaving(48, 45, 1)}
+
+
+def test_distill_stats_read_back_only_from_an_object_with_a_level():
+    stats = DistillStats("all", 10, 4, 1, {"table": RuleSaving(10, 4, 1)})
+    assert DistillStats.from_dict(stats.to_dict()) == stats
+    for bad in (None, [], "safe", {"tokens_before": 3}, {"level": 2}):
+        assert DistillStats.from_dict(bad) is None
+    assert DistillStats.from_dict({"level": "safe", "rules": None}) == DistillStats("safe")
+    assert DistillStats.from_dict({"level": "safe", "rules": ["x"]}) == DistillStats("safe")
 
 
 # -- app/gates.py ---------------------------------------------------------------------------
