@@ -27,6 +27,7 @@ from trajectory_compressor.core.elide import (
     LINE_CHARS,
     MIN_STRING_CHARS,
     MIN_TOKENS,
+    Elision,
     elide_tool_outputs,
     eligible_turns,
     marker,
@@ -110,6 +111,27 @@ def test_an_inner_object_goes_whole_when_strings_and_arrays_cannot_give_enough()
     tags = {"a": 1, "b": 2, "c": 3}
     out = _shorten_json({"env": env, "tags": tags, "id": 7}, 15)
     assert out == {"env": marker(60), "tags": tags, "id": 7}
+
+
+def test_an_array_of_strings_keeps_its_items_while_strings_can_give_enough():
+    # 70 strings of 100 words: about 6,030 words to go, which 64 strings cut to their
+    # marker (95 words each) give with a 64th cut part way; no item of the array goes.
+    # The ten shorter strings ("s0w0 ..." to "s9w0 ...") sit in the middle: the longest
+    # are cut first, so six of them are left whole, the array's middle item among them.
+    words = [" ".join(f"s{i}w{j}" for j in range(100)) for i in range(70)]
+    items = words[10:40] + words[:10] + words[40:]
+    out = _shorten_json(items, 7000 - 6030)
+    assert out[35] == items[35]
+    assert len(out) == 70 and sum(x in items for x in out) == 6
+    assert all(x == items[i] or "tokens elided" in x for i, x in enumerate(out))
+
+
+def test_an_elision_is_a_value():
+    elision = Elision(3, 900, 120)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        elision.tokens_after = 1  # type: ignore[misc]
+    assert {elision: "x"}[Elision(3, 900, 120)] == "x"
+    assert elision.to_dict() == {"turn": 3, "tokens_before": 900, "tokens_after": 120}
 
 
 # -- core/elide.py: what is eligible, what is left alone -----------------------------------
@@ -240,6 +262,19 @@ def test_strings_are_cut_only_until_the_text_fits():
     for less in range(100, 150):
         out = _shorten_json(value, tokens - less)
         assert out["stderr"] == stderr and out["stdout"] != stdout
+
+
+def test_a_string_that_gives_nothing_more_leaves_the_cut_to_the_next():
+    # Multi-line strings: a line's break is a word boundary in the text but not in its
+    # JSON spelling ("...w\\nline1"), so a cut can fall a few words short and cutting the
+    # same string again gives nothing more; the next string then gives the rest. Every
+    # budget from 100 to 149 words under the text's count is met.
+    stdout, stderr = "\n".join(_lines(40)), "\n".join(_lines(12))
+    value = {"stdout": stdout, "stderr": stderr}
+    tokens = count_words([json.dumps(value)])[0]
+    for less in range(100, 150):
+        out = _shorten_json(value, tokens - less)  # within the budget, valid JSON
+        assert out["stdout"] != stdout
 
 
 def test_an_output_within_its_budget_is_returned_as_it_is():
