@@ -164,6 +164,11 @@ def test_a_first_line_longer_than_line_chars_is_cut_inside():
         first = out.split("\n")[0]
         assert (first == "x" * length) is whole
         assert first.startswith("xxxx") and count_words([out])[0] <= 30
+        # The same for the last line.
+        text = "\n".join(["start", *_lines(5), "y" * length])
+        out = shorten(text, 52, 30, count_words)
+        last = out.split("\n")[-1]
+        assert (last == "y" * length) is whole and count_words([out])[0] <= 30
 
 
 def test_a_json_string_of_min_string_chars_is_shortened():
@@ -277,6 +282,18 @@ def test_a_string_that_gives_nothing_more_leaves_the_cut_to_the_next():
         assert out["stdout"] != stdout
 
 
+def test_a_line_that_fits_stays_even_when_every_line_would_fit_the_first_guess():
+    # First and last lines of 250 words (499 characters each), two lines of 8 words
+    # between them: 516 words. A budget of 513 allows one of the two lines and the marker
+    # (250 + 8 + 5 + 250), not both (521).
+    edge = " ".join(["w"] * 250)
+    one, two = " ".join(["a"] * 8), " ".join(["b"] * 8)
+    text = "\n".join([edge, one, two, edge])
+    out = shorten(text, 516, 513, count_words).split("\n")
+    assert out[0] == edge and out[-1] == edge and len(out) == 4
+    assert out[1:3] in ([one, marker(8)], [marker(8), two])
+
+
 def test_an_output_within_its_budget_is_returned_as_it_is():
     # "cut to at most budget tokens": one already within it is not touched, byte for byte
     # (a JSON text keeps its own spacing, plain text all its lines).
@@ -332,6 +349,15 @@ def test_a_body_whose_last_content_is_no_string_is_an_output_as_a_whole():
     turn = "<tool_response>\n" + body + "\n</tool_response>"
     out, stats = distill_turns([turn], "safe", count_words)
     assert out == [turn] and stats.turns == 0
+
+
+def test_a_content_after_a_spaced_comma_is_still_the_output():
+    # Only the string of the body's "content" is rewritten (README "Hermes <tool_response>
+    # bodies"), wherever JSON allows whitespace: here before the comma.
+    turn = ('<tool_response>\n{"tool_call_id": "c1" , "name": "run" ,\n "content": '
+            '"\\u001b[1mbold\\u001b[0m text"}\n</tool_response>')
+    [out], _ = distill_turns([turn], "safe", count_words)
+    assert out == turn.replace("\\u001b[1mbold\\u001b[0m", "bold")
 
 
 def test_distill_stats_add_up():
