@@ -257,6 +257,17 @@ def test_json_with_raw_non_ascii_text_keeps_it_raw():
     assert '"name": "café"' in out and json.loads(out)["sym"] == "\u2603"
 
 
+def test_json_keeps_its_separators_and_escapes():
+    # Written back in its own style: a one-key object with ": " keeps it; an ASCII body
+    # that spells "é" as \\u00e9 keeps spelling it so.
+    log = " ".join(f"w{i}" for i in range(200))
+    out = shorten(json.dumps({"log": log}), 200, 120, count_words)
+    assert out.startswith('{"log": "w0 w1') and count_words([out])[0] <= 120
+    text = json.dumps({"name": "café", "log": log})  # ensure_ascii: caf\\u00e9
+    out = shorten(text, 202, 120, count_words)
+    assert out.startswith('{"name": "caf\\u00e9", "log": "w0 w1')
+
+
 def test_strings_are_cut_only_until_the_text_fits():
     # The longest string (one line of 400 words) can give all that is asked alone (100 to
     # 149 words): the shorter one (120 words) stays whole.
@@ -358,6 +369,44 @@ def test_a_content_after_a_spaced_comma_is_still_the_output():
             '"\\u001b[1mbold\\u001b[0m text"}\n</tool_response>')
     [out], _ = distill_turns([turn], "safe", count_words)
     assert out == turn.replace("\\u001b[1mbold\\u001b[0m", "bold")
+
+
+def test_a_content_after_a_number_is_still_the_output():
+    turn = ('<tool_response>\n{"exit": 0, "took": [1.5, {"s": 2}], "content": '
+            '"\\u001b[1mbold\\u001b[0m text"}\n</tool_response>')
+    [out], _ = distill_turns([turn], "safe", count_words)
+    assert out == turn.replace("\\u001b[1mbold\\u001b[0m", "bold")
+
+
+def test_a_tag_inside_an_output_does_not_start_another_one():
+    # The body runs from an opening tag to the first closing one; an opening tag inside
+    # it is text. Only the escape goes.
+    for turn in ("<tool_response>\nsee <tool_response> \x1b[0mok\n</tool_response>",
+                 "<tool_response>\n\x1b[0m<tool_response>\n</tool_response>"):
+        [out], _ = distill_turns([turn], "safe", count_words)
+        assert out == turn.replace("\x1b[0m", "")
+
+
+def test_a_turn_that_counts_the_same_tokens_is_still_distilled():
+    # "never makes a turn count more tokens (a turn that would is left as it was)": one
+    # that counts the same is shorter in characters and is written distilled.
+    turn = "\x1b[31mred\x1b[0m done"
+    [out], stats = distill_turns([turn], "safe", count_words)
+    assert out == "red done"
+    assert (stats.turns, stats.tokens_before, stats.tokens_after) == (1, 2, 2)
+
+
+def test_each_rule_starts_where_the_one_before_it_ended():
+    # Two rules on one turn (control, then repeats): the turn's saving is shared between
+    # them, and the second starts from the count the first ended at.
+    turn = "\n".join(["\x1b[32mbuild started\x1b[0m"] + ["compiling module"] * 10 + ["done"])
+    [out], stats = distill_turns([turn], "safe", count_words)
+    assert out != turn
+    control, repeats = stats.rules["control"], stats.rules["repeats"]
+    assert control.tokens_before == stats.tokens_before
+    assert repeats.tokens_before == control.tokens_after
+    assert repeats.tokens_after == stats.tokens_after
+    assert control.tokens_before >= control.tokens_after >= repeats.tokens_after
 
 
 def test_distill_stats_add_up():
