@@ -111,6 +111,12 @@ def test_an_inner_object_goes_whole_when_strings_and_arrays_cannot_give_enough()
     tags = {"a": 1, "b": 2, "c": 3}
     out = _shorten_json({"env": env, "tags": tags, "id": 7}, 15)
     assert out == {"env": marker(60), "tags": tags, "id": 7}
+    # Two objects each enough on its own: the smaller one goes. 184 words, 40 to go:
+    # "mid" (60 words) as the marker leaves 129; "big" (120 words) stays.
+    big = {f"k{i}": i for i in range(60)}
+    mid = {f"m{i}": i for i in range(30)}
+    out = _shorten_json({"big": big, "mid": mid, "id": 7}, 144)
+    assert out == {"big": big, "mid": marker(60), "id": 7}
 
 
 def test_an_array_of_strings_keeps_its_items_while_strings_can_give_enough():
@@ -149,6 +155,8 @@ def test_a_tool_output_of_exactly_min_tokens_is_shortened():
     [(turn, short, elision)] = elide_tool_outputs([text], [0], 20, count_words)
     assert (turn, elision.tokens_before) == (0, 64)
     assert elision.tokens_after == count_words([short])[0] <= 44
+    [(_, short, elision)] = elide_tool_outputs([text], [0], 1, count_words)
+    assert count_words([short])[0] == elision.tokens_after <= 63
     shorter = "\n".join([*_lines(6), "end of output"])  # 63 words
     assert elide_tool_outputs([shorter], [0], 20, count_words) == []
 
@@ -305,6 +313,15 @@ def test_a_line_that_fits_stays_even_when_every_line_would_fit_the_first_guess()
     assert out[1:3] in ([one, marker(8)], [marker(8), two])
 
 
+def test_one_line_between_dense_first_and_last_lines_goes():
+    # 250 + 8 + 250 words; a budget of 505 is met by the marker in place of the one line
+    # between (250 + 5 + 250).
+    edge = " ".join(["w"] * 250)
+    one = " ".join(["a"] * 8)
+    out = shorten("\n".join([edge, one, edge]), 508, 505, count_words)
+    assert out == "\n".join([edge, marker(8), edge])
+
+
 def test_an_output_within_its_budget_is_returned_as_it_is():
     # "cut to at most budget tokens": one already within it is not touched, byte for byte
     # (a JSON text keeps its own spacing, plain text all its lines).
@@ -369,6 +386,10 @@ def test_a_content_after_a_spaced_comma_is_still_the_output():
             '"\\u001b[1mbold\\u001b[0m text"}\n</tool_response>')
     [out], _ = distill_turns([turn], "safe", count_words)
     assert out == turn.replace("\\u001b[1mbold\\u001b[0m", "bold")
+    compact = ('<tool_response>\n{"tool_call_id":"c1","content":"\\u001b[1mbold\\u001b[0m '
+               'text"}\n</tool_response>')
+    [out], _ = distill_turns([compact], "safe", count_words)
+    assert out == compact.replace("\\u001b[1mbold\\u001b[0m", "bold")
 
 
 def test_a_content_after_a_number_is_still_the_output():
@@ -407,6 +428,21 @@ def test_each_rule_starts_where_the_one_before_it_ended():
     assert repeats.tokens_before == control.tokens_after
     assert repeats.tokens_after == stats.tokens_after
     assert control.tokens_before >= control.tokens_after >= repeats.tokens_after
+    # The saving (23 - 12 words) shared by characters removed, largest remainder first:
+    # control removed the two escapes (9 characters), repeats the rest.
+    assert (stats.tokens_before, stats.tokens_after) == (23, 12)
+    after_control = turn.replace("\x1b[32m", "").replace("\x1b[0m", "")
+    by_control, by_repeats = len(turn) - len(after_control), len(after_control) - len(out)
+    assert by_control == 9
+    saving = 11
+    shares = [saving * by_control // (by_control + by_repeats),
+              saving * by_repeats // (by_control + by_repeats)]
+    if sum(shares) < saving:  # one left over: to the larger remainder
+        rests = [saving * by_control % (by_control + by_repeats),
+                 saving * by_repeats % (by_control + by_repeats)]
+        shares[rests.index(max(rests))] += 1
+    assert control.tokens_before - control.tokens_after == shares[0]
+    assert repeats.tokens_before - repeats.tokens_after == shares[1]
 
 
 def test_distill_stats_add_up():
@@ -424,6 +460,7 @@ def test_distill_stats_read_back_only_from_an_object_with_a_level():
     for bad in (None, [], "safe", {"tokens_before": 3}, {"level": 2}):
         assert DistillStats.from_dict(bad) is None
     assert DistillStats.from_dict({"level": "safe", "rules": None}) == DistillStats("safe")
+    assert DistillStats.from_dict({"level": "safe"}) == DistillStats("safe", 0, 0, 0, {})
     assert DistillStats.from_dict({"level": "safe", "rules": ["x"]}) == DistillStats("safe")
 
 
