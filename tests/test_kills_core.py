@@ -322,6 +322,18 @@ def test_one_line_between_dense_first_and_last_lines_goes():
     assert out == "\n".join([edge, marker(8), edge])
 
 
+def test_one_line_is_cut_inside_two_thirds_from_its_start():
+    # A single line of 200 words: characters kept from each end, two thirds from the
+    # start, around the marker, on the one line; when only the marker fits, the marker.
+    text = " ".join(f"{i:03d}" for i in range(200))
+    out = shorten(text, 200, 50, count_words)
+    assert "\n" not in out and count_words([out])[0] <= 50
+    head, tail = out.split(" [... ")[0].split(), out.split(" elided ...] ")[1].split()
+    assert head[0] == "000" and tail[-1] == "199"
+    assert 0.6 <= len(head) / (len(head) + len(tail)) <= 0.72
+    assert shorten(text, 200, 5, count_words) == marker(200)
+
+
 def test_an_output_within_its_budget_is_returned_as_it_is():
     # "cut to at most budget tokens": one already within it is not touched, byte for byte
     # (a JSON text keeps its own spacing, plain text all its lines).
@@ -461,6 +473,8 @@ def test_distill_stats_read_back_only_from_an_object_with_a_level():
         assert DistillStats.from_dict(bad) is None
     assert DistillStats.from_dict({"level": "safe", "rules": None}) == DistillStats("safe")
     assert DistillStats.from_dict({"level": "safe"}) == DistillStats("safe", 0, 0, 0, {})
+    assert DistillStats.from_dict({"level": "safe", "rules": {"json": {}}}) == DistillStats(
+        "safe", rules={"json": RuleSaving(0, 0, 0)})
     assert DistillStats.from_dict({"level": "safe", "rules": ["x"]}) == DistillStats("safe")
 
 
