@@ -34,6 +34,7 @@ from trajectory_compressor.core.elide import (
     shorten,
 )
 from trajectory_compressor.core.errors import CompressorError, RowError, one_line_error
+from trajectory_compressor.core.fidelity import Fidelity, normalize_text
 from trajectory_compressor.core.local_models import LOCAL_MODELS, LocalModel
 from trajectory_compressor.core.metrics import Distribution
 from trajectory_compressor.core.plan import Region
@@ -476,6 +477,25 @@ def test_distill_stats_read_back_only_from_an_object_with_a_level():
     assert DistillStats.from_dict({"level": "safe", "rules": {"json": {}}}) == DistillStats(
         "safe", rules={"json": RuleSaving(0, 0, 0)})
     assert DistillStats.from_dict({"level": "safe", "rules": ["x"]}) == DistillStats("safe")
+
+
+# -- core/fidelity.py ----------------------------------------------------------------------
+
+def test_a_long_text_is_normalized_whole():
+    # Past 64 KiB the text goes a block at a time; the result is still every word,
+    # case-folded, one space between words, none cut at a block's edge.
+    words = [f"Word{i}" for i in range(20_000)]  # about 150,000 characters
+    text = "  ".join(words) + "\n"
+    assert len(text) > 1 << 16
+    assert normalize_text(text) == " ".join(w.casefold() for w in words)
+
+
+def test_a_fidelity_record_reads_back_only_whole():
+    record = Fidelity(40, 31, 9, 9, ("KeyError", "src/app.py")).to_dict()
+    assert Fidelity.from_dict(record) == Fidelity(40, 31, 9, 9, ("KeyError", "src/app.py"))
+    for bad in (None, [], "x", {"items": 40, "kept": 31}, {**record, "tail_kept": True},
+                {**record, "items": "40"}):
+        assert Fidelity.from_dict(bad) is None
 
 
 # -- app/gates.py ---------------------------------------------------------------------------
