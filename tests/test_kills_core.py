@@ -496,6 +496,10 @@ def test_a_fidelity_record_reads_back_only_whole():
     for bad in (None, [], "x", {"items": 40, "kept": 31}, {**record, "tail_kept": True},
                 {**record, "items": "40"}):
         assert Fidelity.from_dict(bad) is None
+    # A count of invented claims that is no count reads as none.
+    for invented in (-3, "2", 1.5, None):
+        assert Fidelity.from_dict({**record, "invented": invented}).invented == 0
+    assert Fidelity.from_dict({**record, "invented": 2}).invented == 2
 
 
 # -- app/gates.py ---------------------------------------------------------------------------
