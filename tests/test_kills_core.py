@@ -22,7 +22,12 @@ import pytest
 
 from trajectory_compressor.app.gates import GATE_EXIT, Gate, GateResult, finish
 from trajectory_compressor.core.conversation import json_type
-from trajectory_compressor.core.distill_row import DistillStats, RuleSaving, distill_turns
+from trajectory_compressor.core.distill_row import (
+    DistillStats,
+    RuleSaving,
+    _shares,
+    distill_turns,
+)
 from trajectory_compressor.core.elide import (
     LINE_CHARS,
     MIN_STRING_CHARS,
@@ -456,6 +461,14 @@ def test_each_rule_starts_where_the_one_before_it_ended():
         shares[rests.index(max(rests))] += 1
     assert control.tokens_before - control.tokens_after == shares[0]
     assert repeats.tokens_before - repeats.tokens_after == shares[1]
+
+
+def test_a_saving_is_shared_by_largest_remainders():
+    # 7 in proportion to 2, 3, 5: 1.4, 2.1, 3.5; the floors 1, 2, 3 leave 1, which goes
+    # to the largest remainder (0.5, the third). In proportion to 0 and 1: all to the 1.
+    assert _shares(7, [2, 3, 5]) == [1, 2, 4]
+    assert _shares(5, [0, 1]) == [0, 5]
+    assert sorted(_shares(10, [1, 1, 1])) == [3, 3, 4]
 
 
 def test_distill_stats_add_up():
