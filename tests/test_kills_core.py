@@ -22,6 +22,7 @@ import pytest
 
 from trajectory_compressor.app.gates import GATE_EXIT, Gate, GateResult, finish
 from trajectory_compressor.core.conversation import json_type
+from trajectory_compressor.core.distill import blobs, distill_text, long_lines, rules_for
 from trajectory_compressor.core.distill_row import (
     DistillStats,
     RuleSaving,
@@ -348,6 +349,32 @@ def test_an_output_within_its_budget_is_returned_as_it_is():
     assert shorten(plain, 100, 150, count_words) == plain
     spaced = '{"a":  1,\n "b": [1,2,  3]}'
     assert shorten(spaced, 5, 5, count_words) == spaced
+
+
+# -- core/distill.py (README "Distill") ----------------------------------------------------
+
+def test_only_lines_over_1000_characters_are_cut():
+    # "lines over 1,000 characters keep 400 at each end around [… N chars cut …]".
+    over, at, short = "a" * 1001, "b" * 1000, "c" * 900
+    assert long_lines("\n".join([over, at, short])) == "\n".join(
+        ["a" * 400 + "[… 201 chars cut …]" + "a" * 400, at, short])
+    assert long_lines(at) == at
+
+
+def test_runs_of_64_base64_characters_are_blobs_and_long_words_are_not():
+    # "base64/hex runs of 64+ characters become [blob N chars sha256:xxxxxxxx]"; a long
+    # word (letters only) is no blob.
+    blob64, blob63 = ("ab12" * 16), ("ab12" * 16)[:63]
+    out = blobs(f"key {blob64} end")
+    assert out.startswith("key [blob 64 chars sha256:") and out.endswith("] end")
+    assert blobs(f"key {blob63} end") == f"key {blob63} end"
+    word = "a" * 70
+    assert blobs(f"see {word}") == f"see {word}"
+
+
+def test_level_off_runs_no_rule():
+    assert rules_for("off") == ()
+    assert distill_text("\x1b[31mred\x1b[0m", "off") == []
 
 
 # -- core/distill_row.py -------------------------------------------------------------------
