@@ -40,7 +40,7 @@ from trajectory_compressor.core.elide import (
     shorten,
 )
 from trajectory_compressor.core.errors import CompressorError, RowError, one_line_error
-from trajectory_compressor.core.fidelity import Fidelity, normalize_text
+from trajectory_compressor.core.fidelity import Fidelity, measure_fidelity, normalize_text
 from trajectory_compressor.core.local_models import LOCAL_MODELS, LocalModel
 from trajectory_compressor.core.metrics import Distribution
 from trajectory_compressor.core.plan import Region
@@ -528,6 +528,31 @@ def test_a_long_text_is_normalized_whole():
     text = "  ".join(words) + "\n"
     assert len(text) > 1 << 16
     assert normalize_text(text) == " ".join(w.casefold() for w in words)
+
+
+PROSE = "the cat sat on the mat and then the dog ran in the park all day long so very fast"
+
+
+def test_a_string_argument_of_up_to_80_characters_is_an_item():
+    # "every short string argument (<= 80 chars) of a <tool_call>" (ordinary words: no
+    # item inside it).
+    def items(text: str) -> tuple[str, ...]:
+        call = {"name": "write_note", "arguments": {"text": text}}
+        return measure_fidelity(["<tool_call>\n" + json.dumps(call) + "\n</tool_call>"],
+                                [], "").missing
+    assert items(PROSE[:80]) == ("write_note", PROSE[:80])
+    assert items(PROSE[:81]) == ("write_note",)
+
+
+def test_an_error_message_is_clipped_to_60_characters_at_a_word_boundary():
+    # "the rest of the line after SomeError: ..., clipped to 60 characters at a word
+    # boundary": 60 characters stay whole; of 61, the last word (cut at 60) goes.
+    at60 = PROSE[:59] + "y"  # "... in the park ally"
+    over = at60 + "s"
+    assert (len(at60), len(over)) == (60, 61)
+    assert measure_fidelity([f"ValueError: {at60}"], [], "").missing == ("ValueError", at60)
+    assert measure_fidelity([f"ValueError: {over}"], [], "").missing == (
+        "ValueError", over.rsplit(" ", 1)[0])
 
 
 def test_a_fidelity_record_reads_back_only_whole():
