@@ -40,7 +40,13 @@ from trajectory_compressor.core.elide import (
     shorten,
 )
 from trajectory_compressor.core.errors import CompressorError, RowError, one_line_error
-from trajectory_compressor.core.fidelity import Fidelity, measure_fidelity, normalize_text
+from trajectory_compressor.core.fidelity import (
+    JSON_DEPTH,
+    Fidelity,
+    decoded_strings,
+    measure_fidelity,
+    normalize_text,
+)
 from trajectory_compressor.core.local_models import LOCAL_MODELS, LocalModel
 from trajectory_compressor.core.metrics import Distribution
 from trajectory_compressor.core.plan import Region
@@ -553,6 +559,19 @@ def test_an_error_message_is_clipped_to_60_characters_at_a_word_boundary():
     assert measure_fidelity([f"ValueError: {at60}"], [], "").missing == ("ValueError", at60)
     assert measure_fidelity([f"ValueError: {over}"], [], "").missing == (
         "ValueError", over.rsplit(" ", 1)[0])
+
+
+def test_json_inside_json_strings_is_read_to_json_depth():
+    # JSON_DEPTH (4): how deep JSON inside a JSON string is read. An object whose text is
+    # a string inside an object ... four strings deep gives its key; five deep does not.
+    def nested(levels: int) -> str:
+        text = json.dumps({"deep_key": 1})
+        for _ in range(levels):
+            text = json.dumps({"v": text})
+        return text
+    assert JSON_DEPTH == 4
+    assert "deep_key" in list(decoded_strings(nested(4)))
+    assert "deep_key" not in list(decoded_strings(nested(5)))
 
 
 def test_a_fidelity_record_reads_back_only_whole():
