@@ -574,6 +574,15 @@ def test_json_inside_json_strings_is_read_to_json_depth():
     assert "deep_key" not in list(decoded_strings(nested(5)))
 
 
+def test_a_token_longer_than_256_characters_is_a_blob_not_an_item():
+    # A snake_case name is an item; a run of more than 256 characters without a
+    # delimiter is taken for a blob (fidelity._TOKEN_CHARS) and gives none.
+    name = "ab_" * 85 + "c"
+    assert len(name) == 256
+    assert measure_fidelity([f"see {name} here"], [], "").missing == (name,)
+    assert measure_fidelity([f"see {name}d here"], [], "").missing == ()
+
+
 def test_a_fidelity_record_reads_back_only_whole():
     record = Fidelity(40, 31, 9, 9, ("KeyError", "src/app.py")).to_dict()
     assert Fidelity.from_dict(record) == Fidelity(40, 31, 9, 9, ("KeyError", "src/app.py"))
