@@ -378,6 +378,28 @@ def test_runs_of_64_base64_characters_are_blobs_and_long_words_are_not():
     assert blobs(f"see {word}") == f"see {word}"
 
 
+def test_level_all_rewrites_the_json_rules_left_in_turn():
+    # Rules run in order on what the one before left: a laid-out JSON document is
+    # compacted (json), then its base64 run becomes a blob marker (blobs); a one-line
+    # document longer than 1,000 characters is data, not a line to cut; a JSON array of
+    # same-keyed objects becomes columns and rows, its strings as written.
+    blob = "ab12" * 20
+    laid_out = json.dumps({"id": 7, "data": blob}, indent=2)
+    final = distill_text(laid_out, "all")[-1][1]
+    assert "\n" not in final and final.startswith('{"id":7,"data":"[blob 80 chars sha256:')
+    document = json.dumps({"log": "x y " * 400})
+    assert distill_text(document, "all") == []
+    names = ["café", "thé", "crème", "brûlée", "naïve", "déjà"]
+    table = json.dumps([{"name": n, "rank": i} for i, n in enumerate(names)],
+                       ensure_ascii=False)
+    rows = ",".join(f'["{n}",{i}]' for i, n in enumerate(names))
+    assert distill_text(table, "all")[-1][1] == (
+        '{"columns":["name","rank"],"rows":[' + rows + "]}")
+    # A JSON string on one line is no document of objects: a long one is cut like text.
+    text = '"' + "a" * 1500 + '"'
+    assert "chars cut" in distill_text(text, "all")[-1][1]
+
+
 def test_level_off_runs_no_rule():
     assert rules_for("off") == ()
     assert distill_text("\x1b[31mred\x1b[0m", "off") == []
