@@ -390,11 +390,11 @@ def test_level_all_rewrites_the_json_rules_left_in_turn():
     document = json.dumps({"log": "x y " * 400})
     assert distill_text(document, "all") == []
     names = ["café", "thé", "crème", "brûlée", "naïve", "déjà"]
-    table = json.dumps([{"name": n, "rank": i} for i, n in enumerate(names)],
+    table = json.dumps({"données": [{"name": n, "année": i} for i, n in enumerate(names)]},
                        ensure_ascii=False)
     rows = ",".join(f'["{n}",{i}]' for i, n in enumerate(names))
     assert distill_text(table, "all")[-1][1] == (
-        '{"columns":["name","rank"],"rows":[' + rows + "]}")
+        '{"données":{"columns":["name","année"],"rows":[' + rows + "]}}")
     # A JSON string on one line is no document of objects: a long one is cut like text.
     text = '"' + "a" * 1500 + '"'
     assert "chars cut" in distill_text(text, "all")[-1][1]
