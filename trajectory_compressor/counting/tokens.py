@@ -45,14 +45,22 @@ def bundled_tokenizer_dir() -> Path:
 def load_tokenizer(name: str = BUNDLED_TOKENIZER, trust_remote_code: bool = False) -> Any:
     """A Hugging Face tokenizer (transformers) by name or folder, never fetched from a hub."""
     source = bundled_tokenizer_dir() if name == BUNDLED_TOKENIZER else name
+    from huggingface_hub import constants
     from transformers import AutoTokenizer
 
+    # local_files_only keeps the model's files off the network, but huggingface_hub 2.x
+    # still asks the hub for its agent registry (/api/agent-harnesses, a 3 s timeout when
+    # offline) unless it believes it is offline: for this load it does.
+    offline = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = True
     try:
         return AutoTokenizer.from_pretrained(
             str(source), local_files_only=True, trust_remote_code=trust_remote_code
         )
     except Exception as exc:  # transformers raises many kinds for "not available offline"
         raise TokenizerError(_offline_advice(name, Path(str(source)), exc)) from exc
+    finally:
+        constants.HF_HUB_OFFLINE = offline
 
 
 def _offline_advice(name: str, path: Path, exc: Exception) -> str:
