@@ -347,3 +347,24 @@ def test_plain_text_keeps_its_first_and_last_lines(text, share):
         return
     first, *_, last = text.split("\n")
     assert out.split("\n")[0] == first and out.split("\n")[-1] == last
+
+
+def test_a_json_string_of_many_lines_gives_all_it_can_before_a_shorter_one_is_cut():
+    # README: the longest strings first, "each only as far as needed". Inside JSON a
+    # string's line breaks are written escaped ("\n" -> "\\n"), which joins the words
+    # around them for this counter: a cut measured on the bare text misjudged what it
+    # saves, gave up on the long string and cut the short one too.
+    long_text, short_text = "\n".join(lines(40, "a")), "\n".join(lines(12, "b"))
+    text = json.dumps({"long": long_text, "short": short_text})
+    total = count_words([text])[0]
+    # The long string alone can go down to its first and last lines and a marker.
+    floor = count_words([json.dumps({"long": "\n".join([lines(40, "a")[0], marker(9999),
+                                                        lines(40, "a")[-1]]),
+                                     "short": short_text})])[0]
+    checked = 0
+    for budget in range(floor + 5, total - 5, 7):
+        out = json.loads(shorten(text, total, budget, count_words))
+        assert count_words([json.dumps(out)])[0] <= budget, budget
+        assert out["short"] == short_text, budget
+        checked += 1
+    assert checked > 20

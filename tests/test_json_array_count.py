@@ -162,3 +162,23 @@ def test_no_count_when_no_bar_is_shown():
 
     Progress(quiet=True, total=count).close()
     Progress(quiet=False, total=count).close()
+
+
+def test_an_escaped_quote_at_a_window_edge_is_not_taken_for_a_string_start(monkeypatch):
+    # A window that ends inside a string stops before the string's opening quote, never
+    # before an escaped quote inside it: the next window must start outside any string.
+    # Three elements, each a string holding escaped quotes, commas and brackets; every
+    # window size from 4 to 40 puts an edge at each place in them.
+    document = rb'[{"v": "a\"b, [c\\\"d] {e\", f"}, {"v": "\"g,h\""}, {"v": "i"}]'
+    assert len(json.loads(document)) == 3  # valid JSON: three rows by construction
+    for window in range(4, 41):
+        monkeypatch.setattr(json_array, "_WINDOW", window)
+        monkeypatch.setattr(json_array, "_MAX_WINDOW", window)
+        assert count_records(document) == 3, window
+
+
+def test_where_a_compact_array_closes_decides_what_follows_it():
+    # No space after the commas; the second string holds a closing bracket. The array
+    # holds 2 rows and one JSON line follows it: 3 records, as the reader yields them.
+    document = b'["a,b","c]d"]\n{"x": 1}\n'
+    assert count_records(document) == 3

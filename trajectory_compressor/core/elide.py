@@ -244,6 +244,12 @@ def _shorten_json(before: str, value: Any, after: str, style: _Style, budget: in
     def render() -> str:
         return before + style.dump(holder[0]) + after
 
+    def written(texts: list[str]) -> list[int]:
+        # A string is measured as the JSON holds it: its line breaks and quotes are
+        # escaped there and count otherwise than in the bare text, so a cut measured on
+        # the bare text misjudged what it saves (and gave up on the longest string).
+        return count([style.dump(text)[1:-1] for text in texts])
+
     current = render()
     n = count([current])[0]
     # A string is always cut from its original text (one marker, counting everything
@@ -260,11 +266,11 @@ def _shorten_json(before: str, value: Any, after: str, style: _Style, budget: in
         parent, key, text = max(strings, key=lambda s: len(s[2]))
         where = (id(parent), key)
         if where not in cuts:
-            tokens = count([text])[0]
+            tokens = written([text])[0]
             cuts[where] = (text, tokens, tokens)
         original, tokens, last = cuts[where]
         allowed = max(last - (n - budget), 0)
-        shorter = _shorten_plain(original, tokens, allowed, count)
+        shorter = _shorten_plain(original, tokens, allowed, written)
         cuts[where] = (original, tokens, allowed)
         if allowed == 0 or len(shorter) >= len(text):
             done.add(where)
