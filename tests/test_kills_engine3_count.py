@@ -18,9 +18,10 @@ import shutil
 import pytest
 
 from tests.template_tokenizer import CHATML, make_tokenizer_dir
+from tests.test_hermes_compat import Refusing  # the bundled backend, raising on REFUSE
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.errors import ConfigError
-from trajectory_compressor.counting.tokens import TokenCounter, load_bundled_backend, load_tokenizer
+from trajectory_compressor.counting.tokens import TokenCounter, load_tokenizer
 from trajectory_compressor.dialects.sharegpt import SHAREGPT
 from trajectory_compressor.engine.analyze import analyze
 from trajectory_compressor.engine.count import RowCounter, gap_counter
@@ -138,19 +139,6 @@ def test_the_bundled_tokenizer_has_no_template_and_so_no_gap(tmp_path, counter):
                                summary_target_tokens=50)
     assert gap_counter(config, counter) is None
     assert analyze(str(src), config, counter=counter).gap is None
-
-
-class Refusing:
-    """The bundled tokenizer's backend, except that it raises on a batch holding REFUSE
-    (a text some tokenizer cannot encode)."""
-
-    def __init__(self) -> None:
-        self.inner = load_bundled_backend()
-
-    def encode_batch(self, texts, add_special_tokens=False):
-        if any("REFUSE" in t for t in texts):
-            raise ValueError("cannot encode this text")
-        return self.inner.encode_batch(texts, add_special_tokens=add_special_tokens)
 
 
 def turn_counts(tok, row: dict) -> list[int]:
