@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -43,7 +44,7 @@ from trajectory_compressor.engine.writer import MAX_WARNINGS, StrictStop
 
 # The engine's name. (A test whose code holds the bare string is sorted out of the quick
 # tier by tests/conftest.py, which takes it for an import of Ray; none is imported here.)
-ON_RAY = "r" "ay"
+ON_RAY = RAY_MODULE = "r" "ay"
 # (Nor may a test name a local variable so: pytest's assertion rewriting keeps the name as
 # a string in the test's code. The stand-in is called ``stand`` in the tests.)
 SMALL = {"target_max_tokens": 500, "summary_target_tokens": 60}
@@ -70,7 +71,6 @@ class StandInDataset:
         assert self.mapped is not None
         actors = [self.mapped["cls"](**self.mapped["kwargs"])
                   for _ in range(self.mapped["size"])]
-        self.ray.actors.extend(actors)
         step = self.mapped["batch_size"]
         for at in range(0, len(self.items), step):
             chunk = self.items[at:at + step]
@@ -78,6 +78,7 @@ class StandInDataset:
             out = actors[(at // step) % len(actors)](batch)
             for value in out["result"]:
                 yield {"result": value}
+        actors.clear()  # the pool goes away with the run, as Ray's does
 
 
 class StandInRay:
@@ -90,7 +91,6 @@ class StandInRay:
         self.inits: list[dict[str, Any]] = []
         self.shutdowns = 0
         self.maps: list[dict[str, Any]] = []
-        self.actors: list[Any] = []
         self.context = SimpleNamespace(enable_progress_bars=True,
                                        print_on_execution_start=True)
         self.data = SimpleNamespace(
@@ -157,6 +157,15 @@ def assert_same(a: RunResult, b: RunResult) -> None:
     assert a.layout.rejects.read_bytes() == b.layout.rejects.read_bytes()
     assert metrics_of(a) == metrics_of(b)
     assert a.exit_code == b.exit_code
+
+
+def layout_of(src: Path, out: Path) -> Any:
+    """The layout a run of ``src`` into ``out`` has (for a run that returned none)."""
+    from trajectory_compressor.engine.layout import plan_layout
+    from trajectory_compressor.formats.registry import discover_inputs
+
+    return plan_layout(str(src), discover_inputs(str(src)), str(out), extractive(),
+                       single_file=src.is_file())
 
 
 def corpus(root: Path, files: int = 3, rows: int = 12) -> Path:
@@ -230,6 +239,7 @@ def test_a_resumed_run_whose_shards_all_finished_does_not_start_ray(stand_in, tm
     stand_in.current = stand = StandInRay()
     resumed = run(src, out, ON_RAY, extractive(), resume=True)
     assert stand.inits == [] and stand.maps == []  # every shard was finished: nothing to run
+    assert stand.shutdowns == 0  # nor stopped: it was never started
     assert_same(local, resumed)
 
 
@@ -257,8 +267,10 @@ def test_strict_stops_the_run_and_keeps_nothing(stand_in, tmp_path):
         run(src, out, ON_RAY, extractive(), strict=True)
     stand = stand_in.current
     assert stand.shutdowns == 1  # a run that started Ray stops it on an error too
-    leftovers = [p.name for p in out.rglob("*")] if out.exists() else []
-    assert not any("shards" in name or "checkpoint" in name for name in leftovers), leftovers
+    layout = layout_of(src, out)
+    assert not sharded.parts_folder(layout).exists()
+    assert not layout.checkpoint.exists()
+    assert not any(p.is_file() for p in out.rglob("*")) if out.exists() else True
 
 
 # -- the pool ---------------------------------------------------------------------------
@@ -319,7 +331,7 @@ def test_a_worker_that_cannot_load_says_so_for_every_shard(tmp_path):
     assert [r.index for r in results] == [0, 1]
     for r in results:
         assert r.error is not None and r.error["kind"] in {"config", "internal"}
-        assert r.error["message"]
+        assert str(tmp_path / "missing") in r.error["message"]  # the load error's own words
         assert r.rows == 0
 
 
@@ -551,3 +563,228 @@ def test_a_resumed_runs_bar_starts_at_the_rows_done(tmp_path, monkeypatch):
     assert progress._bar.n == 7
     assert progress.counters == {"shards": "1/2"}
     progress.close()
+
+
+# -- more of the driver's promises ------------------------------------------------------
+
+
+def test_a_forced_dialect_reaches_the_workers(stand_in, tmp_path):
+    """``dialect=`` is used as given, not detected: Hermes rows read as OpenAI rows have
+    no ``messages`` and are rejected, by both engines alike."""
+    from trajectory_compressor.dialects import dialect_for
+
+    src = corpus(tmp_path, files=1)
+    forced = dialect_for(extractive(), "openai")
+    local = run(src, tmp_path / "local", "local", extractive(), dialect=forced)
+    on_ray = run(src, tmp_path / "on_ray", ON_RAY, extractive(), dialect=forced)
+    assert_same(local, on_ray)
+    assert on_ray.metrics.rows_rejected == 13  # all 12 rows and the broken line
+    assert stand_in.current.maps[0]["kwargs"]["job"].dialect is forced
+
+
+def test_progress_and_notes_of_a_whole_run(stand_in, tmp_path, capsys):
+    src = corpus(tmp_path, files=3)
+    result = run(src, tmp_path / "on_ray", ON_RAY, extractive(), quiet=False, resume=True)
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    checkpoint = result.layout.checkpoint
+    assert f"note: no checkpoint at {checkpoint}; starting from the beginning" in lines
+    done = [line for line in lines if line.startswith("shard ")]
+    assert [line.split(" done:")[0] for line in done] == ["shard 1/3", "shard 2/3",
+                                                           "shard 3/3"]
+    assert done[-1].startswith("shard 3/3 done: 37 rows, ")  # 3 x 12 rows and the broken line
+
+
+def test_a_quiet_run_prints_no_note(stand_in, tmp_path, capsys):
+    src = corpus(tmp_path, files=1, rows=3)
+    src.joinpath("part0.jsonl").write_text(
+        src.joinpath("part0.jsonl").read_text().splitlines()[0] + "\n")
+    run(src, tmp_path / "on_ray", ON_RAY, extractive(), quiet=True, resume=True)
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_a_whole_run_on_a_terminal_closes_its_bar(stand_in, tmp_path, monkeypatch):
+    src = corpus(tmp_path, files=2)
+    (src / "part1.jsonl").write_text((src / "part1.jsonl").read_text().replace("{broken\n", ""))
+    term = Terminal()
+    monkeypatch.setattr("sys.stderr", term)
+    from tqdm import tqdm
+
+    before = len(tqdm._instances)
+    run(src, tmp_path / "on_ray", ON_RAY, extractive(), quiet=False)
+    assert len(tqdm._instances) == before  # closed, not left drawing
+    assert "24/24" in term.getvalue()
+
+
+def test_closing_the_progress_closes_the_bar(tmp_path, monkeypatch):
+    run_ = planned_run(tmp_path, files=1)
+    monkeypatch.setattr("sys.stderr", Terminal())
+    progress = ray_engine._Progress(run_, quiet=False)
+    bar = progress._bar
+    progress.close()
+    assert bar.disable  # tqdm's mark of a closed bar
+
+
+def test_the_bar_shows_the_counters_at_once(tmp_path, monkeypatch):
+    run_ = planned_run(tmp_path, files=2)
+    term = Terminal()
+    monkeypatch.setattr("sys.stderr", term)
+    progress = ray_engine._Progress(run_, quiet=False)
+    progress._bar.mininterval = 3600  # no redraw but those asked for
+    progress.shard(finish(run_, 0, 12))
+    assert "shards=1/2" in term.getvalue()
+    progress.close()
+
+
+def test_the_lines_reach_the_stream_at_once(tmp_path, monkeypatch):
+    """A shard's line and a warning are flushed as written (a log file or a pipe read by
+    another program sees them while the run goes on)."""
+    run_ = planned_run(tmp_path)
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8")  # holds text until flushed
+    monkeypatch.setattr("sys.stderr", stream)
+    progress = ray_engine._Progress(run_, quiet=False)
+    progress.shard(finish(run_, 0, 13, warnings=["odd row"]))
+    text = raw.getvalue().decode()
+    assert "warning: odd row\n" in text
+    assert "shard 1/3 done: 13 rows" in text
+    progress.write("note: on its own")
+    assert raw.getvalue().decode().endswith("note: on its own\n")
+
+
+def test_the_pointer_to_the_rejects_file_comes_right_after_the_last_warning_shown(
+        tmp_path, monkeypatch):
+    run_ = planned_run(tmp_path)
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    progress = ray_engine._Progress(run_, quiet=True)
+    progress.shard(finish(run_, 0, 3, warnings=[f"p{i}" for i in range(MAX_WARNINGS + 1)]))
+    assert err.getvalue().splitlines()[-1] == "warning: more problems; see the rejects file"
+
+
+def started_worker(tmp_path: Path) -> ray_engine.ShardWorker:
+    """A worker that has run the one shard of a one-file run."""
+    import numpy as np
+
+    from trajectory_compressor.formats.registry import discover_inputs
+
+    src = corpus(tmp_path, files=1)
+    shards_run = sharded.ShardedRun(discover_inputs(str(src)), layout_of(src, tmp_path / "out"),
+                                    extractive(), RunOptions())
+    shards_run.prepare()
+    worker = ray_engine.ShardWorker(shards_run.job())
+    out = worker({"shard": np.array([0])})
+    assert ShardResult.from_json(out["result"][0]).error is None
+    return worker
+
+
+def test_a_worker_going_away_shuts_its_summarizer_and_loop(tmp_path):
+    import gc
+
+    worker = started_worker(tmp_path)
+    summarizer, loop = worker.compressor.summarizer, worker.loop
+    assert summarizer._started
+    del worker
+    gc.collect()
+    assert not summarizer._started
+    assert loop.is_closed()
+
+
+def test_a_worker_going_away_never_raises(tmp_path, monkeypatch):
+    import gc
+
+    worker = started_worker(tmp_path)
+    loop = worker.loop
+
+    async def broken() -> None:
+        raise RuntimeError("the summarizer could not close")
+
+    worker.compressor.summarizer.shutdown = broken  # type: ignore[method-assign]
+    raised: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", raised.append)
+    del worker
+    gc.collect()
+    assert raised == []
+    assert loop.is_closed()
+
+
+def test_starting_ray_leaks_no_file_descriptor(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        ray_engine._init(StandInRay(stderr_noise=b"x\n"), None)
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_ray_data_logs_only_errors_once_started(monkeypatch):
+    import logging
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    logger = logging.getLogger(RAY_MODULE + ".data")
+    monkeypatch.setattr(logger, "level", logging.NOTSET)
+    ray_engine._init(StandInRay(), None)
+    assert logger.level == logging.ERROR
+
+
+def test_text_waiting_on_stderr_is_not_swallowed_by_the_quiet_start(capfd, monkeypatch):
+    """What the run wrote to ``sys.stderr`` before Ray starts is flushed first, so hiding
+    file descriptor 2 hides only what Ray's start prints."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    stream = open(2, "w", closefd=False, buffering=1 << 16)  # noqa: SIM115
+    monkeypatch.setattr("sys.stderr", stream)
+
+    class Chatty(StandInRay):
+        def init(self, **kwargs: Any) -> None:
+            sys.stderr.write("ray's own notice\n")
+            sys.stderr.flush()
+            super().init(**kwargs)
+
+    stream.write("the run's own line\n")
+    ray_engine._init(Chatty(), None)
+    stream.flush()
+    err = capfd.readouterr().err
+    assert "the run's own line" in err
+    assert "ray's own notice" not in err
+
+
+def test_a_missing_extra_names_the_install_command(monkeypatch):
+    for name in [RAY_MODULE, RAY_MODULE + ".data"]:
+        monkeypatch.setitem(sys.modules, name, None)  # what `import` takes for absent
+    with pytest.raises(ConfigError) as caught:
+        ray_engine.import_ray()
+    message = str(caught.value)
+    assert message == (f"--engine {RAY_MODULE} needs the optional '{RAY_MODULE}' extra "
+                       f"({RAY_MODULE} is not installed); install it with "
+                       + ray_engine.INSTALL_HINT)
+
+
+def test_a_missing_ray_data_is_named(monkeypatch):
+    import types
+
+    monkeypatch.setitem(sys.modules, RAY_MODULE, types.ModuleType(RAY_MODULE))
+    monkeypatch.setitem(sys.modules, RAY_MODULE + ".data", None)
+    with pytest.raises(ConfigError, match=r"\(ray\.data is not installed\)"):
+        ray_engine.import_ray()
+
+
+def test_an_import_error_without_a_name_still_names_ray(monkeypatch):
+    class Refuse:
+        def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+            if name.split(".")[0] == RAY_MODULE:
+                raise ImportError("a broken install")
+
+    for name in [n for n in sys.modules if n.split(".")[0] == RAY_MODULE]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [Refuse(), *sys.meta_path])
+    with pytest.raises(ConfigError, match=r"\(ray is not installed\)"):
+        ray_engine.import_ray()
+
+
+def test_the_module_found_is_the_one_returned(monkeypatch):
+    import types
+
+    module = types.ModuleType(RAY_MODULE)
+    module.data = types.ModuleType(RAY_MODULE + ".data")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, RAY_MODULE, module)
+    monkeypatch.setitem(sys.modules, RAY_MODULE + ".data", module.data)
+    assert ray_engine.import_ray() is module
