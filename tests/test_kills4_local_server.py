@@ -1,0 +1,217 @@
+"""`LocalServer`'s promises about the process it owns, with stand-in server programs.
+
+`test_local_server.py` covers readiness, a lost port, a stranger on the port, a timeout,
+a cancelled start and death with our process. These add what its module docstring and
+`stop` promise and nothing there checked: a server is asked to end (SIGTERM) before it
+is killed, one that ignores the request is killed after the grace period and reaped,
+whatever it started goes too, nothing is left open or registered after `stop`, the
+error quotes the last 12 lines of the log read from its last 16 KiB, and the bind is
+tried three times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from trajectory_compressor.summarizers import local_server
+from trajectory_compressor.summarizers.local_server import LocalServer, LocalServerError
+
+# argv: ALIAS PORT MODE FOLDER. Every mode but "exit" serves /v1/models under ALIAS.
+PROGRAM = textwrap.dedent("""
+    import http.server, json, os, signal, subprocess, sys, time
+    alias, port, mode, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    with open(os.path.join(folder, "launches"), "a") as f:
+        f.write(mode + "\\n")
+    if mode == "exit":
+        for i in range(1, 31):
+            print(f"line {i}", flush=True)
+        sys.exit(5)
+    if mode == "taken":
+        print("bind: address already in use", flush=True)
+        sys.exit(3)
+    if mode == "long":
+        print("x" * 20000, flush=True)
+    if mode == "graceful":
+        def ended(*_):
+            open(os.path.join(folder, "asked to end"), "w").close()
+            os._exit(0)
+        signal.signal(signal.SIGTERM, ended)
+    if mode == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if mode == "spawner":
+        child = subprocess.Popen([sys.executable, "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "time.sleep(600)"])
+        with open(os.path.join(folder, "child"), "w") as f:
+            f.write(str(child.pid))
+
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"data": [{"id": alias}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    print("ready", flush=True)
+    http.server.HTTPServer(("127.0.0.1", port), Models).serve_forever()
+""")
+
+
+class Program(LocalServer):
+    def __init__(self, folder: Path, mode: str, startup_timeout: float = 20) -> None:
+        super().__init__(Path("stand-in.gguf"), n_ctx=512, threads=1,
+                         startup_timeout=startup_timeout)
+        self.folder, self.mode = folder, mode
+
+    def command(self, port: int) -> list[str]:
+        return [sys.executable, "-c", PROGRAM, self.alias, str(port), self.mode,
+                str(self.folder)]
+
+
+def gone(pid: int, within: float = 5.0) -> bool:
+    end = time.monotonic() + within
+    while True:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if "State:\tZ" in status:
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.05)
+
+
+def started(tmp_path: Path, mode: str) -> Program:
+    server = Program(tmp_path, mode)
+    asyncio.run(server.start())
+    return server
+
+
+def test_a_server_is_asked_to_end_before_it_is_killed(tmp_path):
+    server = started(tmp_path, "graceful")
+    process = server.process
+    assert process is not None
+    server.stop()
+    assert (tmp_path / "asked to end").exists()
+    assert process.returncode == 0  # it ended itself, on SIGTERM
+
+
+def test_a_server_ignoring_the_request_is_killed_after_the_grace_and_reaped(tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setattr(local_server, "STOP_GRACE", 0.5)
+    server = started(tmp_path, "stubborn")
+    process = server.process
+    assert process is not None
+    begun = time.monotonic()
+    server.stop()  # no TimeoutExpired escapes
+    assert process.returncode == -signal.SIGKILL  # reaped: its status is known
+    assert time.monotonic() - begun >= 0.5
+    assert server.process is None
+
+
+def test_what_the_server_started_goes_with_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(local_server, "STOP_GRACE", 0.5)
+    server = started(tmp_path, "spawner")
+    child = int((tmp_path / "child").read_text())
+    assert not gone(child, within=0.2)
+    server.stop()
+    assert gone(child)
+
+
+def test_stop_leaves_no_file_open_and_no_exit_hook(tmp_path):
+    """While it runs, the interpreter's exit hooks hold the server (an exit that skipped
+    `stop` still stops it); `stop` takes it out of them and closes its log."""
+    import gc
+    import weakref
+
+    fds = len(os.listdir("/proc/self/fd"))
+    server = started(tmp_path, "serve")
+    held = weakref.ref(server)
+    del server
+    gc.collect()
+    server = held()
+    assert server is not None and server.alive()  # kept by its exit hook
+    server.stop()
+    server.stop()  # and again: nothing to do
+    del server
+    gc.collect()
+    assert held() is None  # nothing holds it any more
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_a_server_never_started_has_no_port_process_or_log():
+    server = LocalServer(Path("m.gguf"), n_ctx=512, threads=1)
+    assert server.port == 0
+    assert server.pid is None and not server.alive()
+    assert server.log_tail() == ""
+    server.stop()  # safe before a start
+
+
+def test_the_error_quotes_the_last_twelve_lines(tmp_path):
+    server = Program(tmp_path, "exit")
+    with pytest.raises(LocalServerError) as caught:
+        asyncio.run(server.start())
+    message = str(caught.value)
+    quoted = message.split("its last log lines:\n", 1)[1].splitlines()
+    assert quoted == [f"    line {i}" for i in range(19, 31)]
+    assert "(exit code 5)" in message
+
+
+def test_the_log_is_read_from_its_last_16_kib(tmp_path):
+    server = started(tmp_path, "long")
+    try:
+        tail = server.log_tail(3).splitlines()
+        # the log is 20,000 x's, "\n", "ready\n": its last 16,384 bytes hold 16,377 x's
+        assert tail == ["x" * (16384 - len("\nready\n")), "ready"]
+    finally:
+        server.stop()
+
+
+def test_a_port_lost_every_time_is_tried_three_times(tmp_path):
+    server = Program(tmp_path, "taken")
+    with pytest.raises(LocalServerError, match="address already in use"):
+        asyncio.run(server.start())
+    assert (tmp_path / "launches").read_text().splitlines() == ["taken"] * 3
+    assert server.process is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux")
+def test_a_child_whose_parent_died_before_the_death_signal_was_set_exits():
+    """The race `_die_with_parent` closes: when the child runs its ``preexec`` its parent
+    (the process that built the function) may be gone already; then it exits at once.
+    Here the function is built in this process and run in a grandchild, whose parent is
+    not this process: it must exit 1. Run in a child of this process, it must go on."""
+    preexec = local_server._die_with_parent()
+    assert preexec is not None
+
+    def status_of_running_it(in_grandchild: bool) -> int:
+        pid = os.fork()
+        if pid == 0:  # the child
+            try:
+                if in_grandchild:
+                    inner = os.fork()
+                    if inner == 0:
+                        preexec()
+                        os._exit(0)
+                    os._exit(os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1]))
+                preexec()
+                os._exit(0)
+            finally:
+                os._exit(7)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+    assert status_of_running_it(in_grandchild=False) == 0
+    assert status_of_running_it(in_grandchild=True) == 1
