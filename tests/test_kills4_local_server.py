@@ -31,10 +31,14 @@ PROGRAM = textwrap.dedent("""
     alias, port, mode, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     with open(os.path.join(folder, "launches"), "a") as f:
         f.write(mode + "\\n")
-    if mode == "exit":
+    if mode in ("exit", "underlined"):
         for i in range(1, 31):
             print(f"line {i}", flush=True)
+        if mode == "underlined":
+            for i in range(20):
+                print("    ^^^^^^^^" if i % 2 else "  ~~~^^^", flush=True)
         sys.exit(5)
+    started = time.monotonic()
     if mode == "taken":
         print("bind: address already in use", flush=True)
         sys.exit(3)
@@ -57,7 +61,16 @@ PROGRAM = textwrap.dedent("""
     class Models(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             body = json.dumps({"data": [{"id": alias}]}).encode()
-            self.send_response(200)
+            status = 200
+            if mode == "warming":  # our alias, but not ready for the first second
+                with open(os.path.join(folder, "polls"), "a") as f:
+                    f.write("poll\\n")
+                if time.monotonic() - started < 1.0:
+                    status = 503
+                elif not os.path.exists(os.path.join(folder, "warm")):
+                    open(os.path.join(folder, "warm"), "w").close()
+                    print("warm", flush=True)
+            self.send_response(status)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -220,3 +233,40 @@ def test_a_child_whose_parent_died_before_the_death_signal_was_set_exits():
 
     assert status_of_running_it(in_grandchild=False) == 0
     assert status_of_running_it(in_grandchild=True) == 1
+
+
+def test_a_server_that_cannot_be_launched_is_one_error(tmp_path):
+    class Missing(Program):
+        def command(self, port: int) -> list[str]:
+            return [str(tmp_path / "no-such-python"), "-m", "llama_cpp.server"]
+
+    server = Missing(tmp_path, "serve")
+    with pytest.raises(LocalServerError) as caught:
+        asyncio.run(server.start())
+    assert str(caught.value).startswith("cannot start the local llama.cpp server: ")
+    assert "no-such-python" in str(caught.value)
+    assert server.process is None and server.log_tail() == ""
+    assert server._log is None  # its log is closed and dropped
+
+
+def test_readiness_waits_for_a_200_and_polls_every_tenth_of_a_second(tmp_path):
+    """A server that names our alias but answers 503 (still loading) is not ready; the
+    port is asked about every `POLL_INTERVAL` seconds, not in a busy loop."""
+    server = started(tmp_path, "warming")
+    try:
+        assert "warm" in server.log_tail().splitlines()  # ready only once it answered 200
+        polls = len((tmp_path / "polls").read_text().splitlines())
+        # about 1 s of 503s at one poll each 0.1 s (each poll waits for its answer too)
+        assert 2 <= polls <= 15, polls
+    finally:
+        server.stop()
+
+
+def test_underlines_do_not_take_the_place_of_quoted_lines(tmp_path):
+    """Of the last 24 lines of the log (twice the 12 quoted), the traceback underlines are
+    dropped; the lines that say something among them are quoted."""
+    server = Program(tmp_path, "underlined")
+    with pytest.raises(LocalServerError) as caught:
+        asyncio.run(server.start())
+    quoted = str(caught.value).split("its last log lines:\n", 1)[1].splitlines()
+    assert quoted == [f"    line {i}" for i in range(27, 31)]
