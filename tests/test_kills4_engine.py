@@ -1,0 +1,221 @@
+"""Round 4 of the mutation kills (issue 26, item 5) in `engine/`: the second pass's
+metrics and bounds (`engine/second_pass.py`), the local engine's run loop
+(`engine/local.py`) and `RunOptions` (`engine/options.py`), in runs in this process.
+
+Expected values come from the README ("A second pass", the per-row `compression_metrics`
+keys, "Library use") or are worked out by hand on "word" rows (``words(n)`` is ``n``
+tokens with the bundled tokenizer; per-turn counting, so a row's tokens are its turns').
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures_runs import row, words, write_jsonl
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.errors import FatalSummaryError, ResumeError
+from trajectory_compressor.core.extractive import ExtractiveSummarizer
+from trajectory_compressor.core.summary import Summary, SummaryRequest
+from trajectory_compressor.counting.tokens import TokenCounter
+from trajectory_compressor.dialects.base import plain_messages
+from trajectory_compressor.engine.count import RowCounter
+from trajectory_compressor.engine.job import compress_dataset
+from trajectory_compressor.engine.options import RunOptions, run_options
+
+# No protected head, the last 2 turns protected, no notice: the region starts at turn 0.
+OPEN_HEAD = {"summary_target_tokens": 100, "protect_last_n_turns": 2,
+             "add_summary_notice": False, "protect_first_system": False,
+             "protect_first_human": False, "protect_first_gpt": False,
+             "protect_first_tool": False}
+ELIDE = {"over_limit_strategy": "elide_tool_outputs"}
+
+
+def extractive(counter: TokenCounter, **settings: Any) -> tuple[CompressionConfig,
+                                                                ExtractiveSummarizer]:
+    return (CompressionConfig(summarizer="extractive", **settings),
+            ExtractiveSummarizer(counter.count))
+
+
+def run_one(tmp_path: Path, data: dict, counter: TokenCounter,
+            **settings: Any) -> tuple[dict, dict]:
+    """``data`` compressed alone: (the row written, the run's metrics file)."""
+    src = write_jsonl(tmp_path / "in.jsonl", [data])
+    out = tmp_path / "out.jsonl"
+    config, summarizer = extractive(counter, **settings)
+    compress_dataset(str(src), str(out), config, summarizer=summarizer)
+    (written,) = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    return written, json.loads((tmp_path / "out_metrics.json").read_text(encoding="utf-8"))
+
+
+def counts(counter: TokenCounter, data: dict) -> list[int]:
+    return [counter.count(t["value"]) for t in data["conversations"]]
+
+
+# -- engine/second_pass.py: the metrics of a row the second pass brought under -----------
+
+def test_a_row_the_second_pass_brought_under_says_so_in_every_metric(tmp_path, counter):
+    """G(50) T(300) G(20) T(2,000) | T(400) G(20): 2,790 tokens over 1,500. The summary
+    takes turns 0-1 (the region cannot end on the 2,000-token output, whose call is
+    before it); the row is still over, and the second pass cuts that output (now turn 2).
+    Every figure of the row and of the metrics file is the row as written: its tokens
+    are its turns' (per-turn counting), saved = before - after, ratio = after / before."""
+    data = row("r", "GTGTTG", [50, 300, 20, 2000, 400, 20])
+    written, metrics = run_one(tmp_path, data, counter, target_max_tokens=1500,
+                               **OPEN_HEAD, **ELIDE)
+    m = written["compression_metrics"]
+    after = counts(counter, written)
+    total = sum(after)
+    assert m["elisions"] == [{"turn": 2, "tokens_before": 2000, "tokens_after": after[2]}]
+    assert after[2] < 2000 and total <= 1500
+    assert m["original_tokens"] == 2790
+    assert m["compressed_tokens"] == total
+    assert m["tokens_saved"] == 2790 - total
+    assert m["compression_ratio"] == round(total / 2790, 4)
+    assert m["was_compressed"] is True and m["still_over_limit"] is False
+    # The metrics file adds up the rows as written.
+    assert metrics["tokens"] == {"total_before": 2790, "total_after": total,
+                                 "total_saved": 2790 - total,
+                                 "overall_compression_ratio": round(total / 2790, 4)}
+    assert metrics["averages"]["avg_compression_ratio"] == round(total / 2790, 4)
+    assert metrics["averages"]["avg_tokens_saved_per_compressed"] == 2790 - total
+    assert metrics["summary"]["trajectories_still_over_limit"] == 0
+    assert metrics["over_limit"] == {"reasons": {}, "rows_elided": 1,
+                                     "tool_outputs_elided": 1,
+                                     "tokens_elided": 2000 - after[2]}
+
+
+def test_a_row_shortened_by_the_second_pass_alone_counts_as_compressed(tmp_path, counter):
+    """README: a row the second pass brought under "counts as compressed", also one whose
+    summary was refused: `on_low_fidelity: uncompressed` under a bar of 1.0 leaves turns
+    4-5 (a tool output of 25 failures with paths) as they were; the 2,000-token output
+    (turn 7) is cut instead."""
+    facts = "\n".join(f"FAIL /repo/src/module_{i}.py:{100 + i * 7} exit {i}" for i in range(25))
+    data = row("r", "SHGTGTGTTG", [10, 10, 10, 10, 300, 1, 20, 2000, 20, 20])
+    data["conversations"][5]["value"] = facts
+    written, metrics = run_one(tmp_path, data, counter, target_max_tokens=1500,
+                               summary_target_tokens=100, protect_last_n_turns=2,
+                               add_summary_notice=False, min_fidelity=1.0,
+                               on_low_fidelity="uncompressed", **ELIDE)
+    m = written["compression_metrics"]
+    before = 10 * 4 + 300 + counter.count(facts) + 20 + 2000 + 20 + 20
+    after = counts(counter, written)
+    assert m["low_fidelity"] is True and m["compression_region"]["start_idx"] == -1
+    assert written["conversations"][:7] == data["conversations"][:7]  # no summary
+    assert m["elisions"] == [{"turn": 7, "tokens_before": 2000, "tokens_after": after[7]}]
+    assert m["was_compressed"] is True and m["still_over_limit"] is False
+    assert (m["original_tokens"], m["compressed_tokens"]) == (before, sum(after))
+    assert m["tokens_saved"] == 2000 - after[7]
+    assert metrics["summary"]["trajectories_compressed"] == 1
+    assert metrics["averages"]["avg_tokens_saved_per_compressed"] == 2000 - after[7]
+
+
+def test_without_a_template_a_json_output_loses_at_most_64_strings(tmp_path, counter):
+    """README: a JSON output's longest strings are shortened, "each step at most 64
+    cuts"; a row the pass cannot bring under is "left exactly as the summary left it".
+    The output is an object of 100 strings of 30 tokens each; after the summary the row
+    (G(50) T(300) G(20) T(json) | T(400) G(20), the region turns 0-1) is over 2,100 by
+    more than 64 x 30 = 1,920 tokens: even 64 strings cut to nothing cannot give it, so
+    the row stays over with no elision. Over 2,900 instead, fewer strings are enough."""
+    data = row("r", "GTGTTG", [50, 300, 20, 1, 400, 20])
+    output = json.dumps({f"k{i}": words(30) for i in range(100)})
+    data["conversations"][3]["value"] = output
+    over, _ = run_one(tmp_path, data, counter, target_max_tokens=2100, **OPEN_HEAD, **ELIDE)
+    m = over["compression_metrics"]
+    after = counts(counter, over)
+    assert m["compression_region"]["end_idx"] == 2 and after[2] == counter.count(output)
+    assert sum(after) - 2100 > 64 * 30
+    assert m["still_over_limit"] is True and "elisions" not in m
+    assert over["conversations"][2]["value"] == output
+    again = tmp_path / "again"
+    again.mkdir()
+    fits, _ = run_one(again, data, counter, target_max_tokens=2900, **OPEN_HEAD, **ELIDE)
+    shortened = json.loads(fits["conversations"][2]["value"])
+    cut = [k for k, v in shortened.items() if v != words(30)]
+    assert fits["compression_metrics"]["still_over_limit"] is False
+    assert 0 < len(cut) <= 64
+
+
+# -- counted with a chat template: the row is rendered again after the cuts -------------
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory) -> dict[str, Path]:
+    """"chatml": tests/template_tokenizer.py's; "escaped": the same with each tool result
+    written as a JSON string (`tojson`, as some templates do): its quotes come out
+    escaped, so a cut saves more rendered tokens than the bare text has."""
+    from tests.template_tokenizer import CHATML
+
+    folder = tmp_path_factory.mktemp("templates")
+    escaped = CHATML.replace("{{ render_content(message.content) }}\n</tool_response>",
+                             "{{ message.content | tojson }}\n</tool_response>")
+    assert escaped != CHATML
+    paths = {"chatml": folder / "chatml.jinja", "escaped": folder / "escaped.jinja"}
+    paths["chatml"].write_text(CHATML, encoding="utf-8")
+    paths["escaped"].write_text(escaped, encoding="utf-8")
+    return paths
+
+
+def rendered_total(rows: RowCounter, data: dict) -> int:
+    """The row's tokens as the template renders it (README: with chat_template counting
+    a row's count is its rendering's)."""
+    assert rows.template is not None
+    turns = [{"from": t["from"], "value": t["value"]} for t in data["conversations"]]
+    return int(rows.template.count_total(plain_messages(turns)))
+
+
+def test_with_a_template_the_elided_row_is_counted_as_rendered(tmp_path, counter,
+                                                               templates):
+    """README: after the cuts the row "is counted again (with --token-counting
+    chat_template, rendered again)". With a template that escapes tool results, the
+    rendered row loses more than the cut outputs' own counts say: the metrics hold the
+    count of the row as rendered, not the first count minus the cuts."""
+    data = row("r", "GTGTTG", [50, 300, 20, 1, 400, 20])
+    data["conversations"][3]["value"] = "\n".join(f'"key{i}": "value {i}"'
+                                                  for i in range(200))
+    settings = {**OPEN_HEAD, **ELIDE, "target_max_tokens": 1500,
+                "token_counting": "chat_template", "chat_template": str(templates["escaped"])}
+    written, _ = run_one(tmp_path, data, counter, **settings)
+    m = written["compression_metrics"]
+    config, _ = extractive(counter, **settings)
+    rows = RowCounter(config, counter)
+    total = rendered_total(rows, written)
+    (elision,) = m["elisions"]
+    cut = elision["tokens_before"] - elision["tokens_after"]
+    assert m["compressed_tokens"] == total <= 1500 and not m["still_over_limit"]
+    assert m["tokens_saved"] == m["original_tokens"] - total
+    # The premise: the escaping made the rendered row lose more than the cut's own count.
+    uncut = {"conversations": [*written["conversations"][:2], data["conversations"][3],
+                               *written["conversations"][3:]]}
+    assert rendered_total(rows, uncut) - total > cut
+
+
+def test_with_a_template_the_cuts_go_on_for_three_rounds_at_most(tmp_path, counter,
+                                                                 templates):
+    """README: with a template the row is rendered again after each round of cuts, at
+    most 3 rounds, and each step of a JSON output makes at most 64 cuts a round. An
+    object of 300 strings of 30 tokens each: 3 rounds shorten at most 192 of them, which
+    cannot give more than 192 x 30 = 5,760 tokens; the row is over by 5,800 after its
+    summary, so it stays over, as the summary left it."""
+    data = row("r", "GTGTTG", [50, 300, 20, 1, 400, 20])
+    output = json.dumps({f"k{i}": words(30) for i in range(300)})
+    data["conversations"][3]["value"] = output
+    settings = {**OPEN_HEAD, "token_counting": "chat_template",
+                "chat_template": str(templates["chatml"])}
+    # The row as the summary leaves it (turns 0-1 summarized: the region the planner
+    # picks), counted as rendered, without the second pass.
+    first, _ = run_one(tmp_path, data, counter, target_max_tokens=5000, **settings)
+    assert first["compression_metrics"]["compression_region"]["end_idx"] == 2
+    target = first["compression_metrics"]["compressed_tokens"] - 5800
+    again = tmp_path / "again"
+    again.mkdir()
+    over, _ = run_one(again, data, counter, target_max_tokens=target, **settings, **ELIDE)
+    m = over["compression_metrics"]
+    assert m["compression_region"]["end_idx"] == 2
+    assert m["still_over_limit"] is True and "elisions" not in m
+    assert over["conversations"][2]["value"] == output
