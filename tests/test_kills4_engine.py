@@ -27,7 +27,7 @@ from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.dialects.base import plain_messages
 from trajectory_compressor.engine.count import RowCounter
 from trajectory_compressor.engine.job import compress_dataset
-from trajectory_compressor.engine.options import RunOptions, run_options
+from trajectory_compressor.engine.options import RunKeywords, RunOptions, run_options
 
 # No protected head, the last 2 turns protected, no notice: the region starts at turn 0.
 OPEN_HEAD = {"summary_target_tokens": 100, "protect_last_n_turns": 2,
@@ -219,3 +219,94 @@ def test_with_a_template_the_cuts_go_on_for_three_rounds_at_most(tmp_path, count
     assert m["compression_region"]["end_idx"] == 2
     assert m["still_over_limit"] is True and "elisions" not in m
     assert over["conversations"][2]["value"] == output
+
+
+# -- engine/local.py: a run that stops with rows in flight, a resume missing a file --------
+
+class RevokedWhileOthersWait(ExtractiveSummarizer):
+    """The first request fails as a revoked key does (fatal: the run stops); the others
+    are still waiting for their summaries then, and are cancelled."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        super().__init__(counter.count)
+        self.calls = 0
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        self.calls += 1
+        if self.calls == 1:
+            await asyncio.sleep(0.05)  # the other rows' requests are in flight by then
+            raise FatalSummaryError("the API key was revoked")
+        await asyncio.sleep(30)
+        return await super().summarize(request)
+
+
+FITS = ("SHGTGTGTGTGT", [10, 5, 5, 5, 40, 40, 40, 40, 5, 5, 5, 5])  # 205 tokens, over 100
+
+
+def test_a_run_stopped_with_rows_in_flight_reports_only_its_error(tmp_path, counter,
+                                                                  caplog):
+    """SPEC §7: a fatal summarizer error stops the run, with one clear sentence. The rows
+    still being summarized are cancelled on the way out, and that is no error of its
+    own: nothing is logged (asyncio logs an exception raised in a done-callback)."""
+    src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(3)])
+    config = CompressionConfig(summarizer="extractive", target_max_tokens=100,
+                               summary_target_tokens=20, add_summary_notice=False)
+    summarizer = RevokedWhileOthersWait(counter)
+    with caplog.at_level(logging.DEBUG, logger="asyncio"), \
+            pytest.raises(FatalSummaryError, match="the API key was revoked"):
+        compress_dataset(str(src), str(tmp_path / "out.jsonl"), config,
+                         summarizer=summarizer)
+    assert summarizer.calls == 3  # all three were in flight
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_resume_whose_finished_output_is_gone_says_so(tmp_path, counter):
+    """README (resuming): a resume that finds the partial output of an interrupted run
+    gone is refused with one sentence naming it, as a resume error (not an output that
+    cannot be written); here the output of the first of two inputs, which the
+    interrupted run had finished (under its temporary name) before it stopped."""
+    from tests.test_kills_engine3_local import CONFIG, RevokedAfter, folder
+
+    data = folder(tmp_path)  # a.jsonl (3 rows) and b.jsonl (4 rows)
+    out = tmp_path / "out"
+    with pytest.raises(FatalSummaryError):  # stopped in b.jsonl, a.jsonl finished
+        compress_dataset(str(data), str(out), CONFIG, summarizer=RevokedAfter(counter, 5))
+    finished = out / ".a.jsonl.partial"
+    finished.unlink()
+    with pytest.raises(ResumeError) as info:
+        compress_dataset(str(data), str(out), CONFIG, resume=True,
+                         summarizer=ExtractiveSummarizer(counter.count))
+    assert str(info.value) == (f"cannot resume: the partial output {finished} is missing or "
+                               "damaged; run without --resume to start over")
+
+
+# -- engine/options.py: RunOptions ------------------------------------------------------
+
+def test_run_options_default_as_the_readme_says():
+    # README "Library use": the RunOptions table (quiet: True for the library).
+    assert dataclasses.asdict(RunOptions()) == {
+        "sample_percent": None, "seed": 42, "strict": False, "quiet": True,
+        "resume": False, "overwrite": False, "split": None, "data_files": None}
+    assert run_options() == RunOptions()
+
+
+def test_run_options_are_a_value():
+    # One value carries them from the command line to the engine: changed by replacing.
+    options = RunOptions(seed=7)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.seed = 8  # type: ignore[misc]
+    assert run_options(options, quiet=False) == RunOptions(seed=7, quiet=False)
+    assert options.quiet is True
+
+
+@pytest.mark.parametrize("share", [0.5, 1, 100])
+def test_any_share_in_0_to_100_is_a_sample(share):
+    # README: --sample-percent P keeps each row with probability P%; P in (0, 100].
+    assert RunOptions(sample_percent=share).sample_percent == share
+
+
+def test_every_run_keyword_may_be_left_out():
+    # `compress_dataset(path, seed=7)`: the keywords are RunOptions' fields, each with its
+    # default, so a type checker must take any subset of them (none is required).
+    assert RunKeywords.__required_keys__ == frozenset()
+    assert RunKeywords.__optional_keys__ == {f.name for f in dataclasses.fields(RunOptions)}
