@@ -258,6 +258,9 @@ def build_prompt(
 
     The bound is converted to characters with the region's own tokens-per-character
     ratio when the request carries its token count (no re-tokenizing on the hot path).
+    The transcript gets ``max_input_tokens`` less the style's ``overhead_tokens``
+    (`OVERHEAD_TOKENS` for `FULL`), and never fewer than its ``min_transcript_chars``
+    characters (`MIN_TRANSCRIPT_CHARS` for `FULL`).
     ``scrub`` (a `Scrubber`) takes secrets out of the turns before they go into the
     prompt: what an endpoint receives holds neither the run's keys nor key-like strings.
     """

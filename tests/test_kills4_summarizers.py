@@ -1,0 +1,92 @@
+"""Round 4 of the mutation kills (issue 26, item 5) in `summarizers/`: the prompt's input
+bound and repair list (`summarizers/prompt.py`) and the local backend's context size
+(`summarizers/local.py`).
+
+Expected values from the README ("Prompt", "Input and prompt" of the local backend) and
+the modules' comments, worked out by hand.
+"""
+
+from __future__ import annotations
+
+import re
+
+from trajectory_compressor.core.summary import Repair, SummaryRequest
+from trajectory_compressor.summarizers.local import context_size
+from trajectory_compressor.summarizers.prompt import FULL, build_prompt
+
+# 20 turns of 2,000 characters (each under the 3,000 a turn keeps whole): 40,000
+# characters said to hold 10,000 tokens, a quarter of a token per character.
+TURNS = [{"from": "gpt" if i % 2 else "tool", "value": f"{i:02d}" + "x" * 1998}
+         for i in range(20)]
+
+
+def request(**more) -> SummaryRequest:
+    return SummaryRequest(TURNS, 4, 300, region_tokens=10_000, **more)
+
+
+def fenced(text: str, name: str) -> str:
+    (body,) = re.findall(rf"<{name}-[0-9a-f]{{8}}>\n(.*?)\n</{name}-[0-9a-f]{{8}}>", text,
+                         re.DOTALL)
+    return body
+
+
+def test_the_transcript_gets_the_input_bound_less_400_tokens():
+    """README: the transcript is bounded to `max_input_tokens` less 400 tokens kept for
+    the instructions and the message framing, at the region's own tokens per character:
+    2,400 - 400 = 2,000 tokens at 0.25 a character is 8,000 characters."""
+    prompt = build_prompt(request(), 2400, 0.3)
+    assert prompt.max_chars == 8000
+    assert prompt.tokens_per_char == 0.25
+    assert prompt.transcript_chars < 40_000  # the whole region did not fit: it was cut
+    assert FULL.overhead_tokens == 400
+
+
+def test_the_transcript_keeps_2000_characters_however_small_the_bound():
+    """README: however small `max_input_tokens`, the transcript keeps 2,000 characters:
+    500 - 400 = 100 tokens would be 400 characters."""
+    assert build_prompt(request(), 500, 0.3).max_chars == 2000
+    assert build_prompt(request(), 400 + 500, 0.3).max_chars == 2000  # exactly 2,000
+    assert build_prompt(request(), 400 + 501, 0.3).max_chars == 2004
+
+
+def test_a_shrunk_prompt_never_goes_under_2000_characters():
+    """A context-length error shrinks the transcript (README "Retries and fallback"),
+    but not under 2,000 characters: then the request gives up shrinking."""
+    shrink = build_prompt(request(), 2400, 0.3).chat_request().shrink
+    assert shrink is not None
+    smaller = shrink(0.25)  # 8,000 x 0.25 = 2,000 characters: still allowed
+    assert smaller is not None
+    assert shrink(0.2499) is None  # 1,999
+
+
+def test_the_estimate_is_the_prompt_plus_the_completion_limit():
+    """`estimated_tokens`, what a tokens-per-minute limit is charged: the 400 tokens of
+    instructions, the transcript at 0.25 token a character, and the reply's limit,
+    twice the summary target (README: `max_tokens` is twice `summary_target_tokens`)."""
+    prompt = build_prompt(request(), 2400, 0.3)
+    assert prompt.max_tokens == 600
+    assert prompt.estimated_tokens == 400 + prompt.transcript_chars // 4 + 600
+    assert prompt.chat_request().estimated_tokens == prompt.estimated_tokens
+
+
+def test_a_repair_lists_at_most_40_dropped_facts():
+    """README (Summary fidelity): a repair request carries the summary and what it
+    dropped, at most 40 of the facts (the first, tail ones first as the row's list
+    has them); the invented items likewise."""
+    missing = tuple(f"/repo/file_{i}.py" for i in range(45))
+    repair = Repair("A first summary.", missing, invented=missing)
+    user = build_prompt(request(repair=repair), 24_000, 0.3).messages[1]["content"]
+    assert fenced(user, "facts").split("\n") == [f"- {m}" for m in missing[:40]]
+    assert fenced(user, "invented").split("\n") == [f"- {m}" for m in missing[:40]]
+    repair = Repair("A first summary.", missing[:40])
+    user = build_prompt(request(repair=repair), 24_000, 0.3).messages[1]["content"]
+    assert fenced(user, "facts").split("\n") == [f"- {m}" for m in missing[:40]]
+
+
+def test_the_local_context_is_three_times_the_input_plus_the_reply_in_512s():
+    """The local server's context (README "Input and prompt"; summarizers/local.py: the
+    model's tokenizer may need up to 3x the tokens ours counts): 3 x 512 + 320 (the
+    compact prompt's reply limit) = 1,856, rounded up to 512s: 2,048."""
+    assert context_size(512) == 2048
+    assert context_size(1024) == 3584  # 3,072 + 320 = 3,392
+    assert context_size(384) == 1536  # 1,152 + 320 = 1,472
