@@ -4,14 +4,29 @@ bound and repair list (`summarizers/prompt.py`) and the local backend's context 
 
 Expected values from the README ("Prompt", "Input and prompt" of the local backend) and
 the modules' comments, worked out by hand.
+
+The local backend's start (its servers, the pool in front of them) runs here against
+servers in this process: `InProcessServer` is a `LocalServer` whose "server" is the aiohttp
+fake of tests/fake_llm_server.py (the OpenAI API llama.cpp's server speaks) instead of a
+llama.cpp process; starting, sizing and stopping real processes is test_local_server.py's
+and test_local_llm.py's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
+from pathlib import Path
+from typing import Any, ClassVar
 
+import pytest
+
+from tests.fake_llm_server import REPLY_MARK, FakeLLMServer
+from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.summary import Repair, SummaryRequest
-from trajectory_compressor.summarizers.local import context_size
+from trajectory_compressor.summarizers import local as local_module
+from trajectory_compressor.summarizers.local import LocalSummarizer, context_size
+from trajectory_compressor.summarizers.local_server import LocalServer
 from trajectory_compressor.summarizers.prompt import FULL, build_prompt
 
 # 20 turns of 2,000 characters (each under the 3,000 a turn keeps whole): 40,000
@@ -90,3 +105,73 @@ def test_the_local_context_is_three_times_the_input_plus_the_reply_in_512s():
     assert context_size(512) == 2048
     assert context_size(1024) == 3584  # 3,072 + 320 = 3,392
     assert context_size(384) == 1536  # 1,152 + 320 = 1,472
+
+
+# -- the local backend started: its servers behind the pool ------------------------------
+
+class InProcessServer(LocalServer):
+    """A `LocalServer` answering from a fake OpenAI server in this process."""
+
+    made: ClassVar[list[InProcessServer]] = []
+    # The fake's options for each server made, in order (the first server's first).
+    options: ClassVar[list[dict[str, Any]]] = []
+
+    def __init__(self, model: Path, **sizing: Any) -> None:
+        super().__init__(model, **sizing)
+        options = self.options[len(self.made)] if len(self.made) < len(self.options) else {}
+        self.fake = FakeLLMServer(**options)
+        self.stopped = 0
+        self.made.append(self)
+
+    async def start(self) -> None:
+        await self.fake.start()
+        self.port = self.fake.port
+
+    def alive(self) -> bool:
+        return self.stopped == 0
+
+    def stop(self) -> None:
+        self.stopped += 1
+        super().stop()
+
+
+@pytest.fixture
+def in_process_servers(tmp_path, monkeypatch):
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setattr(local_module, "find_model", lambda name: model)
+    monkeypatch.setattr(local_module, "LocalServer", InProcessServer)
+    monkeypatch.setattr(InProcessServer, "made", [])
+    monkeypatch.setattr(InProcessServer, "options", [])
+    return InProcessServer
+
+
+def test_the_started_backend_sends_one_request_at_a_time_to_each_server(in_process_servers):
+    """README "Sizing": one server per 4 CPUs (8 CPUs: two servers of 4 threads, each
+    sized for the 512-token input) and one request at a time to each. The first reply of
+    the first server fails; the request is tried again on another server than the one
+    that failed when that one is free, else on the same one, never as a second request on
+    a busy server. Every summary comes back; closing stops both servers."""
+    in_process_servers.options = [{"script": ["http500"], "latency": 0.05},
+                                  {"latency": 0.3}]
+    config = CompressionConfig(summarizer="local", local_model="tiny.gguf", retry_delay=0.01,
+                               cache_enabled=False)
+    backend = LocalSummarizer(config, cpus=8)
+
+    async def main() -> list[str]:
+        await backend.start()
+        try:
+            requests = [SummaryRequest(TURNS[i:i + 2], i, 100) for i in (0, 2)]
+            return [s.text for s in await asyncio.gather(*map(backend.summarize, requests))]
+        finally:
+            await backend.aclose()
+            for server in in_process_servers.made:
+                await server.fake.stop()
+
+    texts = asyncio.run(main())
+    servers = in_process_servers.made
+    assert [(s.n_ctx, s.threads) for s in servers] == [(2048, 4), (2048, 4)]
+    assert all(REPLY_MARK in text for text in texts)
+    assert [s.fake.outcomes.total() for s in servers] == [2, 1]  # the retry: the first
+    assert [s.fake.peak_in_flight for s in servers] == [1, 1]
+    assert all(s.stopped for s in servers) and backend.inner is None
