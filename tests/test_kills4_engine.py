@@ -310,3 +310,20 @@ def test_every_run_keyword_may_be_left_out():
     # default, so a type checker must take any subset of them (none is required).
     assert RunKeywords.__required_keys__ == frozenset()
     assert RunKeywords.__optional_keys__ == {f.name for f in dataclasses.fields(RunOptions)}
+
+
+def test_a_row_the_cuts_bring_to_exactly_the_target_fits(tmp_path, counter):
+    """Over the target means more than `target_max_tokens` (README: a row at or under the
+    target fits). A 300-line output ("line i word", 1,499 tokens) whose cut, with this
+    target, leaves the row at exactly 1,614 tokens: the row is written elided, not
+    over the limit."""
+    data = row("r", "GTGTTG", [50, 300, 20, 1, 400, 20])
+    data["conversations"][3]["value"] = "\n".join(f"line {i} word" for i in range(300))
+    assert counter.count(data["conversations"][3]["value"]) == 1499
+    written, metrics = run_one(tmp_path, data, counter, target_max_tokens=1614, **OPEN_HEAD,
+                               **ELIDE)
+    m = written["compression_metrics"]
+    assert sum(counts(counter, written)) == 1614  # the premise: exactly the target
+    assert m["elisions"] and m["still_over_limit"] is False
+    assert m["compressed_tokens"] == 1614
+    assert metrics["summary"]["trajectories_still_over_limit"] == 0
