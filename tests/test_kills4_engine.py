@@ -327,3 +327,36 @@ def test_a_row_the_cuts_bring_to_exactly_the_target_fits(tmp_path, counter):
     assert m["elisions"] and m["still_over_limit"] is False
     assert m["compressed_tokens"] == 1614
     assert metrics["summary"]["trajectories_still_over_limit"] == 0
+
+
+class Watching(ExtractiveSummarizer):
+    """The extractive summarizer, taking a moment per summary and noting how many rows
+    were being summarized at once."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        super().__init__(counter.count)
+        self.active = self.peak = 0
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        try:
+            await asyncio.sleep(0.02)
+            return await super().summarize(request)
+        finally:
+            self.active -= 1
+
+
+def test_the_window_takes_rows_until_they_reach_window_mb(tmp_path, counter):
+    """README: the window takes rows until it holds `window_rows` rows or `window_mb` MiB
+    of them (a JSONL row counts its line's bytes), then waits for its first row. Rows of
+    s bytes under a window of 2s + 1 bytes: two rows stay under it, the third reaches it,
+    so three rows are summarized at once, never more."""
+    src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(6)])
+    (size,) = {len(line) for line in src.read_bytes().splitlines()}
+    config = CompressionConfig(summarizer="extractive", target_max_tokens=100,
+                               summary_target_tokens=20, add_summary_notice=False,
+                               window_mb=(2 * size + 1) / 2**20)
+    summarizer = Watching(counter)
+    compress_dataset(str(src), str(tmp_path / "out.jsonl"), config, summarizer=summarizer)
+    assert summarizer.peak == 3
