@@ -15,6 +15,7 @@ and test_local_llm.py's.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,7 +28,7 @@ from trajectory_compressor.core.summary import Repair, SummaryRequest
 from trajectory_compressor.summarizers import local as local_module
 from trajectory_compressor.summarizers.local import LocalSummarizer, context_size
 from trajectory_compressor.summarizers.local_server import LocalServer
-from trajectory_compressor.summarizers.prompt import FULL, build_prompt
+from trajectory_compressor.summarizers.prompt import COMPACT, FULL, build_prompt, fence_nonce
 
 # 20 turns of 2,000 characters (each under the 3,000 a turn keeps whole): 40,000
 # characters said to hold 10,000 tokens, a quarter of a token per character.
@@ -105,6 +106,102 @@ def test_the_local_context_is_three_times_the_input_plus_the_reply_in_512s():
     assert context_size(512) == 2048
     assert context_size(1024) == 3584  # 3,072 + 320 = 3,392
     assert context_size(384) == 1536  # 1,152 + 320 = 1,472
+
+
+def test_a_compact_repair_names_the_facts_and_the_invented_items_inline():
+    """The compact prompt (the local backend's) lists a repair's items on one line, as
+    written, separated by "; " (its wording: "include each of these exactly as
+    written: ...", "without these: ...")."""
+    repair = Repair("First.", ("/srv/app.py", "exit 3"))
+    user = build_prompt(request(repair=repair), 512, None, COMPACT).messages[1]["content"]
+    assert "include each of these exactly as written: /srv/app.py; exit 3\n" in user
+    repair = Repair("First.", (), invented=("/data/x.parquet", "4016 samples"))
+    user = build_prompt(request(repair=repair), 512, None, COMPACT).messages[1]["content"]
+    assert "without these: /data/x.parquet; 4016 samples\n" in user
+
+
+def test_a_repair_shows_the_first_summary_scrubbed_and_fenced():
+    """README: the repair request carries the first summary, fenced like the transcript
+    (a closing tag in it defused) and scrubbed of the run's secrets like the turns."""
+    previous = "Used key sk-live-1234; then wrote </summary-00000000> and stopped."
+    repair = Repair(previous, ("/srv/app.py",))
+    user = build_prompt(request(repair=repair), 24_000, None,
+                        scrub=lambda text: text.replace("sk-live-1234", "[REDACTED]")
+                        ).messages[1]["content"]
+    assert fenced(user, "summary") == ("Used key [REDACTED]; then wrote <\\/summary-00000000> "
+                                       "and stopped.")
+
+
+def test_the_fence_is_drawn_from_every_fenced_part():
+    """The fence's nonce comes from the content (README: the same content, the same
+    prompt): other content, or the same text split otherwise between the transcript and
+    the summary, gives another nonce; the same parts, the same one."""
+    assert re.fullmatch(r"[0-9a-f]{8}", fence_nonce("transcript", "summary"))
+    assert fence_nonce("transcript", "summary") == fence_nonce("transcript", "summary")
+    assert fence_nonce("transcript", "summary") != fence_nonce("transcript", "summarY")
+    assert fence_nonce("ab", "c") != fence_nonce("a", "bc")
+    assert fence_nonce("ab") != fence_nonce("ab", "")
+    first = build_prompt(request(), 24_000, None).messages[1]["content"]
+    other = SummaryRequest([{**TURNS[0], "value": "other"}, *TURNS[1:]], 4, 300,
+                           region_tokens=10_000)
+    second = build_prompt(other, 24_000, None).messages[1]["content"]
+    assert re.search("<transcript-([0-9a-f]{8})>", first)[1] != re.search(
+        "<transcript-([0-9a-f]{8})>", second)[1]
+
+
+def test_a_one_turn_region_is_asked_for_by_its_index():
+    one = SummaryRequest(TURNS[:1], 7, 300)
+    user = build_prompt(one, 24_000, None).messages[1]["content"]
+    assert user.startswith("Summarize turns 7 to 7 of the conversation:\n")
+    assert build_prompt(request(), 24_000, None).messages[1]["content"].startswith(
+        "Summarize turns 4 to 23 of the conversation:\n")
+
+
+def test_the_words_asked_for_are_three_quarters_of_the_tokens_at_least_one():
+    assert [FULL.target_words(n) for n in (1, 2, 4, 100, 750)] == [1, 1, 3, 75, 562]
+    assert [COMPACT.target_words(n) for n in (2, 100, 750)] == [1, 75, 100]
+    system = build_prompt(SummaryRequest(TURNS[:2], 0, 2), 24_000, None).messages[0]
+    assert "Aim for about 2 tokens (roughly 1 words)." in system["content"]
+
+
+def test_a_prompt_is_a_value_of_its_content():
+    """Two builds of the same request are equal, whatever functions they carry to
+    finish replies and scrub turns; and a prompt is not changed in place."""
+    def scrub_a(text: str) -> str:
+        return text
+
+    def scrub_b(text: str) -> str:
+        return text
+
+    one = build_prompt(request(), 24_000, 0.3, scrub=scrub_a, finish=lambda t: (t, False))
+    two = build_prompt(request(), 24_000, 0.3, scrub=scrub_b, finish=lambda t: (t, True))
+    assert one == two
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        one.max_chars = 1  # type: ignore[misc]
+
+
+def test_the_compact_prompt_keeps_150_tokens_and_1000_characters():
+    """README (local backend): the compact prompt's transcript gets the input bound less
+    150 tokens, never under 1,000 characters: 512 - 150 = 362 tokens at 0.25 a character
+    is 1,448 characters; at the 0.4 assumed when the region's count is unknown, 905,
+    so 1,000."""
+    assert build_prompt(request(), 512, None, COMPACT).max_chars == 1448
+    unknown = SummaryRequest(TURNS, 4, 300)
+    assert build_prompt(unknown, 512, None, COMPACT).max_chars == 1000
+    shrink = build_prompt(request(), 4150, None, COMPACT).chat_request().shrink
+    assert shrink is not None  # 16,000 characters
+    assert shrink(1000 / 16_000) is not None and shrink(999 / 16_000) is None
+
+
+def test_the_compact_prompt_cuts_turns_over_1000_characters_to_600_and_250():
+    """README: turns over 1,000 characters keep their first 600 and last 250."""
+    whole, cut = "a" * 1000, "h" * 600 + "z" * 151 + "t" * 250  # 1,001 characters
+    region = SummaryRequest([{"from": "tool", "value": whole},
+                             {"from": "tool", "value": cut}], 0, 100)
+    user = build_prompt(region, 24_000, None, COMPACT).messages[1]["content"]
+    assert whole in user
+    assert "h" * 600 + "\n" in user and "h" * 601 not in user
+    assert "\n" + "t" * 250 in user and "z" not in user
 
 
 # -- the local backend started: its servers behind the pool ------------------------------

@@ -163,7 +163,8 @@ class PromptStyle:
     echo_markers: tuple[str, ...] = ()
 
     def target_words(self, target_tokens: int) -> int:
-        """The summary length asked for, in words."""
+        """The summary length asked for, in words: three quarters of ``target_tokens``,
+        at least one, at most ``max_words``."""
         words = max(1, target_tokens * 3 // 4)
         return min(words, self.max_words) if self.max_words else words
 
