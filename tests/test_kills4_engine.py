@@ -62,8 +62,8 @@ def counts(counter: TokenCounter, data: dict) -> list[int]:
 
 def test_a_row_the_second_pass_brought_under_says_so_in_every_metric(tmp_path, counter):
     """G(50) T(300) G(20) T(2,000) | T(400) G(20): 2,790 tokens over 1,500. The summary
-    takes turns 0-1 (the region cannot end on the 2,000-token output, whose call is
-    before it); the row is still over, and the second pass cuts that output (now turn 2).
+    takes turns 0-1 only (the region the planner picks here), so the row is still over,
+    and the second pass cuts the 2,000-token output (turn 2 once the summary is in).
     Every figure of the row and of the metrics file is the row as written: its tokens
     are its turns' (per-turn counting), saved = before - after, ratio = after / before."""
     data = row("r", "GTGTTG", [50, 300, 20, 2000, 400, 20])
@@ -72,6 +72,7 @@ def test_a_row_the_second_pass_brought_under_says_so_in_every_metric(tmp_path, c
     m = written["compression_metrics"]
     after = counts(counter, written)
     total = sum(after)
+    assert m["compression_region"] == {"start_idx": 0, "end_idx": 2, "turns_count": 2}
     assert m["elisions"] == [{"turn": 2, "tokens_before": 2000, "tokens_after": after[2]}]
     assert after[2] < 2000 and total <= 1500
     assert m["original_tokens"] == 2790
@@ -140,6 +141,23 @@ def test_without_a_template_a_json_output_loses_at_most_64_strings(tmp_path, cou
     cut = [k for k, v in shortened.items() if v != words(30)]
     assert fits["compression_metrics"]["still_over_limit"] is False
     assert 0 < len(cut) <= 64
+
+
+def test_a_row_the_cuts_bring_to_exactly_the_target_fits(tmp_path, counter):
+    """Over the target means more than `target_max_tokens` (README: a row at or under the
+    target fits). A 300-line output ("line i word", 1,499 tokens) whose cut, with this
+    target, leaves the row at exactly 1,614 tokens: the row is written elided, not
+    over the limit."""
+    data = row("r", "GTGTTG", [50, 300, 20, 1, 400, 20])
+    data["conversations"][3]["value"] = "\n".join(f"line {i} word" for i in range(300))
+    assert counter.count(data["conversations"][3]["value"]) == 1499
+    written, metrics = run_one(tmp_path, data, counter, target_max_tokens=1614, **OPEN_HEAD,
+                               **ELIDE)
+    m = written["compression_metrics"]
+    assert sum(counts(counter, written)) == 1614  # the premise: exactly the target
+    assert m["elisions"] and m["still_over_limit"] is False
+    assert m["compressed_tokens"] == 1614
+    assert metrics["summary"]["trajectories_still_over_limit"] == 0
 
 
 # -- counted with a chat template: the row is rendered again after the cuts -------------
@@ -310,23 +328,6 @@ def test_every_run_keyword_may_be_left_out():
     # default, so a type checker must take any subset of them (none is required).
     assert RunKeywords.__required_keys__ == frozenset()
     assert RunKeywords.__optional_keys__ == {f.name for f in dataclasses.fields(RunOptions)}
-
-
-def test_a_row_the_cuts_bring_to_exactly_the_target_fits(tmp_path, counter):
-    """Over the target means more than `target_max_tokens` (README: a row at or under the
-    target fits). A 300-line output ("line i word", 1,499 tokens) whose cut, with this
-    target, leaves the row at exactly 1,614 tokens: the row is written elided, not
-    over the limit."""
-    data = row("r", "GTGTTG", [50, 300, 20, 1, 400, 20])
-    data["conversations"][3]["value"] = "\n".join(f"line {i} word" for i in range(300))
-    assert counter.count(data["conversations"][3]["value"]) == 1499
-    written, metrics = run_one(tmp_path, data, counter, target_max_tokens=1614, **OPEN_HEAD,
-                               **ELIDE)
-    m = written["compression_metrics"]
-    assert sum(counts(counter, written)) == 1614  # the premise: exactly the target
-    assert m["elisions"] and m["still_over_limit"] is False
-    assert m["compressed_tokens"] == 1614
-    assert metrics["summary"]["trajectories_still_over_limit"] == 0
 
 
 class Watching(ExtractiveSummarizer):
