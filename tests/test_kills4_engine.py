@@ -361,3 +361,192 @@ def test_the_window_takes_rows_until_they_reach_window_mb(tmp_path, counter):
     summarizer = Watching(counter)
     compress_dataset(str(src), str(tmp_path / "out.jsonl"), config, summarizer=summarizer)
     assert summarizer.peak == 3
+
+
+# -- engine/local.py: the run loop ------------------------------------------------------
+
+HAND = {"summarizer": "extractive", "target_max_tokens": 100, "summary_target_tokens": 20,
+        "add_summary_notice": False}
+
+
+def test_the_exit_code_says_whether_rows_were_rejected_or_failed(tmp_path, counter):
+    # README: exit code 1 means some rows were rejected or failed (`result.exit_code` of
+    # a library run, README "Library use").
+    from tests.test_kills_engine3_local import Broken
+
+    config = CompressionConfig(**HAND)
+    clean = write_jsonl(tmp_path / "clean.jsonl", [row("r0", *FITS)])
+    bad = write_jsonl(tmp_path / "bad.jsonl", [row("r0", *FITS)], extra_lines=("{broken",))
+    assert compress_dataset(str(clean), str(tmp_path / "o1.jsonl"), config,
+                            summarizer=ExtractiveSummarizer(counter.count)).exit_code == 0
+    assert compress_dataset(str(bad), str(tmp_path / "o2.jsonl"), config,
+                            summarizer=ExtractiveSummarizer(counter.count)).exit_code == 1
+    failed = compress_dataset(str(clean), str(tmp_path / "o3.jsonl"), config,
+                              summarizer=Broken(counter.count))
+    assert failed.metrics.trajectories_failed == 1 and failed.exit_code == 1
+
+
+def test_an_empty_input_file_is_reported_and_listed_in_the_rejects(tmp_path, counter):
+    # README: "an empty file is reported and listed there too" (the rejects file).
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "a.jsonl", [row("r0", *FITS)])
+    (data / "b.jsonl").write_bytes(b"")
+    out = tmp_path / "out"
+    result = compress_dataset(str(data), str(out), CompressionConfig(**HAND),
+                              summarizer=ExtractiveSummarizer(counter.count))
+    empty = data / "b.jsonl"
+    assert f"{empty}: file is empty (no rows)" in result.warnings
+    rejects = [json.loads(line) for line in
+               (tmp_path / "out_rejects.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["file"], r["error"]) for r in rejects] == [(str(empty),
+                                                           "file is empty (no rows)")]
+
+
+def test_every_batch_is_counted_on_the_one_counting_thread(tmp_path, counter):
+    """`Pipeline._count`: "Always the same single thread" (one malloc arena, one place for
+    the memo's updates): 5 batches of one row each are all counted on one thread."""
+    import threading
+
+    from trajectory_compressor.engine.compressor import TrajectoryCompressor
+    from trajectory_compressor.engine.layout import plan_layout
+    from trajectory_compressor.engine.local import run_pipeline
+    from trajectory_compressor.formats.registry import discover_inputs
+
+    src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(5)])
+    config = CompressionConfig(**HAND, batch_rows=1)
+    compressor = TrajectoryCompressor(config, summarizer=ExtractiveSummarizer(counter.count),
+                                      counter=counter)
+    threads: list[threading.Thread] = []
+    count = compressor.rows.count
+
+    def watched(items: Any) -> Any:
+        threads.append(threading.current_thread())
+        return count(items)
+
+    compressor.rows.count = watched  # type: ignore[method-assign]
+    inputs = discover_inputs(str(src))
+    layout = plan_layout(str(src), inputs, str(tmp_path / "out.jsonl"), config,
+                         single_file=True)
+    result = run_pipeline(compressor, inputs, layout, RunOptions())
+    assert result.metrics.trajectories_compressed == 5
+    assert len(threads) == 5 and len(set(threads)) == 1
+    assert threads[0] is not threading.main_thread()
+
+
+class ClosingLate(RevokedWhileOthersWait):
+    """Notes when the rows still waiting are cancelled, and when the summarizer closes."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        super().__init__(counter)
+        self.events: list[str] = []
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        try:
+            return await super().summarize(request)
+        except asyncio.CancelledError:
+            self.events.append("cancelled")
+            raise
+
+    async def aclose(self) -> None:
+        self.events.append("closed")
+        await super().aclose()
+
+
+def test_rows_in_flight_are_cancelled_before_the_summarizer_closes(tmp_path, counter):
+    """`Pipeline._run`: the rows still being summarized are cancelled, and done, "before
+    the summarizer closes its session" (a request must not outlive its session)."""
+    src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(3)])
+    summarizer = ClosingLate(counter)
+    with pytest.raises(FatalSummaryError):
+        compress_dataset(str(src), str(tmp_path / "out.jsonl"), CompressionConfig(**HAND),
+                         summarizer=summarizer)
+    assert summarizer.events == ["cancelled", "cancelled", "closed"]
+
+
+class SlowHead(ExtractiveSummarizer):
+    """The first row's summary takes 3 s; the second row's request finds the key revoked."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        super().__init__(counter.count)
+        self.calls = 0
+        self.finished: list[int] = []
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        self.calls += 1
+        call = self.calls
+        if call == 2:
+            raise FatalSummaryError("the API key was revoked")
+        await asyncio.sleep(3 if call == 1 else 0)
+        self.finished.append(call)
+        return await super().summarize(request)
+
+
+def test_a_fatal_error_behind_the_head_row_stops_the_run_at_once(tmp_path, counter):
+    """`Pipeline._stop`: the first exception a row task raises (a rejected API key) stops
+    the run at once, "instead of when that row reaches the head of the window": the
+    first row, still being summarized, is not waited for."""
+    import time
+
+    src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(2)])
+    summarizer = SlowHead(counter)
+    started = time.monotonic()
+    with pytest.raises(FatalSummaryError, match="revoked"):
+        compress_dataset(str(src), str(tmp_path / "out.jsonl"), CompressionConfig(**HAND),
+                         summarizer=summarizer)
+    assert summarizer.calls == 2 and summarizer.finished == []
+    assert time.monotonic() - started < 2.5
+
+
+class CountingResults(ExtractiveSummarizer):
+    """Notes, at each request, how many compressed rows (`RowResult`s) are still alive."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        super().__init__(counter.count)
+        self.alive: list[int] = []
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        import gc
+
+        from trajectory_compressor.engine.compressor import RowResult
+
+        gc.collect()
+        self.alive.append(sum(isinstance(o, RowResult) for o in gc.get_objects()))
+        return await super().summarize(request)
+
+
+def test_rows_written_are_not_kept_in_memory(tmp_path, counter):
+    """engine/local.py: memory is "bounded by the window, never by the dataset" (README:
+    it depends on `batch_rows`, `window_rows` and `window_mb`). One row at a time
+    (batches of one row, a window of one): when the sixth row is summarized, the five
+    before it are written and none of their results is held any more."""
+    src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(6)])
+    summarizer = CountingResults(counter)
+    compress_dataset(str(src), str(tmp_path / "out.jsonl"),
+                     CompressionConfig(**HAND, batch_rows=1, window_rows=1),
+                     summarizer=summarizer)
+    assert len(summarizer.alive) == 6 and max(summarizer.alive) <= 1
+
+
+def test_a_resume_refuses_a_tokenizer_whose_files_changed(tmp_path, counter):
+    """A resume must count with the same tokenizer files (README, resuming: other
+    settings are refused): the tokenizer folder's files edited after the interruption,
+    the resume is refused in one sentence."""
+    from tests.template_tokenizer import make_tokenizer_dir
+    from tests.test_kills_engine3_local import CONFIG, RevokedAfter, folder
+
+    tokenizer = make_tokenizer_dir(tmp_path / "tok", chat_template=None)
+    config = CONFIG.replace(tokenizer_name=str(tokenizer))
+    data = folder(tmp_path)
+    out = tmp_path / "out"
+    with pytest.raises(FatalSummaryError):
+        compress_dataset(str(data), str(out), config, summarizer=RevokedAfter(counter, 5))
+    settings = tokenizer / "tokenizer_config.json"
+    settings.write_text(settings.read_text(encoding="utf-8").replace(
+        "{", '{\n  "comment": "edited",', 1), encoding="utf-8")
+    with pytest.raises(ResumeError) as info:
+        compress_dataset(str(data), str(out), config, resume=True,
+                         summarizer=ExtractiveSummarizer(counter.count))
+    assert str(info.value) == (
+        "cannot resume: the tokenizer's files, the counting mode or the chat template "
+        "differ from the interrupted run's; run without --resume to start over")
