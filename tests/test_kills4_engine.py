@@ -550,3 +550,71 @@ def test_a_resume_refuses_a_tokenizer_whose_files_changed(tmp_path, counter):
     assert str(info.value) == (
         "cannot resume: the tokenizer's files, the counting mode or the chat template "
         "differ from the interrupted run's; run without --resume to start over")
+
+
+def test_each_files_dialect_is_detected(tmp_path, counter):
+    # README: without `dataset.format` each file's dialect is detected from its rows: an
+    # OpenAI messages file is read as such (none of its rows is rejected as a ShareGPT
+    # row without `conversations`).
+    from tests.conftest import SAMPLES
+
+    src = SAMPLES / "openai_messages.jsonl"
+    lines = src.read_text(encoding="utf-8").splitlines()
+    result = compress_dataset(str(src), str(tmp_path / "out.jsonl"),
+                              CompressionConfig(summarizer="extractive",
+                                                target_max_tokens=2000),
+                              summarizer=ExtractiveSummarizer(counter.count))
+    assert result.metrics.rows_rejected == 0
+    assert result.metrics.total_trajectories == len(lines) == 10
+    written = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    assert all("messages" in json.loads(line) for line in written)
+
+
+def test_a_stopped_run_leaves_no_input_open(tmp_path, counter):
+    """A run stopped in the middle of an input (a revoked key, after a checkpoint in it)
+    closes that input, though it was kept open between checkpoints to hash what was
+    read: nothing of the run holds it open afterwards (its traceback still holds the run
+    itself here)."""
+    import os
+
+    from tests.test_kills_engine3_local import CONFIG, RevokedAfter, folder
+
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("open files are listed in /proc on Linux")
+    data = folder(tmp_path)
+    with pytest.raises(FatalSummaryError) as info:  # stopped in b.jsonl, b2 refused
+        compress_dataset(str(data), str(tmp_path / "out"), CONFIG,
+                         summarizer=RevokedAfter(counter, 5))
+    opened = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            opened.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue
+    assert info.traceback  # the run's frames are still alive
+    assert str(data / "b.jsonl") not in opened and str(data / "a.jsonl") not in opened
+
+
+def test_a_row_whose_distilling_fails_goes_on_undistilled_with_a_warning(tmp_path, counter):
+    """`Entry.distill_with`: a rule's bug costs the row its distilling, never the row:
+    the row is compressed as it was, and the run warns with its location and why."""
+    from trajectory_compressor.engine.compressor import TrajectoryCompressor
+    from trajectory_compressor.engine.layout import plan_layout
+    from trajectory_compressor.engine.local import run_pipeline
+    from trajectory_compressor.formats.registry import discover_inputs
+
+    class BrokenRule(TrajectoryCompressor):
+        def distill(self, row: Any, turns: Any, dialect: Any = None) -> Any:
+            raise ValueError("a rule's bug")
+
+    src = write_jsonl(tmp_path / "in.jsonl", [row("r0", *FITS)])
+    config = CompressionConfig(**HAND, distill="safe")
+    compressor = BrokenRule(config, summarizer=ExtractiveSummarizer(counter.count),
+                            counter=counter)
+    inputs = discover_inputs(str(src))
+    layout = plan_layout(str(src), inputs, str(tmp_path / "out.jsonl"), config,
+                         single_file=True)
+    result = run_pipeline(compressor, inputs, layout, RunOptions())
+    assert result.metrics.trajectories_compressed == 1
+    assert [w for w in result.warnings if "distill" in w] == [
+        f"{src}:1: distill failed, the row goes on undistilled: ValueError: a rule's bug"]
