@@ -431,7 +431,10 @@ def test_every_batch_is_counted_on_the_one_counting_thread(tmp_path, counter):
     result = run_pipeline(compressor, inputs, layout, RunOptions())
     assert result.metrics.trajectories_compressed == 5
     assert len(threads) == 5 and len(set(threads)) == 1
+    # The run's own thread (named "count", as test_kills_engine3_local.py looks for it),
+    # not the event loop's shared pool.
     assert threads[0] is not threading.main_thread()
+    assert threads[0].name.startswith("count")
 
 
 class ClosingLate(RevokedWhileOthersWait):
@@ -618,3 +621,22 @@ def test_a_row_whose_distilling_fails_goes_on_undistilled_with_a_warning(tmp_pat
     assert result.metrics.trajectories_compressed == 1
     assert [w for w in result.warnings if "distill" in w] == [
         f"{src}:1: distill failed, the row goes on undistilled: ValueError: a rule's bug"]
+
+
+def test_rows_ready_are_written_at_once_not_when_the_window_fills(tmp_path, counter):
+    """`Pipeline._place` moves a batch into the window "writing what is ready": rows
+    under the target are written as soon as they are placed, so a run stopped later (the
+    fourth row's summary refused, fatal) has already written and checkpointed the first
+    three. One row a batch, a window of 1,024 rows, a checkpoint after every row."""
+    from tests.test_kills_engine3_local import RevokedAfter
+
+    short = ("SHGT", [10, 5, 5, 5])  # 25 tokens: under the target, no summary
+    rows = [row(f"s{i}", *short) for i in range(3)] + [row("f3", *FITS)] + [
+        row(f"s{i}", *short) for i in range(4, 10)]
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    config = CompressionConfig(**HAND, batch_rows=1, checkpoint_rows=1)
+    with pytest.raises(FatalSummaryError):
+        compress_dataset(str(src), str(tmp_path / "out.jsonl"), config,
+                         summarizer=RevokedAfter(counter, 0))
+    checkpoint = json.loads((tmp_path / ".out.checkpoint.json").read_text(encoding="utf-8"))
+    assert (checkpoint["file_index"], checkpoint["skip"]) == (0, 3)
