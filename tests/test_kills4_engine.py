@@ -337,10 +337,12 @@ class Watching(ExtractiveSummarizer):
     def __init__(self, counter: TokenCounter) -> None:
         super().__init__(counter.count)
         self.active = self.peak = 0
+        self.at_calls: list[int] = []  # rows being summarized as each request starts
 
     async def summarize(self, request: SummaryRequest) -> Summary:
         self.active += 1
         self.peak = max(self.peak, self.active)
+        self.at_calls.append(self.active)
         try:
             await asyncio.sleep(0.02)
             return await super().summarize(request)
@@ -352,7 +354,8 @@ def test_the_window_takes_rows_until_they_reach_window_mb(tmp_path, counter):
     """README: the window takes rows until it holds `window_rows` rows or `window_mb` MiB
     of them (a JSONL row counts its line's bytes), then waits for its first row. Rows of
     s bytes under a window of 2s + 1 bytes: two rows stay under it, the third reaches it,
-    so three rows are summarized at once, never more."""
+    so three rows are summarized at once, never more; rows written leave it, so the last
+    rows too are summarized together, not one at a time."""
     src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(6)])
     (size,) = {len(line) for line in src.read_bytes().splitlines()}
     config = CompressionConfig(summarizer="extractive", target_max_tokens=100,
@@ -361,6 +364,7 @@ def test_the_window_takes_rows_until_they_reach_window_mb(tmp_path, counter):
     summarizer = Watching(counter)
     compress_dataset(str(src), str(tmp_path / "out.jsonl"), config, summarizer=summarizer)
     assert summarizer.peak == 3
+    assert len(summarizer.at_calls) == 6 and summarizer.at_calls[-1] >= 2
 
 
 # -- engine/local.py: the run loop ------------------------------------------------------
@@ -640,3 +644,17 @@ def test_rows_ready_are_written_at_once_not_when_the_window_fills(tmp_path, coun
                          summarizer=RevokedAfter(counter, 0))
     checkpoint = json.loads((tmp_path / ".out.checkpoint.json").read_text(encoding="utf-8"))
     assert (checkpoint["file_index"], checkpoint["skip"]) == (0, 3)
+
+
+def test_an_output_that_cannot_be_opened_is_named_in_one_sentence(tmp_path):
+    """`_reopen`: an output that cannot be created is an output error naming it; the same
+    file missing on a resume is a resume error (its partial output is gone)."""
+    from trajectory_compressor.core.errors import OutputError
+    from trajectory_compressor.engine.local import _reopen
+
+    missing = tmp_path / "gone" / "out.jsonl"
+    with pytest.raises(OutputError) as info:
+        _reopen(lambda: open(missing, "rb"), resuming=False)  # noqa: SIM115
+    assert str(info.value) == f"cannot write {missing}: No such file or directory"
+    with pytest.raises(ResumeError, match="cannot resume: the partial output"):
+        _reopen(lambda: open(missing, "rb"))  # noqa: SIM115
