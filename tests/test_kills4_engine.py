@@ -492,16 +492,17 @@ class SlowHead(ExtractiveSummarizer):
 def test_a_fatal_error_behind_the_head_row_stops_the_run_at_once(tmp_path, counter):
     """`Pipeline._stop`: the first exception a row task raises (a rejected API key) stops
     the run at once, "instead of when that row reaches the head of the window": the
-    first row, still being summarized, is not waited for."""
+    first row, still being summarized, is not waited for, and no further row is read."""
     import time
 
-    src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(2)])
+    src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(6)])
     summarizer = SlowHead(counter)
     started = time.monotonic()
     with pytest.raises(FatalSummaryError, match="revoked"):
-        compress_dataset(str(src), str(tmp_path / "out.jsonl"), CompressionConfig(**HAND),
-                         summarizer=summarizer)
-    assert summarizer.calls == 2 and summarizer.finished == []
+        compress_dataset(str(src), str(tmp_path / "out.jsonl"),
+                         CompressionConfig(**HAND, batch_rows=1), summarizer=summarizer)
+    # Read one batch (row) at a time: the rows after the refused one are not summarized.
+    assert summarizer.calls <= 3 and summarizer.finished == []
     assert time.monotonic() - started < 2.5
 
 
@@ -658,3 +659,49 @@ def test_an_output_that_cannot_be_opened_is_named_in_one_sentence(tmp_path):
     assert str(info.value) == f"cannot write {missing}: No such file or directory"
     with pytest.raises(ResumeError, match="cannot resume: the partial output"):
         _reopen(lambda: open(missing, "rb"))  # noqa: SIM115
+    with pytest.raises(OutputError) as info:  # any other failure, resuming or not
+        _reopen(lambda: open(tmp_path, "rb"))  # noqa: SIM115
+    assert str(info.value) == f"cannot write {tmp_path}: Is a directory"
+
+
+def test_a_stopped_run_checkpoints_what_it_wrote(tmp_path, counter):
+    """README: after a fatal error the temporary outputs and a checkpoint are kept for
+    `--resume`. With no checkpoint due yet (20,000 rows, 30 s), the stop itself writes
+    one at the rows written: the three rows before the refused one."""
+    from tests.test_kills_engine3_local import RevokedAfter
+
+    short = ("SHGT", [10, 5, 5, 5])
+    rows = [row(f"s{i}", *short) for i in range(3)] + [row("f3", *FITS)]
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    with pytest.raises(FatalSummaryError):
+        compress_dataset(str(src), str(tmp_path / "out.jsonl"), CompressionConfig(**HAND),
+                         summarizer=RevokedAfter(counter, 0))
+    checkpoint = json.loads((tmp_path / ".out.checkpoint.json").read_text(encoding="utf-8"))
+    assert (checkpoint["file_index"], checkpoint["skip"]) == (0, 3)
+    partial = (tmp_path / ".out.jsonl.partial").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["id"] for line in partial] == ["s0", "s1", "s2"]
+
+
+class Looking(ExtractiveSummarizer):
+    """Notes whether a file exists when the run asks for its first summary."""
+
+    def __init__(self, counter: TokenCounter, path: Path) -> None:
+        super().__init__(counter.count)
+        self.path = path
+        self.seen: list[bool] = []
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        self.seen.append(self.path.exists())
+        return await super().summarize(request)
+
+
+def test_a_leftover_checkpoint_is_discarded_when_the_run_starts(tmp_path, counter):
+    # The note says it: "an interrupted run's checkpoint ... is discarded; starting over"
+    # (without --resume): gone from the start, not only once the run succeeds.
+    src = write_jsonl(tmp_path / "in.jsonl", [row("r0", *FITS)])
+    leftover = tmp_path / ".out.checkpoint.json"
+    leftover.write_text("{}", encoding="utf-8")
+    summarizer = Looking(counter, leftover)
+    compress_dataset(str(src), str(tmp_path / "out.jsonl"), CompressionConfig(**HAND),
+                     summarizer=summarizer)
+    assert summarizer.seen == [False] and not leftover.exists()
