@@ -705,3 +705,56 @@ def test_a_leftover_checkpoint_is_discarded_when_the_run_starts(tmp_path, counte
     compress_dataset(str(src), str(tmp_path / "out.jsonl"), CompressionConfig(**HAND),
                      summarizer=summarizer)
     assert summarizer.seen == [False] and not leftover.exists()
+
+
+def test_a_distilled_row_is_written_and_counted_distilled(tmp_path, counter):
+    """README "Distill": with `--distill safe` every row's tool outputs are distilled,
+    under the target too (written anew with `compression_metrics`); a run of 3+ identical
+    lines folds to the first, `[… N identical/similar lines …]` and the last, and the
+    planner and `original_tokens` see the distilled row."""
+    polling = "\n".join(["waiting for the job"] * 40)
+    data = row("r0", "SHGT", [10, 5, 5, 1])
+    data["conversations"][3]["value"] = polling
+    src = write_jsonl(tmp_path / "in.jsonl", [data])
+    compress_dataset(str(src), str(tmp_path / "out.jsonl"), CompressionConfig(
+        **HAND, distill="safe"), summarizer=ExtractiveSummarizer(counter.count))
+    (written,) = [json.loads(line) for line in
+                  (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    output = written["conversations"][3]["value"]
+    assert output.splitlines()[0] == output.splitlines()[-1] == "waiting for the job"
+    assert "38 identical lines" in output and len(output.splitlines()) == 3
+    m = written["compression_metrics"]
+    assert m["original_tokens"] == sum(counts(counter, written)) < 20 + counter.count(polling)
+    assert m["distill"]["level"] == "safe"
+
+
+def test_a_row_that_cannot_be_planned_is_rejected_and_the_run_goes_on(tmp_path, counter):
+    """`Pipeline._start`: a row whose planning raises is rejected (a rejects entry and a
+    warning, "cannot plan the row: ..."), and the rows after it are compressed."""
+    from trajectory_compressor.engine.compressor import TrajectoryCompressor
+    from trajectory_compressor.engine.layout import plan_layout
+    from trajectory_compressor.engine.local import run_pipeline
+    from trajectory_compressor.formats.registry import discover_inputs
+
+    class Unplannable(TrajectoryCompressor):
+        def plan(self, turns: Any, turn_tokens: Any = None, dialect: Any = None,
+                 distill: Any = None) -> Any:
+            if len(turns) == 4:
+                raise ValueError("no plan for four turns")
+            return super().plan(turns, turn_tokens, dialect, distill)
+
+    src = write_jsonl(tmp_path / "in.jsonl", [row("four", "SHGT", [10, 5, 5, 5]),
+                                              row("r1", *FITS)])
+    config = CompressionConfig(**HAND)
+    compressor = Unplannable(config, summarizer=ExtractiveSummarizer(counter.count),
+                             counter=counter)
+    inputs = discover_inputs(str(src))
+    layout = plan_layout(str(src), inputs, str(tmp_path / "out.jsonl"), config,
+                         single_file=True)
+    result = run_pipeline(compressor, inputs, layout, RunOptions())
+    reason = "cannot plan the row: ValueError: no plan for four turns"
+    assert f"{src}:1: {reason}" in result.warnings
+    assert (result.metrics.rows_rejected, result.metrics.trajectories_compressed) == (1, 1)
+    rejects = [json.loads(line) for line in
+               (tmp_path / "out_rejects.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["line"], r["error"]) for r in rejects] == [(1, reason)]
