@@ -350,17 +350,19 @@ class Watching(ExtractiveSummarizer):
             self.active -= 1
 
 
-def test_the_window_takes_rows_until_they_reach_window_mb(tmp_path, counter):
+@pytest.mark.parametrize("rows_of_window", [2, 3])
+def test_the_window_takes_rows_until_they_reach_window_mb(tmp_path, counter, rows_of_window):
     """README: the window takes rows until it holds `window_rows` rows or `window_mb` MiB
     of them (a JSONL row counts its line's bytes), then waits for its first row. Rows of
-    s bytes under a window of 2s + 1 bytes: two rows stay under it, the third reaches it,
-    so three rows are summarized at once, never more; rows written leave it, so the last
-    rows too are summarized together, not one at a time."""
+    s bytes under a window of 2s + 1 bytes (or of exactly 3s): two rows stay under it,
+    the third reaches it, so three rows are summarized at once, never more; rows written
+    leave it, so the last rows too are summarized together, not one at a time."""
     src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(6)])
     (size,) = {len(line) for line in src.read_bytes().splitlines()}
     config = CompressionConfig(summarizer="extractive", target_max_tokens=100,
                                summary_target_tokens=20, add_summary_notice=False,
-                               window_mb=(2 * size + 1) / 2**20)
+                               window_mb=(2 * size + 1 if rows_of_window == 2
+                                          else 3 * size) / 2**20)
     summarizer = Watching(counter)
     compress_dataset(str(src), str(tmp_path / "out.jsonl"), config, summarizer=summarizer)
     assert summarizer.peak == 3
@@ -758,3 +760,66 @@ def test_a_row_that_cannot_be_planned_is_rejected_and_the_run_goes_on(tmp_path, 
     rejects = [json.loads(line) for line in
                (tmp_path / "out_rejects.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [(r["line"], r["error"]) for r in rejects] == [(1, reason)]
+
+
+def test_a_quiet_run_draws_nothing_on_a_terminal(tmp_path, counter):
+    # README: the bar is "shown on a terminal, never in a pipe or with --quiet" (a library
+    # run is quiet by default).
+    from tests.test_kills_engine3_progress import terminal
+
+    src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(2)])
+    with terminal(120) as screen:
+        compress_dataset(str(src), str(tmp_path / "out.jsonl"), CompressionConfig(**HAND),
+                         summarizer=ExtractiveSummarizer(counter.count))
+        drawn = screen.read()
+    assert drawn == ""
+
+
+def interrupted(tmp_path: Path, counter: TokenCounter) -> tuple[Path, Path]:
+    """a.jsonl (3 rows) and b.jsonl (4 rows) into out/, stopped at b2 (its summary
+    refused): (the input folder, the output folder)."""
+    from tests.test_kills_engine3_local import CONFIG, RevokedAfter, folder
+
+    data = folder(tmp_path)
+    out = tmp_path / "out"
+    with pytest.raises(FatalSummaryError):
+        compress_dataset(str(data), str(out), CONFIG, summarizer=RevokedAfter(counter, 5))
+    return data, out
+
+
+def resume(data: Path, out: Path, counter: TokenCounter) -> Any:
+    from tests.test_kills_engine3_local import CONFIG
+
+    return compress_dataset(str(data), str(out), CONFIG, resume=True,
+                            summarizer=ExtractiveSummarizer(counter.count))
+
+
+@pytest.mark.parametrize("gone", [".out_rejects.jsonl.partial", "out/.b.jsonl.partial"])
+def test_a_resume_missing_a_partial_output_is_a_resume_error(tmp_path, counter, gone):
+    """README (resuming): the partial outputs an interrupted run kept are what a resume
+    continues; one of them gone (a sidecar, or the output of the input it stopped in),
+    the resume is refused, naming it."""
+    data, out = interrupted(tmp_path, counter)
+    missing = tmp_path / gone
+    missing.unlink()
+    with pytest.raises(ResumeError) as info:
+        resume(data, out, counter)
+    assert str(info.value) == (f"cannot resume: the partial output {missing} is missing or "
+                               "damaged; run without --resume to start over")
+
+
+def test_a_checkpoint_counting_fewer_rows_than_it_covers_is_refused(tmp_path, counter):
+    """A checkpoint whose metrics count fewer rows than the lines before its cut would
+    lose rows (every non-blank line is a row or a reject): the resume is refused as
+    damaged. (A sampled run's metrics count only the rows it drew.)"""
+    data, out = interrupted(tmp_path, counter)
+    path = tmp_path / ".out.checkpoint.json"
+    checkpoint = json.loads(path.read_text(encoding="utf-8"))
+    assert checkpoint["metrics"]["total_trajectories"] == 5  # a0-a2, b0-b1
+    checkpoint["metrics"]["total_trajectories"] = 4
+    path.write_text(json.dumps(checkpoint), encoding="utf-8")
+    with pytest.raises(ResumeError) as info:
+        resume(data, out, counter)
+    assert str(info.value) == (
+        f"cannot resume: the checkpoint {path} is damaged (its metrics count 4 rows before "
+        "the cut, the inputs hold 5 there); run without --resume to start over")
