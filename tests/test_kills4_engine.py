@@ -497,7 +497,10 @@ def test_a_fatal_error_behind_the_head_row_stops_the_run_at_once(tmp_path, count
     first row, still being summarized, is not waited for, and no further row is read."""
     import time
 
-    src = write_jsonl(tmp_path / "in.jsonl", [row(f"r{i}", *FITS) for i in range(6)])
+    short = row("r2", "SHGT", [10, 5, 5, 5])  # under the target: ready at once
+    rows = [row("r0", *FITS), row("r1", *FITS), short] + [row(f"r{i}", *FITS)
+                                                         for i in range(3, 6)]
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
     summarizer = SlowHead(counter)
     started = time.monotonic()
     with pytest.raises(FatalSummaryError, match="revoked"):
