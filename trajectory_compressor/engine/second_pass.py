@@ -5,7 +5,7 @@ The pure part (which outputs, how they are cut) is `core.elide`; this applies it
 row's turns as written, writes the row back through its dialect (only tool turns change,
 so tool-call pairing and the dialect's rules hold), and counts the result in the run's
 mode: per turn (exact from the turns' counts) or, with `chat_template` counting, by
-rendering the new row (a few rounds when the template counts differ from the turns').
+rendering the new row (up to `ROUNDS` rounds when its rendered count is still over).
 A row this cannot bring under the target is left as the first pass made it.
 """
 

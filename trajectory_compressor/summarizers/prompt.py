@@ -163,7 +163,8 @@ class PromptStyle:
     echo_markers: tuple[str, ...] = ()
 
     def target_words(self, target_tokens: int) -> int:
-        """The summary length asked for, in words."""
+        """The summary length asked for, in words: three quarters of ``target_tokens``,
+        at least one, at most ``max_words``."""
         words = max(1, target_tokens * 3 // 4)
         return min(words, self.max_words) if self.max_words else words
 
@@ -258,6 +259,9 @@ def build_prompt(
 
     The bound is converted to characters with the region's own tokens-per-character
     ratio when the request carries its token count (no re-tokenizing on the hot path).
+    The transcript gets ``max_input_tokens`` less the style's ``overhead_tokens``
+    (`OVERHEAD_TOKENS` for `FULL`), and never fewer than its ``min_transcript_chars``
+    characters (`MIN_TRANSCRIPT_CHARS` for `FULL`).
     ``scrub`` (a `Scrubber`) takes secrets out of the turns before they go into the
     prompt: what an endpoint receives holds neither the run's keys nor key-like strings.
     """
