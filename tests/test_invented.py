@@ -164,7 +164,7 @@ def test_the_invented_rows_and_own_text_ratio_fold_into_the_aggregate_by_hand() 
             Fidelity(4, 1, 0, 0, (), ("KeyError",), 1)]
     whole, first, second = AggregateMetrics(), AggregateMetrics(), AggregateMetrics()
     for i, f in enumerate(rows):
-        m = TrajectoryMetrics(was_compressed=True, fidelity=f)
+        m = TrajectoryMetrics(was_compressed=True, turns_compressed_start_idx=1, fidelity=f)
         whole.add(m)
         (first if i < 2 else second).add(m)
     # Own-text ratios 5/10, 5/5 (as `kept`), 1/4: mean 0.5833; 2 of 3 rows invent, 3 items.

@@ -115,6 +115,11 @@ def test_a_row_shortened_by_the_second_pass_alone_counts_as_compressed(tmp_path,
     assert m["tokens_saved"] == 2000 - after[7]
     assert metrics["summary"]["trajectories_compressed"] == 1
     assert metrics["averages"]["avg_tokens_saved_per_compressed"] == 2000 - after[7]
+    # The refused summary is not in the row: the fidelity of the summaries written has
+    # none to pool (the row's own `fidelity` still says why it was refused).
+    assert m["fidelity"]["ratio"] < 1.0
+    assert metrics["fidelity"]["count"] == 0
+    assert metrics["fidelity"]["low_fidelity_rows"] == 1
 
 
 def test_without_a_template_a_json_output_loses_at_most_64_strings(tmp_path, counter):

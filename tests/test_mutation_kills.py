@@ -268,10 +268,12 @@ def test_fidelity_and_reasons_fold_into_the_aggregate_by_hand() -> None:
     from trajectory_compressor.core.fidelity import Fidelity
 
     agg = AggregateMetrics()
-    agg.add(TrajectoryMetrics(was_compressed=True, fidelity=Fidelity(10, 8, 4, 2, ()),
+    # (rows with a summary written: it stands in for turns from 1 on)
+    agg.add(TrajectoryMetrics(was_compressed=True, turns_compressed_start_idx=1,
+                              fidelity=Fidelity(10, 8, 4, 2, ()),
                               low_fidelity=True, fidelity_repair=True), reason="no_middle")
-    agg.add(TrajectoryMetrics(was_compressed=True, fidelity=Fidelity(5, 5, 0, 0, ())),
-            reason="no_middle")
+    agg.add(TrajectoryMetrics(was_compressed=True, turns_compressed_start_idx=1,
+                              fidelity=Fidelity(5, 5, 0, 0, ())), reason="no_middle")
     assert agg.reasons == {"no_middle": 2}
     # Ratios 0.8 and 1.0: mean 0.9; nearest rank 1 of 2 for p10 and the median: 0.8.
     # Tail: only the first row has tail items, 2 of 4.
@@ -284,7 +286,8 @@ def test_fidelity_and_reasons_fold_into_the_aggregate_by_hand() -> None:
         "invented_items": 0}
     # Ratios alone (no repair, no low row) are enough for the section.
     plain = AggregateMetrics()
-    plain.add(TrajectoryMetrics(was_compressed=True, fidelity=Fidelity(5, 5, 0, 0, ())))
+    plain.add(TrajectoryMetrics(was_compressed=True, turns_compressed_start_idx=1,
+                                fidelity=Fidelity(5, 5, 0, 0, ())))
     assert plain.to_dict()["fidelity"]["count"] == 1
 
 

@@ -214,6 +214,8 @@ def _metrics(items: int, kept: int, tail: int, tail_kept: int, *, compressed: bo
              low: bool = False, repair: bool = False) -> TrajectoryMetrics:
     return TrajectoryMetrics(original_tokens=100, compressed_tokens=50 if compressed else 100,
                              was_compressed=compressed, still_over_limit=not compressed,
+                             # a written summary stands in for turns from 1 on
+                             turns_compressed_start_idx=1 if compressed else -1,
                              fidelity=Fidelity(items, kept, tail, tail_kept, ()),
                              low_fidelity=low, fidelity_repair=repair)
 

@@ -359,7 +359,10 @@ class AggregateMetrics:
         self.fidelity_repairs += m.fidelity_repair
         self.low_fidelity_rows += m.low_fidelity
         f = m.fidelity
-        if f is not None and m.was_compressed and not m.failed:
+        # The section is of the summaries written: a refused one (on_low_fidelity:
+        # uncompressed) stays out, even when the second pass then brought its row under.
+        written = m.was_compressed and m.turns_compressed_start_idx >= 0
+        if f is not None and written and not m.failed:
             self.fidelity_ratios.add(round(f.ratio * FIDELITY_SCALE))
             self.fidelity_ratio_sum += f.ratio
             self.fidelity_items += f.items
