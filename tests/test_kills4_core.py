@@ -17,11 +17,13 @@ import json
 
 import pytest
 
+from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.fidelity import (
     JSON_DEPTH,
     Fidelity,
     extract_items,
 )
+from trajectory_compressor.core.remedies import Remedy, ladders, what_would_fix
 from trajectory_compressor.core.summary import (
     SummaryRequest,
     add_references,
@@ -113,3 +115,99 @@ def test_a_summary_request_is_a_frozen_value():
         request.first_index = 4  # type: ignore[misc]
     again = dataclasses.replace(request, target_tokens=20)
     assert (request.target_tokens, again.target_tokens) == (10, 20)
+
+
+# -- core/remedies.py ---------------------------------------------------------------------
+
+def _two_rows_fixed_from(threshold: int):
+    """An oracle for a target ladder alone: both examined rows come under at a target of
+    ``threshold`` or more, none below."""
+
+    def fits(question: tuple[Remedy, ...]) -> frozenset[int]:
+        target = dict(with_remedies_changes(question)).get("target_max_tokens", 1000)
+        return frozenset({0, 1}) if target >= threshold else frozenset()
+
+    return fits
+
+
+def with_remedies_changes(question: tuple[Remedy, ...]) -> list[tuple[str, object]]:
+    return [change for remedy in question for change in remedy.changes]
+
+
+ONLY_TARGET = CompressionConfig(target_max_tokens=1000, summary_target_tokens=1,
+                                protect_last_n_turns=0, protect_first_system=False,
+                                protect_first_human=False, protect_first_gpt=False,
+                                protect_first_tool=False,
+                                over_limit_strategy="elide_tool_outputs")
+
+
+def test_a_long_target_ladder_finds_its_mildest_rung_wherever_it_is():
+    # Nine rungs (more than `_LINEAR`, 8: searched by halves). Wherever the rows start to
+    # come under, the entry is that rung: the mildest that brings as many under as the
+    # strongest does.
+    counts = [1010 + 10 * k for k in range(9)]
+    rungs = ladders(ONLY_TARGET, rows_after=counts)
+    assert set(rungs) == {"target"} and len(rungs["target"]) == 9
+    for k, threshold in enumerate(counts):
+        asked: list[frozenset[Remedy]] = []
+        oracle = _two_rows_fixed_from(threshold)
+
+        def fits(question, oracle=oracle, asked=asked):
+            asked.append(frozenset(question))
+            return oracle(question)
+
+        fixes = what_would_fix(2, rungs, fits)
+        [entry] = fixes.alone
+        assert (entry.command, entry.count) == (f"--target-max-tokens {threshold}", 2), k
+        assert len(asked) == len(set(asked)) < 9  # by halves, each question once
+
+
+def _by_family(fixed: dict[str, frozenset[int]]):
+    """An oracle: each remedy brings under the rows given for its family, whatever its
+    rung; remedies together bring under the union of theirs."""
+
+    def fits(question: tuple[Remedy, ...]) -> frozenset[int]:
+        return frozenset().union(*(fixed.get(r.family, frozenset()) for r in question))
+
+    return fits
+
+
+def test_two_families_are_also_tried_together():
+    # `Fixes.together`: every family at its strongest, None only with fewer than two.
+    config = ONLY_TARGET.replace(protect_last_n_turns=1, summary_target_tokens=200)
+    rungs = ladders(config)
+    assert set(rungs) == {"protect_last", "summary"}
+    fixes = what_would_fix(3, rungs, _by_family({"protect_last": frozenset({0}),
+                                                 "summary": frozenset({1})}))
+    assert fixes.together is not None
+    assert fixes.together.command == ("--summary-target-tokens 25 "
+                                      "--protect-last-n-turns 0")
+    assert fixes.together.fixed == frozenset({0, 1})
+    one = what_would_fix(3, ladders(ONLY_TARGET.replace(summary_target_tokens=200)),
+                         _by_family({"summary": frozenset({1})}))
+    assert one.together is None
+
+
+def test_of_two_families_that_bring_as_many_under_the_preferred_one_is_best():
+    # PREFERENCE: of combinations of one size that bring as many rows under, the one
+    # that loses the least is kept: the second pass before a smaller summary, and one
+    # family is fewer than two that bring no more.
+    config = ONLY_TARGET.replace(over_limit_strategy="keep", summary_target_tokens=200)
+    rungs = ladders(config)
+    assert set(rungs) == {"elide", "summary"}
+    same = frozenset({0})
+    fixes = what_would_fix(2, rungs, _by_family({"elide": same, "summary": same}))
+    assert fixes.best is not None
+    assert fixes.best.command == "--over-limit-strategy elide_tool_outputs"
+    assert fixes.best.fixed == same
+
+
+def test_a_table_no_search_filled_allowed_no_combination(tmp_path):
+    # `report` on a run whose tokenizer is gone examines no row: its table says so, and
+    # that no combination of remedies was searched (max_combination 0), none found.
+    from trajectory_compressor.engine.run_fixes import run_fixes
+
+    config = CompressionConfig(tokenizer_name=str(tmp_path / "gone"))
+    table = run_fixes(tmp_path / "out.jsonl", [], config, []).to_dict()
+    assert table["max_combination"] == 0
+    assert (table["best"], table["together"], table["alone"]) == (None, None, [])
