@@ -23,7 +23,7 @@ from trajectory_compressor.core.fidelity import (
     Fidelity,
     extract_items,
 )
-from trajectory_compressor.core.remedies import Remedy, ladders, what_would_fix
+from trajectory_compressor.core.remedies import Entry, Remedy, ladders, what_would_fix
 from trajectory_compressor.core.summary import (
     SummaryRequest,
     add_references,
@@ -211,3 +211,127 @@ def test_a_table_no_search_filled_allowed_no_combination(tmp_path):
     table = run_fixes(tmp_path / "out.jsonl", [], config, []).to_dict()
     assert table["max_combination"] == 0
     assert (table["best"], table["together"], table["alone"]) == (None, None, [])
+
+
+def test_a_combination_holds_at_most_three_remedies():
+    # README "What would fix it": "together" is the fewest remedies (at most 3). Four
+    # families each bring one row of four under: three together bring three, and all four
+    # (the "together" line) bring more, which the table says.
+    config = ONLY_TARGET.replace(protect_last_n_turns=1, summary_target_tokens=200,
+                                 over_limit_strategy="keep", protect_first_tool=True)
+    rungs = ladders(config)
+    assert set(rungs) == {"protect_last", "first_tool", "elide", "summary"}
+    fixes = what_would_fix(4, rungs, _by_family({
+        "protect_last": frozenset({0}), "first_tool": frozenset({1}),
+        "elide": frozenset({2}), "summary": frozenset({3})}))
+    assert fixes.searched == 3
+    assert fixes.best is not None and len(fixes.best.remedies) == 3
+    assert fixes.best.count == 3
+    assert fixes.together is not None and fixes.together.count == 4 and fixes.capped
+
+
+def _recording(oracle):
+    asked: list[tuple[Remedy, ...]] = []
+
+    def fits(question: tuple[Remedy, ...]) -> frozenset[int]:
+        asked.append(question)
+        return oracle(question)
+
+    return fits, asked
+
+
+THREE_FAMILIES = ONLY_TARGET.replace(protect_last_n_turns=1, summary_target_tokens=200,
+                                     over_limit_strategy="keep")
+
+
+def test_once_one_remedy_brings_every_row_under_no_pair_is_asked():
+    # README: the work is bounded. Each question re-plans every examined row (with an
+    # LLM, awaiting summaries), so once a combination brings all rows under, no larger one
+    # is tried: the best is that one remedy.
+    rungs = ladders(THREE_FAMILIES)
+    assert set(rungs) == {"protect_last", "elide", "summary"}
+    fits, asked = _recording(_by_family({"elide": frozenset({0, 1})}))
+    fixes = what_would_fix(2, rungs, fits)
+    assert fixes.best is not None
+    assert fixes.best.command == "--over-limit-strategy elide_tool_outputs"
+    assert [q for q in asked if len(q) == 2] == []
+    assert len(asked) == len({frozenset(q) for q in asked})
+
+
+def test_once_a_pair_brings_every_row_under_no_other_pair_is_asked():
+    # Pairs are tried in PREFERENCE order (second pass, summary, last turns): the first,
+    # the second pass with a smaller summary, brings both rows under, so no pair with
+    # fewer protected last turns is asked (only the mildest summary that keeps both).
+    rungs = ladders(THREE_FAMILIES)
+    fits, asked = _recording(_by_family({"elide": frozenset({0}),
+                                         "summary": frozenset({1})}))
+    fixes = what_would_fix(2, rungs, fits)
+    assert fixes.best is not None
+    assert fixes.best.command == ("--over-limit-strategy elide_tool_outputs "
+                                  "--summary-target-tokens 100")
+    pairs = [{r.family for r in q} for q in asked if len(q) == 2]
+    assert pairs and all(p == {"elide", "summary"} for p in pairs)
+
+
+def test_a_ladder_of_eight_rungs_is_searched_whole():
+    # Module docstring: alone, each family's mildest rung that brings as many rows under
+    # as ANY rung of it does; ladders longer than eight are searched by halves, eight are
+    # asked rung by rung. Here the third rung brings two rows under, every other one.
+    counts = [1010 + 10 * k for k in range(8)]
+    rungs = ladders(ONLY_TARGET, rows_after=counts)
+    assert len(rungs["target"]) == 8
+
+    def fits(question: tuple[Remedy, ...]) -> frozenset[int]:
+        target = dict(with_remedies_changes(question))["target_max_tokens"]
+        return frozenset({0, 1}) if target == 1030 else frozenset({0})
+
+    [entry] = what_would_fix(2, rungs, fits).alone
+    assert (entry.command, entry.count) == ("--target-max-tokens 1030", 2)
+
+
+def test_an_entry_is_a_frozen_value():
+    # Entries are the search's answers, shared by the table's lines and the rows' fixed_by:
+    # values, usable in sets, never changed in place.
+    remedy = ladders(THREE_FAMILIES)["elide"][0]
+    entry = Entry((remedy,), frozenset({0}))
+    assert len({entry, Entry((remedy,), frozenset({0}))}) == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        entry.fixed = frozenset()  # type: ignore[misc]
+
+
+def _commands(rungs: list[Remedy]) -> list[str]:
+    return [r.command for r in rungs]
+
+
+def test_every_rung_changes_the_config():
+    # `ladders`: each family's rungs that change the config. One protected last turn:
+    # only 0 is fewer. A summary of 8: a half, a quarter and an eighth (1) are all
+    # smaller and positive. The target's rungs: the rows' counts ABOVE the target; a row
+    # counted at the target exactly gives none (it would change nothing).
+    rungs = ladders(ONLY_TARGET.replace(protect_last_n_turns=1, summary_target_tokens=8),
+                    rows_after=[1000, 1200], rows_before=[1000, 1300])
+    assert _commands(rungs["protect_last"]) == ["--protect-last-n-turns 0"]
+    assert _commands(rungs["summary"]) == [f"--summary-target-tokens {s}" for s in (4, 2, 1)]
+    assert _commands(rungs["target"]) == ["--target-max-tokens 1200",
+                                          "--target-max-tokens 1300"]
+    for family, ladder in rungs.items():
+        for rung in ladder:
+            assert rung.apply(ONLY_TARGET.replace(protect_last_n_turns=1,
+                                                  summary_target_tokens=8)) != \
+                ONLY_TARGET.replace(protect_last_n_turns=1, summary_target_tokens=8), family
+
+
+def test_a_short_ladder_finds_its_mildest_rung_wherever_it_is():
+    # The summary's three rungs (100, 50, 25), asked one by one: wherever the rows start
+    # to come under, the entry is the mildest rung that brings them.
+    config = ONLY_TARGET.replace(summary_target_tokens=200)
+    rungs = ladders(config)
+    assert _commands(rungs["summary"]) == [f"--summary-target-tokens {s}" for s in
+                                           (100, 50, 25)]
+    for size in (100, 50, 25):
+        def fits(question: tuple[Remedy, ...], size=size) -> frozenset[int]:
+            summary = dict(with_remedies_changes(question))["summary_target_tokens"]
+            return frozenset({0}) if summary <= size else frozenset()
+
+        [entry] = what_would_fix(1, rungs, fits).alone
+        assert (entry.command, entry.count) == (f"--summary-target-tokens {size}", 1)
