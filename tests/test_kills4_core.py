@@ -25,8 +25,12 @@ from trajectory_compressor.core.fidelity import (
 )
 from trajectory_compressor.core.remedies import Entry, Remedy, ladders, what_would_fix
 from trajectory_compressor.core.summary import (
+    Summary,
+    SummaryFailed,
     SummaryRequest,
+    SummaryUsage,
     add_references,
+    render_turns,
 )
 
 PREFIX = "[CONTEXT SUMMARY]:"
@@ -335,3 +339,69 @@ def test_a_short_ladder_finds_its_mildest_rung_wherever_it_is():
 
         [entry] = what_would_fix(1, rungs, fits).alone
         assert (entry.command, entry.count) == (f"--summary-target-tokens {size}", 1)
+
+
+# -- core/summary.py: the interface ---------------------------------------------------------
+
+def test_an_extractive_summary_within_its_budget_is_not_marked_cut():
+    # `Summary.truncated`: the summary was cut at a sentence boundary to fit its budget.
+    # The extractive summarizer builds its text within the budget: nothing was cut.
+    import asyncio
+
+    from trajectory_compressor.core.extractive import ExtractiveSummarizer
+
+    request = SummaryRequest(turns=[{"from": "gpt", "value": "Edited config.yaml."},
+                                    {"from": "tool", "value": "ok"}],
+                             first_index=2, target_tokens=50)
+    summary = asyncio.run(ExtractiveSummarizer(lambda t: len(t.split())).summarize(request))
+    assert summary.text.startswith(PREFIX) and summary.source == "extractive"
+    assert summary.truncated is False
+    assert Summary("x", "llm").truncated is False
+
+
+def test_a_failed_summary_says_why_and_what_it_cost():
+    usage = SummaryUsage(api_calls=3, errors=3)
+    failed = SummaryFailed("3 attempts timed out", usage)
+    assert str(failed) == "3 attempts timed out"
+    assert failed.reason == "3 attempts timed out"
+    assert failed.usage is usage
+
+
+def test_the_base_summarizer_has_no_summary_and_no_counters():
+    import asyncio
+
+    from trajectory_compressor.core.summary import Summarizer
+
+    base = Summarizer()
+    assert base.live_counters() == {}
+    request = SummaryRequest(turns=[], first_index=0, target_tokens=10)
+    with pytest.raises(NotImplementedError):
+        asyncio.run(base.summarize(request))
+
+
+def test_a_rendered_region_at_its_bound_is_whole():
+    # `render_turns`: the whole is bounded by ``max_chars``; a region of exactly that many
+    # characters is within it and keeps every character (no omission marker).
+    request = SummaryRequest(turns=[{"from": "gpt", "value": "x" * 20}], first_index=4,
+                             target_tokens=10)
+    whole = "[Turn 4 - GPT]:\n" + "x" * 20  # 36 characters; 36 * 3 // 4 + 36 // 4 = 36
+    assert render_turns(request, 36) == whole
+    request = SummaryRequest(turns=[{"from": "gpt", "value": "x" * 21}], first_index=4,
+                             target_tokens=10)  # 37: 27 + 9 = 36 would drop one
+    assert render_turns(request, 37) == whole + "x"
+    assert "omitted" in render_turns(request, 36)
+
+
+def test_references_never_cut_a_summary_that_has_no_sentence_end_to_cut_at():
+    # The summary leaves no room for its references (49 + 17 > 60) and could be cut to a
+    # quarter of the budget (45), but it has no sentence end: it is left whole, without
+    # references (bound_summary finds no cut).
+    text = f"{PREFIX} " + "x" * 30  # 49 characters
+    assert add_references(text, ["a.py"], 60, chars) == (text, False)
+
+
+def test_references_never_cut_a_summary_down_to_its_bare_prefix():
+    # The only place to cut is the line break right after the prefix: a summary of nothing
+    # but "[CONTEXT SUMMARY]:" is no summary, so it stays whole (39 + 17 > 40: no room).
+    text = f"{PREFIX}\n" + "y" * 20  # 39 characters
+    assert add_references(text, ["a.py"], 40, chars) == (text, False)
