@@ -405,3 +405,16 @@ def test_references_never_cut_a_summary_down_to_its_bare_prefix():
     # but "[CONTEXT SUMMARY]:" is no summary, so it stays whole (39 + 17 > 40: no room).
     text = f"{PREFIX}\n" + "y" * 20  # 39 characters
     assert add_references(text, ["a.py"], 40, chars) == (text, False)
+
+
+def test_a_summary_s_commit_hook_is_not_part_of_its_value():
+    # `Summary.commit` is a backend's hook that stores the summary in its cache: two
+    # summaries with the same text, source and cost are the same summary whichever
+    # backend (if any) would store them, and a summary's repr shows its content only.
+    stored: list[Summary] = []
+    hooked = Summary("[CONTEXT SUMMARY]: done", "llm", commit=stored.append)
+    assert hooked == Summary("[CONTEXT SUMMARY]: done", "llm")
+    assert "commit" not in repr(hooked) and "append" not in repr(hooked)
+    assert hooked.commit is not None
+    hooked.commit(hooked)
+    assert stored == [hooked]
