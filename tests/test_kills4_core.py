@@ -30,6 +30,7 @@ from trajectory_compressor.core.summary import (
     SummaryRequest,
     SummaryUsage,
     add_references,
+    bound_summary,
     render_turns,
 )
 
@@ -418,3 +419,29 @@ def test_a_summary_s_commit_hook_is_not_part_of_its_value():
     assert hooked.commit is not None
     hooked.commit(hooked)
     assert stored == [hooked]
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def test_a_small_budget_leaves_a_quarter_rounded_down_for_references():
+    # Counted in words: the references line "References: a.py" is two. Budget 7: a
+    # quarter is 1 (7 // 4, at least 1), so the summary may be cut to 6 words; its last
+    # sentence end within 6 is after "d." (6 words), and 6 + 2 > 7: no item would fit
+    # after the cut either, so the summary stays whole and names none.
+    text = f"{PREFIX} A b. C d. E."  # 7 words
+    assert words(text) == 7
+    assert add_references(text, ["a.py"], 7, words) == (text, False)
+    # Budget 8: a quarter is 2, the cut to 6 words ("…C d.") leaves room for the line.
+    assert add_references(f"{PREFIX} A b. C d. E. F.", ["a.py"], 8, words) == (
+        f"{PREFIX} A b. C d.\nReferences: a.py", True)
+
+
+def test_a_long_text_whose_count_is_exactly_the_limit_is_kept():
+    # bound_summary: (text, False) when the text is within target x tolerance. A text
+    # longer than the window looked at first (20 x 16 = 320 characters) whose count is
+    # exactly the limit (20 words: the window holds all 20, the last one cut) is kept.
+    text = "Aa " * 19 + "b" * 300  # 357 characters, 20 words
+    assert (len(text), words(text), words(text[:320])) == (357, 20, 20)
+    assert bound_summary(text, 20, 1.0, words) == (text, False)
