@@ -445,3 +445,12 @@ def test_a_long_text_whose_count_is_exactly_the_limit_is_kept():
     text = "Aa " * 19 + "b" * 300  # 357 characters, 20 words
     assert (len(text), words(text), words(text[:320])) == (357, 20, 20)
     assert bound_summary(text, 20, 1.0, words) == (text, False)
+
+
+def test_references_name_the_one_item_of_three_that_fits():
+    text = f"{PREFIX} Done."  # 24 characters
+    # "\nReferences: a.py" makes 41, "; b.py" 47, "; c.py" 53: at 46 only a.py fits.
+    assert add_references(text, ["a.py", "b.py", "c.py"], 46, chars) == (
+        f"{text}\nReferences: a.py", False)
+    assert add_references(text, ["a.py", "b.py", "c.py"], 52, chars) == (
+        f"{text}\nReferences: a.py; b.py", False)
