@@ -22,6 +22,7 @@ from trajectory_compressor.core.fidelity import (
     JSON_DEPTH,
     Fidelity,
     extract_items,
+    measure_fidelity,
 )
 from trajectory_compressor.core.remedies import Entry, Remedy, ladders, what_would_fix
 from trajectory_compressor.core.summary import (
@@ -96,6 +97,42 @@ def test_the_model_ratio_is_rounded_to_4_decimals_like_the_ratio():
     fidelity = Fidelity(3, 2, 0, 0, (), model_kept=1)
     assert fidelity.to_dict()["model_ratio"] == 0.3333
     assert fidelity.to_dict()["ratio"] == 0.6667
+
+
+def test_items_before_a_tool_call_in_the_same_turn_count():
+    # Items are taken from the whole turn: its prose before a <tool_call> as well as the
+    # call's name and arguments, in the order they appear.
+    turn = ('Edit config.yaml first\n<tool_call>{"name": "run_tests", "arguments": '
+            '{"path": "tests/unit/"}}</tool_call> then check ~/logs/app.log')
+    assert extract_items([turn]) == ["config.yaml", "run_tests", "tests/unit/",
+                                     "~/logs/app.log"]
+
+
+def test_an_error_message_starting_with_a_number_is_found_as_written():
+    # The message after "error:" is an item; it begins with a number but is no "number
+    # with a unit", so it keeps its space and the summary that repeats it keeps it.
+    region = ["error: 2 files could not be read"]
+    assert extract_items(region) == ["2 files could not be read", "2 files"]
+    kept = measure_fidelity(region, [], "Error: 2 files could not be read.")
+    assert (kept.items, kept.kept, kept.missing) == (2, 2, ())
+
+
+def test_only_a_number_with_a_unit_matches_with_a_space_inserted():
+    # "A number with a unit matches with or without the space": a hash that begins with
+    # a digit is no such thing; "3 a7f9c2" is not "3a7f9c2".
+    region = ["pushed commit 3a7f9c2 today"]
+    assert extract_items(region) == ["3a7f9c2"]
+    assert measure_fidelity(region, [], "pushed 3 a7f9c2").missing == ("3a7f9c2",)
+    assert measure_fidelity(["took 30s"], [], "took 30 s").kept == 1
+
+
+def test_an_item_whose_edge_is_no_word_character_may_be_glued_there():
+    # Not glued to a letter, digit or underscore "where its own edge is one": "#1234"
+    # begins with "#", so "PR#1234" keeps it; its end is a digit, so "#12345" does not.
+    region = ["see #1234 for it"]
+    assert extract_items(region) == ["#1234"]
+    assert measure_fidelity(region, [], "fixed in PR#1234").kept == 1
+    assert measure_fidelity(region, [], "fixed in #12345").kept == 0
 
 
 # -- core/summary.py ----------------------------------------------------------------------
