@@ -60,13 +60,18 @@ def test_a_tool_name_over_80_characters_is_no_item():
         assert extract_items([f"<tool_call>{call}</tool_call>"]) == items
 
 
-def _nested(levels: int, leaf: dict) -> str:
-    """A tool response whose JSON holds, ``levels`` strings deep, the JSON text of
-    ``leaf``: each level a one-key object whose value is the next level's JSON text."""
+def _nested_json(levels: int, leaf: dict) -> str:
+    """JSON text holding, ``levels`` strings deep, the JSON text of ``leaf``: each level
+    a one-key object whose value is the next level's JSON text."""
     text = json.dumps(leaf)
     for key in reversed("abcdefgh"[:levels]):
         text = json.dumps({key: text})
-    return f"<tool_response>{text}</tool_response>"
+    return text
+
+
+def _nested(levels: int, leaf: dict) -> str:
+    """A tool response of `_nested_json`."""
+    return f"<tool_response>{_nested_json(levels, leaf)}</tool_response>"
 
 
 def test_json_inside_json_strings_is_read_json_depth_levels_deep():
@@ -77,6 +82,18 @@ def test_json_inside_json_strings_is_read_json_depth_levels_deep():
     leaf = {"user_id": "x"}
     assert extract_items([_nested(JSON_DEPTH, leaf)]) == []
     assert extract_items([_nested(JSON_DEPTH + 1, leaf)]) == ["user_id"]
+
+
+def test_string_arguments_of_a_call_are_read_as_the_object_they_hold():
+    # The OpenAI shape: "arguments" is the JSON text of an object. That object is the
+    # arguments, as if written inline: JSON inside its strings is read JSON_DEPTH levels
+    # below it, as in a call whose arguments are an object.
+    leaf = {"user_id": "x"}
+    inline = json.dumps({"name": "run", "arguments": json.loads(_nested_json(JSON_DEPTH, leaf))})
+    as_text = json.dumps({"function": {"name": "run",
+                                       "arguments": _nested_json(JSON_DEPTH, leaf)}})
+    for call in (inline, as_text):
+        assert extract_items([f"<tool_call>{call}</tool_call>"]) == ["run"]
 
 
 def test_a_model_ratio_outside_0_to_1_reads_as_the_ratio():
