@@ -96,6 +96,21 @@ def test_string_arguments_of_a_call_are_read_as_the_object_they_hold():
         assert extract_items([f"<tool_call>{call}</tool_call>"]) == ["run"]
 
 
+def test_arguments_that_are_no_strings_give_only_their_long_integers():
+    # Integer arguments of three digits or more are items (ports, PIDs); floats, nulls
+    # and booleans are not, and do not stop the other arguments being read.
+    call = json.dumps({"name": "run", "arguments": {
+        "ratio": 0.5, "x": None, "deep": [1.5, None, True], "path": "a.py", "port": 8080}})
+    assert extract_items([f"<tool_call>{call}</tool_call>"]) == ["run", "a.py", "8080"]
+
+
+def test_a_tool_response_in_plain_text_gives_its_items():
+    # A response that is not JSON is prose or output: its items are those of free text.
+    response = "<tool_response>\nWrote /tmp/out.csv (512 MB)\n</tool_response>"
+    assert extract_items([response]) == ["/tmp/out.csv", "512 MB"]
+    assert extract_items(["<tool_response>[1, 2</tool_response>"]) == []
+
+
 def test_a_model_ratio_outside_0_to_1_reads_as_the_ratio():
     # `model_ratio` is a recall: a record whose value is no share (1.5, -0.5, true) says
     # nothing about the summarizer's own text, which then reads as `ratio` (kept / items).
