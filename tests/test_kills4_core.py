@@ -19,6 +19,7 @@ import pytest
 
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.fidelity import (
+    _BLOCK_CHARS,
     JSON_DEPTH,
     Fidelity,
     extract_items,
@@ -109,6 +110,27 @@ def test_a_tool_response_in_plain_text_gives_its_items():
     response = "<tool_response>\nWrote /tmp/out.csv (512 MB)\n</tool_response>"
     assert extract_items([response]) == ["/tmp/out.csv", "512 MB"]
     assert extract_items(["<tool_response>[1, 2</tool_response>"]) == []
+
+
+def test_a_long_text_gives_the_items_of_every_block():
+    # Free text over 64 KiB is read a block of lines at a time: the items are the same as
+    # read at once, the first block's and the last one's alike.
+    line = "the quick brown fox jumps over the lazy dog again\n"  # no item in it
+    filler = line * (_BLOCK_CHARS // len(line) + 10)
+    assert len(filler) > _BLOCK_CHARS
+    text = "see config.yaml\n" + filler + "then last.py and " + "\n" + filler + "docs/"
+    assert extract_items([text]) == ["config.yaml", "last.py", "docs/"]
+
+
+def test_a_two_character_variable_is_an_item():
+    # `$VARS` are identifiers: `$X` is one (a token of two characters may be an item).
+    assert extract_items(["set $X to 3"]) == ["$X"]
+
+
+def test_dates_and_doubled_slashes_are_no_paths():
+    # Dates do not count (no letter); a path has no "//" (that is a URL's or a typo).
+    assert extract_items(["released 12/05/2024 and 10/20/30"]) == []
+    assert extract_items(["path src//main.py"]) == []
 
 
 def test_a_model_ratio_outside_0_to_1_reads_as_the_ratio():
