@@ -133,6 +133,21 @@ def test_dates_and_doubled_slashes_are_no_paths():
     assert extract_items(["path src//main.py"]) == []
 
 
+def test_a_file_name_is_made_of_path_characters_only():
+    # `src/app.py:42`: the parts of a token joined by colons may be items. "file:notes.txt"
+    # is no file name (a colon is no path character); its part "notes.txt" is one.
+    assert extract_items(["open file:notes.txt now"]) == ["notes.txt"]
+
+
+def test_a_fidelity_is_a_frozen_value():
+    # A row's fidelity is a value: the compressor derives the shown one with
+    # `dataclasses.replace`, never by changing it in place.
+    fidelity = Fidelity(4, 2, 1, 1, ("a.py", "b.py"))
+    assert hash(fidelity) == hash(Fidelity(4, 2, 1, 1, ("a.py", "b.py")))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fidelity.kept = 3  # type: ignore[misc]
+
+
 def test_a_model_ratio_outside_0_to_1_reads_as_the_ratio():
     # `model_ratio` is a recall: a record whose value is no share (1.5, -0.5, true) says
     # nothing about the summarizer's own text, which then reads as `ratio` (kept / items).
