@@ -148,6 +148,12 @@ def test_a_fidelity_is_a_frozen_value():
         fidelity.kept = 3  # type: ignore[misc]
 
 
+def test_a_short_string_argument_of_three_characters_is_an_item():
+    # "every short string argument" of a call: "dev" names the environment deployed to.
+    call = json.dumps({"name": "deploy", "arguments": {"env": "dev"}})
+    assert extract_items([f"<tool_call>{call}</tool_call>"]) == ["deploy", "dev"]
+
+
 def test_a_model_ratio_outside_0_to_1_reads_as_the_ratio():
     # `model_ratio` is a recall: a record whose value is no share (1.5, -0.5, true) says
     # nothing about the summarizer's own text, which then reads as `ratio` (kept / items).
