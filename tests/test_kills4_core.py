@@ -22,6 +22,8 @@ from trajectory_compressor.core.fidelity import (
     _BLOCK_CHARS,
     JSON_DEPTH,
     Fidelity,
+    aggregate_fidelity,
+    decoded_strings,
     extract_items,
     measure_fidelity,
 )
@@ -152,6 +154,44 @@ def test_a_short_string_argument_of_three_characters_is_an_item():
     # "every short string argument" of a call: "dev" names the environment deployed to.
     call = json.dumps({"name": "deploy", "arguments": {"env": "dev"}})
     assert extract_items([f"<tool_call>{call}</tool_call>"]) == ["deploy", "dev"]
+
+
+def test_an_error_message_of_three_characters_is_an_item():
+    assert extract_items(["fatal: EOF"]) == ["EOF"]
+
+
+def test_an_error_message_is_clipped_to_60_characters_at_a_word_boundary():
+    # The docstring: the rest of the line, clipped to 60 characters at a word boundary.
+    # Here a word ends exactly at 60: the item is those 60 characters.
+    first = " ".join(["abcdefghi"] * 5 + ["abcdefghij"])
+    assert len(first) == 60
+    assert extract_items([f"error: {first} more here"]) == [first]
+
+
+def test_a_handle_and_a_one_letter_extension_are_no_items():
+    # Neither is an identifier of the kinds listed: "@alice" is no e-mail address, and
+    # ".a"/".o" name file types, not dotfiles (`.env`, `.gitignore`).
+    assert extract_items(["ping @alice about it"]) == []
+    assert extract_items(["the .a files and .o files"]) == []
+    assert extract_items(["mail ops@example.com and keep .env"]) == ["ops@example.com",
+                                                                     ".env"]
+
+
+def test_strings_in_json_lists_are_decoded_for_matching():
+    # decoded_strings: the strings (keys and values) of a call's JSON, lists' too.
+    call = '<tool_call>{"name": "f", "arguments": {"files": ["x.py", "y\\nz.py"]}}</tool_call>'
+    assert {"x.py", "y\nz.py", "files", "f"} <= set(decoded_strings(call))
+
+
+def test_the_fidelity_section_s_ratios_have_4_decimals():
+    # README: the metrics file's fidelity section gives the mean, min, p10 and median
+    # ratio and the mean tail ratio, with 4 decimals. Ratios 1/3, 1/3, 2/3; tail 1/3, 2/3.
+    section = aggregate_fidelity([Fidelity(3, 1, 3, 1, ()), Fidelity(3, 1, 0, 0, ()),
+                                  Fidelity(3, 2, 3, 2, ())])
+    assert section == {"count": 3, "mean_ratio": 0.4444, "min_ratio": 0.3333,
+                       "p10_ratio": 0.3333, "median_ratio": 0.3333, "tail_rows": 2,
+                       "mean_tail_ratio": 0.5}
+    assert aggregate_fidelity([Fidelity(3, 2, 3, 1, ())])["mean_tail_ratio"] == 0.3333
 
 
 def test_a_model_ratio_outside_0_to_1_reads_as_the_ratio():
