@@ -166,11 +166,15 @@ def test_an_error_message_is_clipped_to_60_characters_at_a_word_boundary():
     first = " ".join(["abcdefghi"] * 5 + ["abcdefghij"])
     assert len(first) == 60
     assert extract_items([f"error: {first} more here"]) == [first]
+    # A word ending at 61 does not fit: the clip ends at the word before (49).
+    longer = " ".join(["abcdefghi"] * 5 + ["abcdefghijk"])
+    assert len(longer) == 61
+    assert extract_items([f"error: {longer} more here"]) == [longer[:49]]
 
 
 def test_a_handle_and_a_one_letter_extension_are_no_items():
     # Neither is an identifier of the kinds listed: "@alice" is no e-mail address, and
-    # ".a"/".o" name file types, not dotfiles (`.env`, `.gitignore`).
+    # a dot and one letter (".a", ".o") is too short for a dotfile (`.env`, `.gitignore`).
     assert extract_items(["ping @alice about it"]) == []
     assert extract_items(["the .a files and .o files"]) == []
     assert extract_items(["mail ops@example.com and keep .env"]) == ["ops@example.com",
@@ -192,6 +196,72 @@ def test_the_fidelity_section_s_ratios_have_4_decimals():
                        "p10_ratio": 0.3333, "median_ratio": 0.3333, "tail_rows": 2,
                        "mean_tail_ratio": 0.5}
     assert aggregate_fidelity([Fidelity(3, 2, 3, 1, ())])["mean_tail_ratio"] == 0.3333
+
+
+def test_a_block_boundary_cuts_no_item():
+    # The block ends at the first line break at or after 64 KiB; the next block begins
+    # with the next line, whole. Here that line is the first of fifty identifiers.
+    line = "the quick brown fox jumps over the lazy dog again\n"  # 50 characters
+    filler = line * 1311  # 65,550: the last line break (65,549) is the first >= 65,536
+    assert filler.rfind("\n", 0, len(filler) - 1) < _BLOCK_CHARS <= len(filler) - 1
+    names = [f"key_name_{i}" for i in range(50)]
+    assert extract_items([filler + "\n".join(names)]) == names
+
+
+def test_the_items_of_a_huge_output_are_not_all_held_at_once():
+    # _free_text_items' docstring: a caller that stops at MAX_ITEMS never holds the items
+    # of a huge tool output at once; the first 200 come from the first 64 KiB block.
+    import tracemalloc
+
+    text = "".join(f"var_{i}\n" for i in range(200_000))  # 2 MB, 200,000 identifiers
+    tracemalloc.start()
+    try:
+        items = extract_items([text])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert items == [f"var_{i}" for i in range(200)]
+    assert peak < 8_000_000, peak
+
+
+def test_a_long_argument_that_is_no_command_gives_no_first_word():
+    # Only a command/cmd argument too long to count whole counts by its first word; a
+    # long prose argument gives the items inside it, here none.
+    call = json.dumps({"name": "write", "arguments": {"content": "hello " * 20}})
+    assert extract_items([f"<tool_call>{call}</tool_call>"]) == ["write"]
+    run = json.dumps({"name": "shell", "arguments": {"command": "pytest " + "-q " * 30}})
+    assert extract_items([f"<tool_call>{run}</tool_call>"]) == ["shell", "pytest"]
+
+
+def test_strings_in_json_lists_of_a_response_are_items():
+    response = json.dumps({"files": ["a.py", "b.py"], "n": {"deep": ["c.py"]}})
+    assert extract_items([f"<tool_response>{response}</tool_response>"]) == [
+        "a.py", "b.py", "c.py"]
+
+
+def test_the_parts_of_a_colon_joined_token_keep_their_places():
+    # Items are ordered by where they start: the part after a colon starts there.
+    assert extract_items(["see a.py xxxxxxxxxx:c.py"]) == ["a.py", "c.py"]
+    # "KeyError:app.py missing": the error type, the message after the colon, then the
+    # file name, which starts where the message does (a message comes first at a place).
+    assert extract_items(["KeyError:app.py missing"]) == ["KeyError", "app.py missing",
+                                                          "app.py"]
+
+
+def test_short_ids_dotted_names_and_dotfiles_are_items():
+    # IDs of letters and digits ("md5", "x86"), a dotted name whose parts are longer
+    # than one letter ("np.ma", not "e.g"), a dotfile of two letters (".vs", Visual
+    # Studio's folder).
+    assert extract_items(["uses md5 and x86"]) == ["md5", "x86"]
+    assert extract_items(["see np.ma here, e.g. there"]) == ["np.ma"]
+    assert extract_items(["deleted the .vs folder"]) == [".vs"]
+
+
+def test_json_numbers_and_literals_are_decoded_too():
+    # decoded_strings: the keys and values of the JSON; a value that is no string reads
+    # as its JSON text (1e3 as 1000.0), null as nothing.
+    decoded = list(decoded_strings('{"port": 8080, "ok": true, "x": null, "r": 1e3}'))
+    assert sorted(decoded) == sorted(["port", "ok", "x", "r", "8080", "true", "1000.0"])
 
 
 def test_a_model_ratio_outside_0_to_1_reads_as_the_ratio():
