@@ -264,6 +264,25 @@ def test_json_numbers_and_literals_are_decoded_too():
     assert sorted(decoded) == sorted(["port", "ok", "x", "r", "8080", "true", "1000.0"])
 
 
+def test_a_url_comes_before_the_message_that_starts_with_it():
+    # Items are ordered by where they start; a URL and the error message that begins with
+    # it start at one place, and the URL (the narrower fact) comes first.
+    assert extract_items(["error: https://example.com/api is down"]) == [
+        "https://example.com/api", "https://example.com/api is down"]
+
+
+def test_a_path_whose_parts_are_two_letters_is_a_path():
+    # "~/" and "./" paths; a part of two letters is enough ("/a" alone is not).
+    assert extract_items(["cd ~/go and run"]) == ["~/go"]
+    assert extract_items(["open ./db now"]) == ["./db"]
+
+
+def test_a_camel_case_name_with_a_numeral_that_is_no_digit_is_an_item():
+    # camelCase names are identifiers. "௰" (Tamil ten) is a word character but neither a
+    # letter nor a decimal digit, and NFKC leaves it: the name is still camelCase.
+    assert extract_items(["see fooBar\u0bf0 here"]) == ["fooBar\u0bf0"]
+
+
 def test_a_model_ratio_outside_0_to_1_reads_as_the_ratio():
     # `model_ratio` is a recall: a record whose value is no share (1.5, -0.5, true) says
     # nothing about the summarizer's own text, which then reads as `ratio` (kept / items).
