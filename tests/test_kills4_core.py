@@ -206,6 +206,11 @@ def test_a_block_boundary_cuts_no_item():
     assert filler.rfind("\n", 0, len(filler) - 1) < _BLOCK_CHARS <= len(filler) - 1
     names = [f"key_name_{i}" for i in range(50)]
     assert extract_items([filler + "\n".join(names)]) == names
+    # The line that ends the first block ends with an identifier: kept whole too.
+    last = "and then the final line names final_key\n"  # 40 characters
+    head = line * 1310 + last  # line breaks at 65,499 and 65,539
+    assert head.rfind("\n", 0, len(head) - 1) < _BLOCK_CHARS <= len(head) - 1
+    assert extract_items([head + "\n".join(names)]) == ["final_key", *names]
 
 
 def test_the_items_of_a_huge_output_are_not_all_held_at_once():
@@ -281,6 +286,36 @@ def test_a_camel_case_name_with_a_numeral_that_is_no_digit_is_an_item():
     # camelCase names are identifiers. "௰" (Tamil ten) is a word character but neither a
     # letter nor a decimal digit, and NFKC leaves it: the name is still camelCase.
     assert extract_items(["see fooBar\u0bf0 here"]) == ["fooBar\u0bf0"]
+
+
+def test_an_item_after_a_colon_starts_after_it():
+    # "-30s" (an ID) starts at the "-" right after the colon, the number with a unit
+    # "30s" one character later: in that order.
+    assert extract_items(["delta:-30s now"]) == ["-30s", "30s"]
+
+
+def test_a_dot_and_a_letter_begin_a_dotfile():
+    assert extract_items(["see .x-config here"]) == [".x-config"]
+
+
+def test_an_item_glued_to_a_digit_on_its_left_is_not_found():
+    # The module docstring's own example: "30s" is not found in "130s".
+    assert measure_fidelity(["took 30s"], [], "130s").kept == 0
+    assert measure_fidelity(["took 30s"], [], "x 30s").kept == 1
+
+
+def test_a_message_comes_before_the_file_name_it_starts_with():
+    # At one place, the message (what went wrong) comes before the token item.
+    assert extract_items(["error: config.yaml missing"]) == ["config.yaml missing",
+                                                            "config.yaml"]
+
+
+def test_p10_is_the_nearest_rank_10th_percentile():
+    # Nearest rank: the ceil(0.1 x N)-th smallest. Twenty ratios 1/20 .. 20/20: the 2nd.
+    rows = [Fidelity(20, k, 0, 0, ()) for k in range(1, 21)]
+    assert aggregate_fidelity(rows)["p10_ratio"] == 0.1
+    assert aggregate_fidelity(rows[:10])["p10_ratio"] == 0.05  # ceil(1) = the 1st
+    assert aggregate_fidelity(rows[:11])["p10_ratio"] == 0.1  # ceil(1.1) = the 2nd
 
 
 def test_a_model_ratio_outside_0_to_1_reads_as_the_ratio():
