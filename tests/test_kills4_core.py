@@ -318,6 +318,14 @@ def test_p10_is_the_nearest_rank_10th_percentile():
     assert aggregate_fidelity(rows[:11])["p10_ratio"] == 0.1  # ceil(1.1) = the 2nd
 
 
+def test_a_fidelity_record_lists_up_to_10_invented_items():
+    # README "Invented facts": invented_items lists up to 10 (invented counts them all).
+    claims = tuple(f"claim_{i}" for i in range(12))
+    record = Fidelity(4, 2, 0, 0, (), claims, 12).to_dict()
+    assert record["invented"] == 12
+    assert record["invented_items"] == list(claims[:10])
+
+
 def test_a_model_ratio_outside_0_to_1_reads_as_the_ratio():
     # `model_ratio` is a recall: a record whose value is no share (1.5, -0.5, true) says
     # nothing about the summarizer's own text, which then reads as `ratio` (kept / items).
