@@ -326,6 +326,22 @@ def test_a_fidelity_record_lists_up_to_10_invented_items():
     assert record["invented_items"] == list(claims[:10])
 
 
+def test_an_error_message_is_one_line_without_its_closing_punctuation():
+    # The message as a reader would repeat it: spaces collapsed, the full stop dropped,
+    # and a quoted name (`KeyError: 'user_id'`) unquoted.
+    assert extract_items(["error: disk   full."]) == ["disk full"]
+    assert extract_items(["KeyError: 'user_id'."]) == ["KeyError", "user_id"]
+
+
+def test_a_run_of_underscores_is_no_identifier():
+    assert extract_items(["a ___ line"]) == []
+
+
+def test_a_file_name_with_a_known_extension_is_an_item():
+    # "bare file names with a known extension": also with a hyphen in the name.
+    assert extract_items(["open my-notes.txt"]) == ["my-notes.txt"]
+
+
 def test_a_model_ratio_outside_0_to_1_reads_as_the_ratio():
     # `model_ratio` is a recall: a record whose value is no share (1.5, -0.5, true) says
     # nothing about the summarizer's own text, which then reads as `ratio` (kept / items).
