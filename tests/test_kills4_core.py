@@ -754,3 +754,16 @@ def test_references_name_the_one_item_of_three_that_fits():
         f"{text}\nReferences: a.py", False)
     assert add_references(text, ["a.py", "b.py", "c.py"], 52, chars) == (
         f"{text}\nReferences: a.py; b.py", False)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_boolean_invented_count_reads_back_as_none_invented(flag):
+    """As the other counts of the record, ``invented`` is a whole number: a JSON ``true``
+    or ``false`` (a hand-edited or foreign record) is not one, and reads as 0."""
+    from trajectory_compressor.core.fidelity import Fidelity
+
+    record = {"items": 4, "kept": 2, "tail_items": 0, "tail_kept": 0, "invented": flag}
+    read = Fidelity.from_dict(record)
+    assert read is not None
+    assert read.invented == 0 and type(read.invented) is int
+    assert read.to_dict()["invented"] == 0

@@ -175,7 +175,8 @@ class Fidelity:
         missing = data.get("missing")
         shown = tuple(str(m) for m in missing) if isinstance(missing, list) else ()
         invented = data.get("invented")
-        invented = invented if isinstance(invented, int) and invented >= 0 else 0
+        invented = invented if isinstance(invented, int) and not isinstance(invented, bool) \
+            and invented >= 0 else 0
         items = data.get("invented_items")
         named = tuple(str(i) for i in items) if isinstance(items, list) else ()
         model = data.get("model_ratio")
