@@ -158,65 +158,6 @@ def no_leftovers(result: RunResult) -> None:
     assert not sharded.parts_folder(result.layout).exists()
 
 
-# every dialect in every container
-
-
-def sample_rows(name: str) -> list[dict]:
-    path = SAMPLES / name
-    if path.suffix == ".json":
-        return json.loads(path.read_text(encoding="utf-8"))
-    return read_jsonl(path)
-
-
-def flat_parts(rows: list[dict]) -> list[dict]:
-    """OpenAI rows with every list of text parts joined into one string: Parquet holds no
-    field that is a string in one message and a list in another (LLaMA-Factory's
-    `messages` contents are always lists of parts, kept)."""
-    if not any(isinstance(m.get("content"), str) for r in rows for m in r.get("messages", [])):
-        return rows
-    for row in rows:
-        for message in row.get("messages", []):
-            content = message.get("content")
-            if isinstance(content, list):
-                message["content"] = "\n".join(p.get("text") or p.get("value") or ""
-                                               for p in content)
-    return rows
-
-
-def write_rows(path: Path, rows: list[dict]) -> None:
-    if path.suffix == ".parquet":
-        pq.write_table(pa.Table.from_pylist(flat_parts(rows)), path)
-    elif path.suffix == ".json":
-        path.write_text(json.dumps(rows, ensure_ascii=False, indent=1), encoding="utf-8")
-    else:
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
-                        encoding="utf-8")
-
-
-DIALECTS = {"hermes": "trajectories.jsonl", "openai": "openai_messages.jsonl",
-            "lf_messages": "llamafactory_messages.jsonl",
-            "lf_sharegpt": "llamafactory_sharegpt.json"}
-
-
-@pytest.mark.parametrize("container", ["jsonl", "json", "parquet"])
-@pytest.mark.parametrize("dialect", list(DIALECTS))
-def test_a_sharded_run_writes_what_the_local_engine_writes(tmp_path, dialect, container):
-    # Two files (two shards at least; a JSONL file also cut into ranges of 2 lines): the
-    # outputs, over-limit, rejects and metrics files are the local engine's, byte for byte.
-    rows = sample_rows(DIALECTS[dialect])[:6]
-    src = tmp_path / "in"
-    src.mkdir()
-    write_rows(src / f"a.{container}", rows[:4])
-    write_rows(src / f"b.{container}", rows[4:])
-    config = extractive(**MATRIX)
-    local = local_run(src, tmp_path / "local", config)
-    ours = sharded_run(src, tmp_path / "sharded", config, block_lines=2)
-    assert local.metrics.total_trajectories == 6
-    assert ours.metrics.trajectories_compressed > 0
-    assert_same(local, ours)
-    no_leftovers(ours)
-
-
 # the plan: one shard per file, plain JSONL cut into ranges of lines
 
 
@@ -559,6 +500,8 @@ def test_merge_into(tmp_path):
     run = tmp_path / "run.sqlite"
     assert merge_into(run, shard_file) == 2
     assert sorted(p.name for p in (tmp_path / "00000").iterdir()) == []
+    # Its connection to the run's cache is closed: SQLite folded its log into the file.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000", "run.sqlite"]
     merged = SummaryCache(run)
     assert (merged.get("a"), merged.get("b"), merged.get_entry("a").origin) == (
         "first", "second", "o")
@@ -772,3 +715,62 @@ def test_the_kill_hook_disarmed_changes_nothing(tmp_path, monkeypatch):
     ours = sharded_run(src, tmp_path / "out.jsonl", extractive(**SMALL), block_lines=3)
     assert marker.read_text() == "worker 1 exited at somewhere\n"
     assert_same(local_run(src, tmp_path / "local.jsonl", extractive(**SMALL)), ours)
+
+
+# every dialect in every container
+
+
+def sample_rows(name: str) -> list[dict]:
+    path = SAMPLES / name
+    if path.suffix == ".json":
+        return json.loads(path.read_text(encoding="utf-8"))
+    return read_jsonl(path)
+
+
+def flat_parts(rows: list[dict]) -> list[dict]:
+    """OpenAI rows with every list of text parts joined into one string: Parquet holds no
+    field that is a string in one message and a list in another (LLaMA-Factory's
+    `messages` contents are always lists of parts, kept)."""
+    if not any(isinstance(m.get("content"), str) for r in rows for m in r.get("messages", [])):
+        return rows
+    for row in rows:
+        for message in row.get("messages", []):
+            content = message.get("content")
+            if isinstance(content, list):
+                message["content"] = "\n".join(p.get("text") or p.get("value") or ""
+                                               for p in content)
+    return rows
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    if path.suffix == ".parquet":
+        pq.write_table(pa.Table.from_pylist(flat_parts(rows)), path)
+    elif path.suffix == ".json":
+        path.write_text(json.dumps(rows, ensure_ascii=False, indent=1), encoding="utf-8")
+    else:
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                        encoding="utf-8")
+
+
+DIALECTS = {"hermes": "trajectories.jsonl", "openai": "openai_messages.jsonl",
+            "lf_messages": "llamafactory_messages.jsonl",
+            "lf_sharegpt": "llamafactory_sharegpt.json"}
+
+
+@pytest.mark.parametrize("container", ["jsonl", "json", "parquet"])
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_a_sharded_run_writes_what_the_local_engine_writes(tmp_path, dialect, container):
+    # Two files (two shards at least; a JSONL file also cut into ranges of 2 lines): the
+    # outputs, over-limit, rejects and metrics files are the local engine's, byte for byte.
+    rows = sample_rows(DIALECTS[dialect])[:6]
+    src = tmp_path / "in"
+    src.mkdir()
+    write_rows(src / f"a.{container}", rows[:4])
+    write_rows(src / f"b.{container}", rows[4:])
+    config = extractive(**MATRIX)
+    local = local_run(src, tmp_path / "local", config)
+    ours = sharded_run(src, tmp_path / "sharded", config, block_lines=2)
+    assert local.metrics.total_trajectories == 6
+    assert ours.metrics.trajectories_compressed > 0
+    assert_same(local, ours)
+    no_leftovers(ours)
