@@ -774,3 +774,20 @@ def test_a_sharded_run_writes_what_the_local_engine_writes(tmp_path, dialect, co
     assert ours.metrics.trajectories_compressed > 0
     assert_same(local, ours)
     no_leftovers(ours)
+
+
+def test_a_saved_hugging_face_dataset_writes_what_the_local_engine_writes(tmp_path):
+    # A `save_to_disk` folder of 3 Arrow shards: one shard of the run per Arrow file.
+    import datasets
+
+    rows = read_jsonl(write_jsonl(tmp_path / "rows.jsonl", 12, seed=5))
+    src = tmp_path / "saved"
+    datasets.Dataset.from_list(rows).save_to_disk(str(src), num_shards=3)
+    config = extractive(**SMALL)
+    run, _ = prepared(src, tmp_path / "ours", config)
+    assert len(run.prepare()) == 3
+    local = local_run(src, tmp_path / "local", config)
+    ours = sharded_run(src, tmp_path / "ours", config)
+    assert local.metrics.total_trajectories == 12 and local.metrics.trajectories_compressed
+    assert_same(local, ours)
+    no_leftovers(ours)
