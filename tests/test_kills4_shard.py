@@ -513,6 +513,10 @@ def test_merge_into(tmp_path):
     assert merge_into(run, shard_file) == 0
     assert not shard_file.exists()
     assert len(SummaryCache(run)) == 2
+    # Nothing to merge (a shard merged before, its folder gone with the shards folder):
+    # nothing happens, not even the run's cache file.
+    assert merge_into(tmp_path / "other.sqlite", tmp_path / "gone" / "cache.sqlite") == 0
+    assert not (tmp_path / "other.sqlite").exists() and not (tmp_path / "gone").exists()
 
 
 # a worker's share of the limits (README: concurrency divided, at least 1; rates exactly)
