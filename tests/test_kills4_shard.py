@@ -26,6 +26,7 @@ import json
 import sqlite3
 import sys
 import time
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from tests.cli_helpers import ROOT, read_jsonl
 from tests.datagen import write_jsonl
 from tests.fake_llm_server import FakeLLMServer
 from trajectory_compressor.core.config import CompressionConfig
-from trajectory_compressor.core.errors import ResumeError
+from trajectory_compressor.core.errors import ConfigError, ResumeError
 from trajectory_compressor.core.summary import SummaryRequest
 from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.dialects import detect
@@ -719,6 +720,59 @@ def test_the_kill_hook_disarmed_changes_nothing(tmp_path, monkeypatch):
     ours = sharded_run(src, tmp_path / "out.jsonl", extractive(**SMALL), block_lines=3)
     assert marker.read_text() == "worker 1 exited at somewhere\n"
     assert_same(local_run(src, tmp_path / "local.jsonl", extractive(**SMALL)), ours)
+
+
+# the driver's own checks and records
+
+
+def test_the_default_block_is_20000_lines(tmp_path):
+    # README "On a Ray cluster": a plain .jsonl file is cut into ranges of 20,000 lines.
+    # (The planner counts lines only: these need not be rows.)
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"{}\n" * 20_001)
+    run, _ = prepared(src, tmp_path / "out.jsonl", extractive(**SMALL))
+    run.prepare()
+    assert plan_of(run) == [(0, 0, 20_000), (0, 20_000, None)]
+    src.write_bytes(b"{}\n" * 20_000)
+    run, _ = prepared(src, tmp_path / "again.jsonl", extractive(**SMALL))
+    run.prepare()
+    assert plan_of(run) == [(0, 0, None)]
+
+
+def test_an_input_inside_the_shards_folder_is_refused_before_anything_is_deleted(tmp_path):
+    # The shards folder is deleted by a fresh run and at the end: an input in it would go.
+    folder = tmp_path / ".out.shards"
+    folder.mkdir()
+    src = write_jsonl(folder / "in.jsonl", 3)
+    run, _ = prepared(src, tmp_path / "out.jsonl", extractive(**SMALL))
+    with pytest.raises(ConfigError, match=r"lies in .*\.out\.shards \(the shards folder\)"):
+        run.prepare()
+    assert src.is_file() and len(read_jsonl(src)) == 3
+
+
+def test_the_metrics_file_records_the_runs_times(tmp_path):
+    # Its "processing" section (the one the comparisons leave out): the run's start, its
+    # end, and the seconds of processing, those of the interrupted run included.
+    src = corpus(tmp_path)
+    config = extractive(**SMALL)
+    first = interrupted(src, tmp_path / "out", config, done=2)
+    spent = sum(first.results[i].seconds for i in (0, 1))
+    manifest = json.loads(first.layout.checkpoint.read_text())
+    assert manifest["elapsed"] >= spent > 0  # the manifest notes the time spent
+    manifest["elapsed"] = 1000.0  # as if the interrupted run had taken that long
+    first.layout.checkpoint.write_text(json.dumps(manifest))
+    again, config = prepared(src, tmp_path / "out", config, RunOptions(resume=True))
+    before = datetime.now()
+    run_pending(again, config)
+    ours = again.commit()
+    after = datetime.now()
+    processing = json.loads(ours.layout.metrics.read_text())["processing"]
+    assert processing["start_time"] == first.started == ours.metrics.processing_start_time
+    assert datetime.fromisoformat(first.started) <= before
+    assert before <= datetime.fromisoformat(processing["end_time"]) <= after
+    assert 1000 < ours.metrics.processing_duration_seconds < 1000 + (
+        after - before).total_seconds() + 1
+    assert processing["duration_seconds"] == round(ours.metrics.processing_duration_seconds, 2)
 
 
 # every dialect in every container
