@@ -849,3 +849,8 @@ def test_a_saved_hugging_face_dataset_writes_what_the_local_engine_writes(tmp_pa
     assert local.metrics.total_trajectories == 12 and local.metrics.trajectories_compressed
     assert_same(local, ours)
     no_leftovers(ours)
+    # README "Outputs": a dataset card beside the Parquet shards names each split's files,
+    # so that load_dataset(output) gives back every split by its name.
+    card = (tmp_path / "ours" / "README.md").read_text(encoding="utf-8")
+    assert "  - split: train\n    path: train-*-of-*\n" in card
+    assert card == (tmp_path / "local" / "README.md").read_text(encoding="utf-8")
