@@ -39,7 +39,7 @@ from tests.cli_helpers import ROOT, read_jsonl
 from tests.datagen import write_jsonl
 from tests.fake_llm_server import FakeLLMServer
 from trajectory_compressor.core.config import CompressionConfig
-from trajectory_compressor.core.errors import ConfigError, ResumeError
+from trajectory_compressor.core.errors import ConfigError, OutputError, ResumeError
 from trajectory_compressor.core.summary import SummaryRequest
 from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.dialects import detect
@@ -152,6 +152,8 @@ def assert_same(a: RunResult, b: RunResult) -> None:
     assert metrics_of(a) == metrics_of(b)
     assert a.exit_code == b.exit_code
     assert a.warnings == b.warnings
+    # A summary cache beside the output only where the run could ask a model for one.
+    assert a.layout.summary_cache.exists() == b.layout.summary_cache.exists()
 
 
 def no_leftovers(result: RunResult) -> None:
@@ -773,6 +775,56 @@ def test_the_metrics_file_records_the_runs_times(tmp_path):
     assert 1000 < ours.metrics.processing_duration_seconds < 1000 + (
         after - before).total_seconds() + 1
     assert processing["duration_seconds"] == round(ours.metrics.processing_duration_seconds, 2)
+
+
+def test_commit_is_safe_to_repeat_after_a_crash_part_way(tmp_path):
+    # commit() (its docstring): a commit cut short is simply done again. The first stops
+    # when a shard's record is missing (after the outputs were renamed in); once it is
+    # back, and with the manifest already dropped by a later crash, commit ends the run.
+    src = corpus(tmp_path)
+    config = extractive(**SMALL)
+    run, config = prepared(src, tmp_path / "out", config)
+    run_pending(run, config)
+    done = sharded.shard_dir(run.parts, run.shards[2]) / "done.json"
+    record = done.read_bytes()
+    done.unlink()
+    with pytest.raises(OutputError, match=r"the shard .*00002 lost its record; run without "
+                                          r"--resume to start over"):
+        run.commit()
+    assert (tmp_path / "out" / "part0.jsonl").is_file()  # renamed in before it stopped
+    done.write_bytes(record)
+    run.layout.checkpoint.unlink()
+    ours = run.commit()
+    assert_same(local_run(src, tmp_path / "local", extractive(**SMALL)), ours)
+    no_leftovers(ours)
+
+
+def test_a_rerun_replaces_the_outputs_of_the_last_run(tmp_path):
+    src = corpus(tmp_path)
+    sharded_run(src, tmp_path / "out", extractive(**SMALL))
+    for path in src.iterdir():  # new rows, and half as many
+        write_jsonl(path, 4, seed=9)
+    config = extractive(**SMALL)
+    ours = sharded_run(src, tmp_path / "out", config, block_lines=3)
+    assert_same(local_run(src, tmp_path / "local", config), ours)
+    assert ours.metrics.total_trajectories == 12
+
+
+def test_resume_merges_the_cache_of_a_shard_no_driver_recorded(tmp_path, server):
+    # The driver died after a shard finished and before it recorded it: the resumed run
+    # finds the shard finished, and its summaries still join the run's cache.
+    src = corpus(tmp_path)
+    config = llm(server.url, **SMALL)
+    run, config = prepared(src, tmp_path / "out", config)
+    [first, *_] = run.prepare()
+    result = run_one(config, run.job(), first)  # finished, never recorded
+    paid = result.metrics["summaries_by_source"]["llm"]
+    assert paid > 0
+    again, config = prepared(src, tmp_path / "out", llm(server.url, **SMALL),
+                             RunOptions(resume=True))
+    assert [s.index for s in again.prepare()] == [1, 2]
+    assert not (sharded.shard_dir(again.parts, first) / "cache.sqlite").exists()
+    assert len(SummaryCache(again.cache)) == paid
 
 
 # every dialect in every container
