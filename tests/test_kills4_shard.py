@@ -805,9 +805,14 @@ def test_a_rerun_replaces_the_outputs_of_the_last_run(tmp_path):
     for path in src.iterdir():  # new rows, and half as many
         write_jsonl(path, 4, seed=9)
     config = extractive(**SMALL)
-    ours = sharded_run(src, tmp_path / "out", config, block_lines=3)
+    ours = sharded_run(src, tmp_path / "out", config)  # one shard per file: renamed in
     assert_same(local_run(src, tmp_path / "local", config), ours)
     assert ours.metrics.total_trajectories == 12
+    ranges = sharded_run(src, tmp_path / "ranges", config, block_lines=3)
+    for path in src.iterdir():
+        write_jsonl(path, 5, seed=11)
+    ranges = sharded_run(src, tmp_path / "ranges", config, block_lines=3)  # concatenated
+    assert_same(local_run(src, tmp_path / "local2", config), ranges)
 
 
 def test_resume_merges_the_cache_of_a_shard_no_driver_recorded(tmp_path, server):
