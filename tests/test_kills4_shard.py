@@ -299,6 +299,7 @@ def test_a_half_written_shard_is_written_again_from_scratch(tmp_path):
         f.write(b'{"half": "a row"}\n')
     (folder / "stray").mkdir()
     (folder / "stray" / "file").write_bytes(b"x")
+    (folder / "stray.txt").write_bytes(b"x")
     (folder / "attempts").write_text("3")  # the kill was the driver's: not counted
     again, config = prepared(src, tmp_path / "out", config, RunOptions(resume=True))
     assert [s.index for s in again.prepare()] == [1]
@@ -670,6 +671,37 @@ def test_a_rejected_api_key_comes_back_as_fatal(tmp_path):
         [shard] = run.prepare()
         result = run_one(config, run.job(), shard)
     assert result.error is not None and result.error["kind"] == "fatal"
+
+
+def test_an_io_error_comes_back_as_output_with_its_file(tmp_path):
+    # README exit codes: 4 for an I/O error; the message names the file.
+    src = write_jsonl(tmp_path / "in.jsonl", 3)
+    run, config = prepared(src, tmp_path / "out.jsonl", extractive(**SMALL))
+    [shard] = run.prepare()
+    src.unlink()  # gone between planning and the shard
+    assert run_one(config, run.job(), shard).error == {
+        "kind": "output", "message": f"I/O error: {src}: No such file or directory"}
+
+
+def test_an_unforeseen_error_comes_back_as_internal_and_the_cache_is_detached(
+        tmp_path, monkeypatch, counter):
+    # A bad kill-hook spec fails after the shard's cache was attached: the error comes
+    # back (kind internal, exit code 4), and the worker's summarizer keeps no cache.
+    monkeypatch.setenv(shard_mod.KILL_ENV, f"{tmp_path / 'marker'}:many")
+    src = write_jsonl(tmp_path / "in.jsonl", 3)
+    run, config = prepared(src, tmp_path / "out.jsonl", llm("http://127.0.0.1:9/v1", **SMALL))
+    [shard] = run.prepare()
+    compressor = worker(config)
+    summarizer = compressor.summarizer
+    assert isinstance(summarizer, ShardSummarizer)
+    result = asyncio.run(run_shard(compressor, run.job(), shard,
+                                   partial(detect, config=config)))
+    assert result.error is not None and result.error["kind"] == "internal"
+    assert "many" in result.error["message"]
+    assert summarizer.cache is None
+    cache = sharded.shard_dir(run.parts, shard) / "cache.sqlite"
+    assert cache.is_file()  # created, then closed: it can be merged
+    assert merge_into(tmp_path / "run.sqlite", cache) == 0
 
 
 # what a shard reports, and what it does not print
