@@ -864,6 +864,21 @@ def test_resume_merges_the_cache_of_a_shard_no_driver_recorded(tmp_path, server)
     assert len(SummaryCache(again.cache)) == paid
 
 
+def test_the_summarizers_notes_come_back_in_the_result(tmp_path, capsys):
+    # The first failure of each kind from an endpoint is a note (openai.py's docstring):
+    # a shard collects them for the driver to show instead of printing them.
+    src = write_jsonl(tmp_path / "in.jsonl", 9, seed=4)
+    with FakeLLMServer(faults={"not_json": 0.5}, seed=3).in_thread() as flaky:
+        run, config = prepared(src, tmp_path / "out.jsonl",
+                               llm(flaky.url, retry_delay=0.01, **SMALL))
+        [shard] = run.prepare()
+        capsys.readouterr()
+        result = run_one(config, run.job(), shard)
+    assert result.error is None
+    assert result.notes and any("not_json" in n or "JSON" in n for n in result.notes)
+    assert capsys.readouterr().err == ""
+
+
 # every dialect in every container
 
 
