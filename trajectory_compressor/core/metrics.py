@@ -19,6 +19,18 @@ SUMMARY_SOURCES = ("llm", "cache", "extractive", "fallback")
 METRICS_KEY = "compression_metrics"
 # Fidelity ratios are kept as whole basis points in a `Distribution`.
 FIDELITY_SCALE = 10_000
+# The sums of per-row ratios behind the means are merged from parts (a sharded run's
+# shards, a resumed run's checkpoint), and must not depend on how the rows were grouped:
+# a float addition that rounds is not associative, and a mean on a rounding boundary
+# would then differ between a sharded or resumed run and a one-piece run. Each ratio is
+# added as a multiple of 2**-20 (within 5e-7 of it), so no addition rounds while a sum
+# stays under 2**33 (exact in a double's 53 bits): the sums are the same in any order.
+RATIO_QUANTUM = 2 ** 20
+
+
+def _exact(ratio: float) -> float:
+    """``ratio`` as the nearest multiple of 1/`RATIO_QUANTUM` (see there)."""
+    return round(ratio * RATIO_QUANTUM) / RATIO_QUANTUM
 
 
 @dataclass
@@ -340,7 +352,7 @@ class AggregateMetrics:
             self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + n
         if m.was_compressed:
             self.trajectories_compressed += 1
-            self.ratio_sum += m.compression_ratio
+            self.ratio_sum += _exact(m.compression_ratio)
             self.saved_sum += m.tokens_saved
             self.removed_sum += m.turns_removed
         self.trajectories_skipped_under_target += m.skipped_under_target
@@ -364,17 +376,17 @@ class AggregateMetrics:
         written = m.was_compressed and m.turns_compressed_start_idx >= 0
         if f is not None and written and not m.failed:
             self.fidelity_ratios.add(round(f.ratio * FIDELITY_SCALE))
-            self.fidelity_ratio_sum += f.ratio
+            self.fidelity_ratio_sum += _exact(f.ratio)
             self.fidelity_items += f.items
             self.fidelity_kept += f.kept
             self.fidelity_tail_items += f.tail_items
             self.fidelity_tail_kept += f.tail_kept
             self.invented_rows += f.invented > 0
             self.invented_items += f.invented
-            self.model_ratio_sum += f.model_ratio
+            self.model_ratio_sum += _exact(f.model_ratio)
             if f.tail_items:
                 self.fidelity_tail_rows += 1
-                self.fidelity_tail_ratio_sum += f.tail_kept / f.tail_items
+                self.fidelity_tail_ratio_sum += _exact(f.tail_kept / f.tail_items)
 
     def merge(self, other: AggregateMetrics) -> None:
         """Add ``other``'s totals (a shard or a file of the same run) to these.

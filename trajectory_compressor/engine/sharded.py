@@ -23,6 +23,7 @@ from ..core.errors import OutputError, ResumeError
 from ..core.metrics import AggregateMetrics, aggregate_from_state
 from ..formats import jsonio
 from ..formats.base import AtomicFile, InputFile, replace_file, write_atomic
+from ..formats.hf_card import card_path, dataset_card
 from ..formats.registry import read_records
 from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
 from .count import tokenizer_identity
@@ -204,8 +205,9 @@ class ShardedRun:
 
     def commit(self) -> RunResult:
         """Join every shard into the run's files (outputs renamed in, or concatenated from
-        ranges; sidecars concatenated in input order), write the metrics file, then drop
-        the manifest and the shards folder. Safe to repeat after a crash part-way."""
+        ranges; sidecars concatenated in input order), write the dataset card of split
+        shards and the metrics file, then drop the manifest and the shards folder. Safe to
+        repeat after a crash part-way."""
         assert len(self.results) == len(self.shards)
         sidecars = [self._join(self.layout.over_limit, "part_over_limit.jsonl"),
                     self._join(self.layout.rejects, "part_rejects.jsonl")]
@@ -213,6 +215,9 @@ class ShardedRun:
             self._commit_output(source, [s for s in self.shards if s.file == i])
         for sidecar in sidecars:
             sidecar.commit()
+        card = card_path(self.layout.outputs.values())
+        if card is not None:  # as locally: every split by its name for load_dataset(OUTPUT)
+            write_atomic(card, dataset_card(self.layout.outputs.values()))
         metrics = self.metrics()
         metrics.processing_end_time = datetime.now().isoformat()
         metrics.processing_duration_seconds = self.elapsed()
