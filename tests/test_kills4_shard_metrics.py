@@ -34,6 +34,7 @@ def row(kept: int, items: int) -> TrajectoryMetrics:
                         missing=())
     return TrajectoryMetrics(original_tokens=1000, compressed_tokens=500, tokens_saved=500,
                              compression_ratio=kept / items, was_compressed=True,
+                             turns_compressed_start_idx=1,  # its summary stands at turn 1
                              summary_source="llm", fidelity=fidelity)
 
 
