@@ -27,6 +27,7 @@ from trajectory_compressor.core.fidelity import (
     extract_items,
     measure_fidelity,
 )
+from trajectory_compressor.core.metrics import TrajectoryMetrics
 from trajectory_compressor.core.remedies import Entry, Remedy, ladders, what_would_fix
 from trajectory_compressor.core.summary import (
     Summary,
@@ -767,3 +768,37 @@ def test_a_boolean_invented_count_reads_back_as_none_invented(flag):
     assert read is not None
     assert read.invented == 0 and type(read.invented) is int
     assert read.to_dict()["invented"] == 0
+
+
+def _distilled(before: int, after: int, rules: dict[str, tuple[int, int]]) -> TrajectoryMetrics:
+    from trajectory_compressor.core.distill_row import DistillStats, RuleSaving
+
+    stats = DistillStats("safe", tokens_before=before, tokens_after=after, turns=1,
+                         rules={name: RuleSaving(b, a, 1) for name, (b, a) in rules.items()})
+    return TrajectoryMetrics(original_tokens=before, compressed_tokens=after, distill=stats)
+
+
+def test_the_metrics_files_distill_section_by_hand():
+    """SPEC §18: the tool turns distilling changed, their tokens before and after, what
+    it saved (before - after) and what each rule saved, over the rows."""
+    from trajectory_compressor.core.metrics import AggregateMetrics
+
+    total = AggregateMetrics()
+    total.add(_distilled(1000, 400, {"json_compact": (1000, 700), "ansi": (700, 400)}))
+    total.add(_distilled(300, 250, {"json_compact": (300, 250)}))
+    assert total.to_dict()["distill"] == {
+        "rows": 2, "turns": 2, "tokens_before": 1300, "tokens_after": 650,
+        "tokens_saved": 650, "saved_by_rule": {"ansi": 300, "json_compact": 350}}
+
+
+def test_a_checkpoint_snapshot_is_not_changed_by_later_rows():
+    import json
+
+    from trajectory_compressor.core.metrics import AggregateMetrics, aggregate_state
+
+    total = AggregateMetrics()
+    total.add(_distilled(1000, 400, {"json_compact": (1000, 400)}))
+    state = aggregate_state(total)
+    frozen = json.dumps(state, sort_keys=True)
+    total.add(_distilled(500, 100, {"json_compact": (500, 100)}))
+    assert json.dumps(state, sort_keys=True) == frozen
