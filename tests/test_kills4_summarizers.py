@@ -243,6 +243,7 @@ def in_process_servers(tmp_path, monkeypatch):
     return InProcessServer
 
 
+@pytest.mark.quick  # names LocalSummarizer, but its servers are in-process fakes
 def test_the_started_backend_sends_one_request_at_a_time_to_each_server(in_process_servers):
     """README "Sizing": one server per 4 CPUs (8 CPUs: two servers of 4 threads, each
     sized for the 512-token input) and one request at a time to each. The first reply of
