@@ -802,3 +802,17 @@ def test_a_checkpoint_snapshot_is_not_changed_by_later_rows():
     frozen = json.dumps(state, sort_keys=True)
     total.add(_distilled(500, 100, {"json_compact": (500, 100)}))
     assert json.dumps(state, sort_keys=True) == frozen
+
+
+def test_times_are_compared_in_seconds_exactly():
+    """README: a quantity is stated when the row gives the same one in any unit of its
+    kind, to the precision written: 90 minutes are 5,400 s, 2.0000 hours 7,200 s,
+    3.00000 days 259,200 s and 2.000000 weeks 1,209,600 s, each to the second."""
+    from trajectory_compressor.core.invented import InventedCheck
+
+    check = InventedCheck(["The job ran 90 minutes, then slept 2.0000 hours; it retried for "
+                           "3.00000 days and the lease lasts 2.000000 weeks."])
+    for said in ("5400s", "7200s", "259200s", "1209600s"):
+        assert check.invented(f"it took {said} in all") == [], said
+    for said in ("5401s", "7201s", "259201s", "1209601s"):  # a second off: not stated
+        assert check.invented(f"it took {said} in all") == [said], said
