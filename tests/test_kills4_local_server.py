@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_local_server import gone
 from trajectory_compressor.summarizers import local_server
 from trajectory_compressor.summarizers.local_server import LocalServer, LocalServerError
 
@@ -92,20 +93,6 @@ class Program(LocalServer):
     def command(self, port: int) -> list[str]:
         return [sys.executable, "-c", PROGRAM, self.alias, str(port), self.mode,
                 str(self.folder)]
-
-
-def gone(pid: int, within: float = 5.0) -> bool:
-    end = time.monotonic() + within
-    while True:
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if "State:\tZ" in status:
-            return True
-        if time.monotonic() >= end:
-            return False
-        time.sleep(0.05)
 
 
 def started(tmp_path: Path, mode: str) -> Program:

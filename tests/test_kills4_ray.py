@@ -16,7 +16,6 @@ stderr.
 from __future__ import annotations
 
 import io
-import json
 import os
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.datagen import write_jsonl
+from tests.engine_runs import broken_line_corpus, metrics_of
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.errors import (
     CompressorError,
@@ -141,13 +140,6 @@ def run(src: Path, out: Path, engine: str, config: CompressionConfig,
                             quiet=kwargs.pop("quiet", True), **kwargs)
 
 
-def metrics_of(result: RunResult) -> dict[str, Any]:
-    data = json.loads(result.layout.metrics.read_text())
-    data.pop("processing")  # timings
-    data["run"].pop("outputs")  # the two runs write to different paths
-    return data
-
-
 def assert_same(a: RunResult, b: RunResult) -> None:
     assert [p.name for p in a.layout.outputs.values()] == \
         [p.name for p in b.layout.outputs.values()]
@@ -168,14 +160,7 @@ def layout_of(src: Path, out: Path) -> Any:
                        single_file=src.is_file())
 
 
-def corpus(root: Path, files: int = 3, rows: int = 12) -> Path:
-    folder = root / "in"
-    folder.mkdir()
-    for i in range(files):
-        write_jsonl(folder / f"part{i}.jsonl", rows, seed=i)
-    with (folder / "part1.jsonl").open("ab") as f:
-        f.write(b"{broken\n")
-    return folder
+corpus = broken_line_corpus
 
 
 # -- the whole driver -------------------------------------------------------------------

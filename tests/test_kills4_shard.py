@@ -37,6 +37,7 @@ import pytest
 
 from tests.cli_helpers import ROOT, read_jsonl
 from tests.datagen import write_jsonl
+from tests.engine_runs import broken_line_corpus, metrics_of
 from tests.fake_llm_server import FakeLLMServer
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.errors import ConfigError, OutputError, ResumeError
@@ -135,13 +136,6 @@ def extractive(**settings: Any) -> CompressionConfig:
     return CompressionConfig().replace(summarizer="extractive", **settings)
 
 
-def metrics_of(result: RunResult) -> dict:
-    data = json.loads(result.layout.metrics.read_text())
-    data.pop("processing")  # timings
-    data["run"].pop("outputs")  # the two runs write to different paths
-    return data
-
-
 def assert_same(a: RunResult, b: RunResult) -> None:
     """The two runs wrote the same bytes, file for file, and the same metrics."""
     assert list(a.layout.outputs) == list(b.layout.outputs)  # the same inputs, in order
@@ -224,15 +218,7 @@ def test_an_output_in_a_folder_not_made_yet(tmp_path):
 # resuming: the manifest at the checkpoint path, finished shards skipped
 
 
-def corpus(root: Path, files: int = 3, rows: int = 9) -> Path:
-    """A folder of ``files`` Hermes JSONL files (a broken line in the second)."""
-    folder = root / "in"
-    folder.mkdir()
-    for i in range(files):
-        write_jsonl(folder / f"part{i}.jsonl", rows, seed=i)
-    with (folder / "part1.jsonl").open("ab") as f:
-        f.write(b"{broken\n")
-    return folder
+corpus = partial(broken_line_corpus, rows=9)
 
 
 def interrupted(src: Path, out: Path, config: CompressionConfig, done: int,

@@ -29,6 +29,7 @@ import pytest
 
 from tests.cli_helpers import ROOT, read_jsonl, run_cli
 from tests.datagen import write_jsonl, write_parquet
+from tests.engine_runs import metrics_of
 from tests.fake_llm_server import FakeLLMServer
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.engine import sharded
@@ -74,13 +75,6 @@ def extractive(**settings: Any) -> CompressionConfig:
 def llm(url: str, **settings: Any) -> CompressionConfig:
     return CompressionConfig().replace(summarizer="openai", api_key_env="", **settings
                                        ).with_endpoint_flags([url], "fake-model")
-
-
-def metrics_of(result: RunResult) -> dict:
-    data = json.loads(result.layout.metrics.read_text())
-    data.pop("processing")  # timings
-    data["run"].pop("outputs")  # the two runs write to different paths
-    return data
 
 
 def assert_same(a: RunResult, b: RunResult) -> None:
