@@ -350,3 +350,33 @@ def test_hostile_rows_in_chromium_and_the_cap(hand_run, counter, tmp_path, brows
     assert page.locator("#timeline b, #timeline script").count() == 0
     assert seen["errors"] == [] and seen["dialogs"] == []
     assert seen["requests"] == [html.as_uri()]
+
+
+def test_fidelity_chart_holds_only_the_summaries_written(tmp_path, counter):
+    """README: the page's fidelity chart and the metrics file's fidelity section are of the
+    summaries written. Under `on_low_fidelity: uncompressed` and a bar of 1.0, the summary
+    of row "refused" (its middle holds 25 paths and exit codes: an extractive summary of 100
+    tokens cannot keep all of them) is refused, and the second pass cuts its 2,000-token
+    tool output instead; the row keeps its `fidelity` record. Row "kept" has a middle of
+    plain words, no fact to keep: its share is 1 by definition (SPEC §15), so its summary
+    passes the bar and is written. The chart counts that one alone, in the last bin."""
+    facts = "\n".join(f"FAIL /repo/src/module_{i}.py:{100 + i * 7} exit {i}" for i in range(25))
+    refused = row("refused", "SHGTGTGTTG", [10, 10, 10, 10, 300, 1, 20, 2000, 20, 20])
+    refused["conversations"][5]["value"] = facts
+    kept = row("kept", "SHGTGTGTTG", [10, 10, 10, 10, 400, 400, 400, 400, 20, 20])
+    src = write_jsonl(tmp_path / "in.jsonl", [refused, kept])
+    config = CompressionConfig(summarizer="extractive", target_max_tokens=1500,
+                               summary_target_tokens=100, protect_last_n_turns=2,
+                               add_summary_notice=False, min_fidelity=1.0,
+                               on_low_fidelity="uncompressed",
+                               over_limit_strategy="elide_tool_outputs")
+    out = tmp_path / "out.jsonl"
+    compress_run(src, out, config, counter)
+    written = {r["id"]: r["compression_metrics"] for r in read_jsonl(out)}
+    assert written["refused"]["low_fidelity"] is True
+    assert written["refused"]["fidelity"]["ratio"] < 1.0  # the refused summary's record
+    assert written["kept"]["compression_region"]["start_idx"] >= 0
+    metrics = json.loads(out.with_name("out_metrics.json").read_text(encoding="utf-8"))
+    assert metrics["fidelity"]["count"] == 1
+    data = collect_report_data(load_report(out), config, counter)
+    assert data.fidelity is not None and data.fidelity.counts == [0] * 19 + [1]

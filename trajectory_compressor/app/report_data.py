@@ -208,8 +208,11 @@ def collect_report_data(report: RunReport, config: CompressionConfig, counter: T
             ratios.add(m.compression_ratio)
             if m.summary_source:
                 sources[m.summary_source] = sources.get(m.summary_source, 0) + 1
+        # Of the summaries written, as the metrics file's section: a summary refused under
+        # on_low_fidelity: uncompressed keeps its record in the row but is in no row.
         ratio = _fidelity_ratio(raw)
-        if ratio is not None:
+        written = m.was_compressed and m.turns_compressed_start_idx >= 0 and not m.failed
+        if ratio is not None and written:
             fidelity.add(ratio)
     count_unmetered()
     for i in (i for waiting in wanted.values() for i in waiting):
