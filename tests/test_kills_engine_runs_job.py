@@ -135,3 +135,28 @@ def test_the_ray_engine_is_handed_the_run(tmp_path, counter):
         compress_dataset(str(src), str(out), CompressionConfig(**HAND_CONFIG, engine="ray"),
                          summarizer=ExtractiveSummarizer(counter.count))
     assert not out.exists()
+
+
+def test_quiet_prints_only_the_bad_rows_warnings(tmp_path, capsys):
+    """The docstring: with ``quiet`` (the library's default) each bad row is a ``warning:
+    FILE:LINE: ...`` line on stderr and nothing else is printed; not quiet adds the notes,
+    here that a side file of an earlier run in the input folder was passed over."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_jsonl(folder / "a.jsonl", HAND_ROWS, extra_lines=("{bad",))
+    # An earlier run's side files: its metrics file records the run (formats/registry).
+    (folder / "a_metrics.json").write_text('{"run": {"settings_fingerprint": "f"}}',
+                                           encoding="utf-8")
+    (folder / "a_rejects.jsonl").write_text("", encoding="utf-8")
+    config = CompressionConfig(**HAND_CONFIG, summarizer="extractive")
+    compress_dataset(str(folder), str(tmp_path / "q"), config, quiet=True)
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [line for line in err.splitlines() if line.startswith(
+        "warning: ")] and len(err.splitlines()) == 1
+    assert "a.jsonl:6: invalid JSON" in err  # HAND_ROWS are lines 1-5
+    compress_dataset(str(folder), str(tmp_path / "loud"), config, quiet=False)
+    _, err = capsys.readouterr()
+    assert "a.jsonl:6: invalid JSON" in err
+    assert "note: 2 files in" in err and "passed over: side files of an earlier run" in err
+    assert "a_metrics.json" in err and "a_rejects.jsonl" in err

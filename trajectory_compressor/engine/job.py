@@ -39,8 +39,9 @@ def compress_dataset(
     **keywords: Unpack[RunKeywords],
 ) -> RunResult:
     """Compress ``input_spec`` (a file, folder, glob or Hugging Face dataset) into its
-    outputs and return what the run did; nothing is printed unless ``quiet`` is False
-    (then progress goes to stderr).
+    outputs and return what the run did. With ``quiet`` False, progress and notes go to
+    stderr; either way each bad row is a ``warning: FILE:LINE: ...`` line on stderr (the
+    first 20, then a pointer to the rejects file, which holds them all).
 
     How it runs is ``options`` (a `RunOptions`), or its fields as keyword arguments
     (``sample_percent=10, seed=7``), which replace those of ``options`` when both are
