@@ -115,3 +115,19 @@ def test_a_part_of_a_test_id_at_the_end_is_the_last_claim():
     assert invented(context, "failed tests/test_io.py::test_load_ba") == []
     assert invented(context, "failed tests/test_io.py::test_load_ba; fixed") == [
         "test_load_ba"]
+
+
+def test_a_claim_clipped_on_its_left_may_be_glued_there():
+    # The docstring and README: a claim touching `…`/`...` is a clipped quotation and may
+    # be glued on that side. Once, the ellipsis before a word stayed part of the claim
+    # (`...long_name.py`), found nowhere: every left-clipped quotation was "invented".
+    context = "It opened src/very_long_name.py and load_batch_v2."
+    assert invented(context, "…long_name.py was read") == []  # at the text's start
+    assert invented(context, "read …long_name.py and ...batch_v2 today") == []
+    assert invented(context, "read …/very_long_name.py today") == []
+    assert list(claims("read …long_name.py today")) == [("long_name.py", True, False)]
+    # Glued on the right it is not found: the ellipsis opens its left side only.
+    assert invented(context, "read …long_nam today") == ["long_nam"]
+    assert invented(context, "read …short_name.py today") == ["short_name.py"]
+    # Not touching the ellipsis, a claim is not clipped.
+    assert invented(context, "read … long_name.py today") == ["long_name.py"]

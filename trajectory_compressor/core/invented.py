@@ -211,8 +211,11 @@ def claims(summary: str) -> Iterator[tuple[str, bool, bool]]:
             found.append((m.start(), 0, m.group()))
             numbers.append((m.start(), m.end()))
     for m in _TOKEN.finditer(text):
-        for offset, item in _token_items(m.group()):
-            start = m.start() + offset
+        # `…long_name.py`, clipped on the left: its claims follow the ellipsis (a token
+        # keeps a leading dot: `.env`, `./run.sh`).
+        clipped = len(_ELLIPSIS) if m.group().startswith(_ELLIPSIS) else 0
+        for offset, item in _token_items(m.group()[clipped:]):
+            start = m.start() + clipped + offset
             if not any(a <= start < b for a, b in numbers):
                 found.append((start, 1, item))
     found.sort()
