@@ -131,3 +131,18 @@ def test_a_claim_clipped_on_its_left_may_be_glued_there():
     assert invented(context, "read …short_name.py today") == ["short_name.py"]
     # Not touching the ellipsis, a claim is not clipped.
     assert invented(context, "read … long_name.py today") == ["long_name.py"]
+
+
+def test_a_file_name_that_begins_with_a_quantity_is_a_claim_too():
+    # README: file names and paths are claims. `2GB-shard.parquet` begins with a number
+    # with a unit (`2GB`, stated: the row's 2 GB) but names a file the row never does. Once
+    # the file name was left out for the number it begins with, and so never invented.
+    context = "Render at 4k; the shards are 2 GB and 12 GB."
+    assert invented(context, "wrote 2GB-shard.parquet today") == ["2GB-shard.parquet"]
+    assert invented(context, "wrote 4k-video.mp4 and 12GB.json") == [
+        "4k-video.mp4", "12GB.json"]
+    assert [c for c, _, _ in claims("wrote 4k-video.mp4 today")] == ["4k", "4k-video.mp4"]
+    # A unit within the number is no claim of its own (`MiB` and `kHz` read as camel case),
+    # nor a number written as one word (`4kB` once), nor a unit's rate (`GB/node/day`).
+    assert [c for c, _, _ in claims("used 5 MiB, 4kB and 2 kHz; 10 GB/node/day")] == [
+        "5 MiB", "4kB", "2 kHz", "10 GB"]
