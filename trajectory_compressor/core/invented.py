@@ -211,9 +211,15 @@ def claims(summary: str) -> Iterator[tuple[str, bool, bool]]:
             found.append((m.start(), 0, m.group()))
             numbers.append((m.start(), m.end()))
     for m in _TOKEN.finditer(text):
-        for offset, item in _token_items(m.group()):
-            start = m.start() + offset
-            if not any(a <= start < b for a, b in numbers):
+        # `…long_name.py`, clipped on the left: its claims follow the ellipsis (a token
+        # keeps a leading dot: `.env`, `./run.sh`).
+        clipped = len(_ELLIPSIS) if m.group().startswith(_ELLIPSIS) else 0
+        for offset, item in _token_items(m.group()[clipped:]):
+            start = m.start() + clipped + offset
+            end = start + len(item)
+            # A word within a number with a unit is part of it (`MiB` of `5 MiB`); one
+            # that begins with it and goes on is a claim too (`4k-video.mp4`).
+            if not any(a < start < b or (start == a and end <= b) for a, b in numbers):
                 found.append((start, 1, item))
     found.sort()
     last = max((start for start, _, _ in found), default=-1)
