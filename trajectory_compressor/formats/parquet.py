@@ -550,6 +550,7 @@ def _type_depth(schema: pa.Schema) -> int:
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:
+    """``exc``'s message clipped to ``limit`` characters, the last then an ellipsis."""
     text = str(exc)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
