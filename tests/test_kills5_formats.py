@@ -363,3 +363,24 @@ def test_a_key_variable_name_that_is_no_name_or_has_a_long_run_of_digits_is_a_ke
     # A name of words is a name.
     config = CompressionConfig.from_dict({"summarization": {"api_key_env": "MY_LLM_KEY_2"}})
     assert config.api_key_env == "MY_LLM_KEY_2"
+
+
+# -- open files: closing keeps no descriptor of a part -----------------------------------
+
+def test_close_keep_closes_the_part_being_written(tmp_path):
+    final = tmp_path / "out.parquet"
+    sink = ParquetSink(final, text_chars=_group_per_row)
+    sink.write_row({"conversations": CONV})  # a row group written: the part is open
+    assert _open_fds_under(parts_dir(final))
+    sink.close_keep()
+    assert _open_fds_under(parts_dir(final)) == []
+
+
+def test_discard_closes_the_part_being_written(tmp_path):
+    final = tmp_path / "out.parquet"
+    sink = ParquetSink(final, text_chars=_group_per_row)
+    sink.write_row({"conversations": CONV})
+    sink.discard()
+    # Deleted, and not held open either (the descriptor would keep its disk space).
+    assert not parts_dir(final).exists()
+    assert _open_fds_under(parts_dir(final)) == []

@@ -532,6 +532,10 @@ class ParquetSink:
         if self._writer is not None:
             self._writer.close()  # a part past the checkpoint; a resume deletes it
             self._writer = None
+            # The writer leaves the file it was given open: a discarded part would keep
+            # its disk space, and every stopped run a descriptor.
+            if self._writer_file is not None:
+                self._writer_file.close()
 
 
 # Nesting below this many types is far inside Parquet's own limit: not test-written.
