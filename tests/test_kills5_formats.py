@@ -384,3 +384,48 @@ def test_discard_closes_the_part_being_written(tmp_path):
     # Deleted, and not held open either (the descriptor would keep its disk space).
     assert not parts_dir(final).exists()
     assert _open_fds_under(parts_dir(final)) == []
+
+
+# -- a resumed output refuses the rows an uninterrupted one refuses ----------------------
+
+def _typed_rows_then_misfit(sink_of):
+    """A row whose `score` is text, then one whose `score` is an integer, into the sink
+    ``sink_of()`` returns (an integer `score` written already): what became of each."""
+    outcome = []
+    sink = sink_of()
+    for row in ({"conversations": CONV, "score": "ten"}, {"conversations": CONV, "score": 2}):
+        try:
+            sink.write_row(row)
+            outcome.append("written")
+        except ValueError as exc:
+            outcome.append(f"refused: {'another type' in str(exc)}")
+    sink.commit()
+    return outcome
+
+
+@pytest.mark.parametrize("text_chars", [_group_per_row, None], ids=["parts", "pending"])
+def test_a_resumed_output_refuses_a_row_of_another_type_as_an_uninterrupted_one(
+        tmp_path, text_chars):
+    # README "Parquet outputs": a row whose field cannot be written in the type the
+    # output's earlier rows gave it is a located reject, and the run goes on; the module:
+    # a resumed run makes exactly the row groups an uninterrupted one makes. The earlier
+    # rows were written before the checkpoint (a closed part, or pending rows).
+    kwargs = {} if text_chars is None else {"text_chars": text_chars}
+    first = {"conversations": CONV, "score": 1}
+
+    def uninterrupted():
+        sink = ParquetSink(tmp_path / "a.parquet", **kwargs)
+        sink.write_row(first)
+        return sink
+
+    def resumed():
+        sink = ParquetSink(tmp_path / "b.parquet", **kwargs)
+        sink.write_row(first)
+        state = sink.flush()
+        sink.close_keep()
+        return ParquetSink(tmp_path / "b.parquet", resume=state, **kwargs)
+
+    assert _typed_rows_then_misfit(uninterrupted) == ["refused: True", "written"]
+    assert _typed_rows_then_misfit(resumed) == ["refused: True", "written"]
+    for name in ("a.parquet", "b.parquet"):
+        assert pq.read_table(tmp_path / name).column("score").to_pylist() == [1, 2]

@@ -459,6 +459,10 @@ class ParquetSink:
         self._closed_parts = parts
         self.rows = rows
         self._last_pending = self._pending(rows)
+        # The rows before the checkpoint typed the inferred columns: a row after it must
+        # fit them, as in an uninterrupted run (else it is refused at the end, whole file).
+        seen = [] if self.schema is not None else [_schema_of(self._part(i))
+                                                   for i in range(parts)]
         if pending:
             with native(self._pending(rows)) as f:
                 table = pq.read_table(f)
@@ -466,6 +470,10 @@ class ParquetSink:
                 raise FileNotFoundError(2, "pending rows differ", str(self.parts))
             self._buffer = table.to_pylist()
             self._chars = sum(self._text_chars(r) for r in self._buffer)
+            if self.schema is None:
+                seen.append(table.schema)
+        if seen:
+            self._unified = self._final_schema(seen)
 
     # completion
 
