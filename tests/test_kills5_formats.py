@@ -122,24 +122,33 @@ def test_flush_keeps_the_pending_rows_of_the_last_two_checkpoints_only(tmp_path)
 
 # -- resume: missing or different parts are refused as missing files ---------------------
 
-def test_resume_without_the_parts_folder_is_a_missing_file(tmp_path):
+@pytest.mark.parametrize("inferred", [True, False], ids=["inferred", "input-schema"])
+def test_resume_without_the_parts_folder_is_a_missing_file(tmp_path, inferred):
     final = tmp_path / "out.parquet"
+    schema = None if inferred else _schema_with_int_column()
     with pytest.raises(FileNotFoundError) as info:
-        ParquetSink(final, resume={"parts": 1, "pending": 0, "rows": 1000})
+        ParquetSink(final, schema, resume={"parts": 1, "pending": 0, "rows": 1000})
     assert info.value.errno == errno.ENOENT
 
 
-def test_resume_with_a_part_gone_is_a_missing_file(tmp_path):
+@pytest.mark.parametrize("inferred", [True, False], ids=["inferred", "input-schema"])
+def test_resume_with_a_part_gone_is_a_missing_file(tmp_path, inferred):
     final = tmp_path / "out.parquet"
-    sink = ParquetSink(final, text_chars=_group_per_row)
-    sink.write_row({"conversations": CONV})
-    sink.write_row({"conversations": CONV, "extra": 1})  # another schema: a second part
+    schema = None if inferred else _schema_with_int_column()
+    sink = ParquetSink(final, schema, text_chars=_group_per_row)
+    sink.write_row({"conversations": CONV, "score": 1})
+    sink.write_row({"conversations": CONV, "score": 2})
+    state = sink.flush()
+    sink.close_keep()
+    assert state["parts"] == 1
+    sink = ParquetSink(final, schema, resume=state, text_chars=_group_per_row)
+    sink.write_row({"conversations": CONV, "score": 3})  # a part after the checkpoint
     state = sink.flush()
     sink.close_keep()
     assert state["parts"] == 2
-    (parts_dir(final) / "part-000001.parquet").unlink()
+    (parts_dir(final) / "part-000000.parquet").unlink()
     with pytest.raises(FileNotFoundError) as info:
-        ParquetSink(final, resume=state, text_chars=_group_per_row)
+        ParquetSink(final, schema, resume=state, text_chars=_group_per_row)
     assert info.value.errno == errno.ENOENT
 
 
@@ -429,3 +438,27 @@ def test_a_resumed_output_refuses_a_row_of_another_type_as_an_uninterrupted_one(
     assert _typed_rows_then_misfit(resumed) == ["refused: True", "written"]
     for name in ("a.parquet", "b.parquet"):
         assert pq.read_table(tmp_path / name).column("score").to_pylist() == [1, 2]
+
+
+def test_parts_that_cannot_make_one_file_are_refused_when_resumed(tmp_path):
+    # Parts whose columns disagree (written by a resumed run before the fix above, then
+    # interrupted again): no Parquet file holds them together (ParquetWriteError: "rows
+    # that one Parquet file cannot hold together"), said before any row is added.
+    from trajectory_compressor.formats.parquet import ParquetWriteError
+
+    final = tmp_path / "out.parquet"
+    sink = ParquetSink(final, text_chars=_group_per_row)
+    sink.write_row({"conversations": CONV, "score": 1})
+    state = sink.flush()
+    sink.close_keep()
+    assert state == {"parts": 1, "pending": 0, "rows": 1}
+    turns = pa.list_(pa.struct([("from", pa.string()), ("value", pa.string())]))
+    pq.write_table(pa.table({"conversations": pa.array([CONV], turns),
+                             "score": pa.array(["ten"])}),
+                   parts_dir(final) / "part-000001.parquet")
+    with pytest.raises(ParquetWriteError) as info:
+        ParquetSink(final, resume={"parts": 2, "pending": 0, "rows": 2},
+                    text_chars=_group_per_row)
+    assert str(info.value).startswith(f"{final}: ")
+    assert "score" in str(info.value)
+    assert str(info.value).endswith("use --output-format jsonl")
