@@ -462,3 +462,25 @@ def test_parts_that_cannot_make_one_file_are_refused_when_resumed(tmp_path):
     assert str(info.value).startswith(f"{final}: ")
     assert "score" in str(info.value)
     assert str(info.value).endswith("use --output-format jsonl")
+
+
+# -- a distribution restored from a checkpoint whose buckets hold fewer values ----------
+
+def test_a_rank_past_the_values_a_restored_distribution_holds_is_its_maximum():
+    # core/metrics.Distribution.quantile: past the values held, the maximum (a damaged or
+    # hand-edited checkpoint whose count exceeds its buckets still reports numbers).
+    from trajectory_compressor.core.metrics import Distribution
+
+    class Small(Distribution):
+        EXACT_CAP = 3  # past 3 values: log buckets
+
+    d = Small()
+    for v in (400, 100, 300, 200, 0):
+        d.add(v)
+    state = d.state()
+    assert state["exact"] is None and sum(state["buckets"].values()) == 5
+    damaged = Small.from_state({**state, "count": 8})
+    # rank ceil(1.0 * 8) = 8 and ceil(0.99 * 8) = 8: past the 5 values held
+    assert damaged.quantile(1.0) == 400
+    assert damaged.summary()["p99"] == 400
+    assert damaged.summary()["min"] == 0
