@@ -484,3 +484,21 @@ def test_a_rank_past_the_values_a_restored_distribution_holds_is_its_maximum():
     assert damaged.quantile(1.0) == 400
     assert damaged.summary()["p99"] == 400
     assert damaged.summary()["min"] == 0
+
+
+@pytest.mark.parametrize("text_chars", [_group_per_row, None], ids=["parts", "pending"])
+def test_a_resumed_output_still_widens_columns_only_nulls_typed_so_far(tmp_path, text_chars):
+    # A column of nulls (or empty lists, or a struct of nulls) before the checkpoint takes
+    # the type of the first value after it, as in an uninterrupted run (README: the schema
+    # of a JSONL input is the union of its rows').
+    kwargs = {} if text_chars is None else {"text_chars": text_chars}
+    sink = ParquetSink(tmp_path / "out.parquet", **kwargs)
+    sink.write_row({"conversations": CONV, "x": None, "y": [], "z": {"a": None}})
+    state = sink.flush()
+    sink.close_keep()
+    sink = ParquetSink(tmp_path / "out.parquet", resume=state, **kwargs)
+    sink.write_row({"conversations": CONV, "x": "s", "y": [1], "z": {"a": 2, "b": "q"}})
+    sink.commit()
+    rows = pq.read_table(tmp_path / "out.parquet").to_pylist()
+    assert [(r["x"], r["y"], r["z"]) for r in rows] == [
+        (None, [], {"a": None, "b": None}), ("s", [1], {"a": 2, "b": "q"})]
