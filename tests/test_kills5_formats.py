@@ -47,6 +47,10 @@ def _group_per_row(_row: object) -> int:
     return ROW_GROUP_CHARS
 
 
+_NEEDS_PROC = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"),
+                                 reason="open files are listed from /proc (Linux)")
+
+
 def _open_fds_under(folder: Path) -> list[str]:
     """The files this process holds open inside ``folder`` (deleted ones included)."""
     found = []
@@ -376,6 +380,7 @@ def test_a_key_variable_name_that_is_no_name_or_has_a_long_run_of_digits_is_a_ke
 
 # -- open files: closing keeps no descriptor of a part -----------------------------------
 
+@_NEEDS_PROC
 def test_close_keep_closes_the_part_being_written(tmp_path):
     final = tmp_path / "out.parquet"
     sink = ParquetSink(final, text_chars=_group_per_row)
@@ -385,6 +390,7 @@ def test_close_keep_closes_the_part_being_written(tmp_path):
     assert _open_fds_under(parts_dir(final)) == []
 
 
+@_NEEDS_PROC
 def test_discard_closes_the_part_being_written(tmp_path):
     final = tmp_path / "out.parquet"
     sink = ParquetSink(final, text_chars=_group_per_row)
