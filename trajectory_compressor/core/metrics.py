@@ -179,7 +179,7 @@ class Distribution:
         self._buckets[key] = self._buckets.get(key, 0) + 1
 
     def quantile(self, q: float) -> int | None:
-        """The value at rank ``ceil(q * count)`` (nearest-rank)."""
+        """The value at rank ``ceil(q * count)`` (nearest-rank; past the values held: max)."""
         if self.count == 0:
             return None
         rank = max(1, math.ceil(q * self.count))

@@ -459,6 +459,10 @@ class ParquetSink:
         self._closed_parts = parts
         self.rows = rows
         self._last_pending = self._pending(rows)
+        # The rows before the checkpoint typed the inferred columns: a row after it must
+        # fit them, as in an uninterrupted run (else it is refused at the end, whole file).
+        seen = [] if self.schema is not None else [_schema_of(self._part(i))
+                                                   for i in range(parts)]
         if pending:
             with native(self._pending(rows)) as f:
                 table = pq.read_table(f)
@@ -466,6 +470,10 @@ class ParquetSink:
                 raise FileNotFoundError(2, "pending rows differ", str(self.parts))
             self._buffer = table.to_pylist()
             self._chars = sum(self._text_chars(r) for r in self._buffer)
+            if self.schema is None:
+                seen.append(table.schema)
+        if seen:
+            self._unified = self._final_schema(seen)
 
     # completion
 
@@ -532,6 +540,10 @@ class ParquetSink:
         if self._writer is not None:
             self._writer.close()  # a part past the checkpoint; a resume deletes it
             self._writer = None
+            # The writer leaves the file it was given open: a discarded part would keep
+            # its disk space, and every stopped run a descriptor.
+            if self._writer_file is not None:
+                self._writer_file.close()
 
 
 # Nesting below this many types is far inside Parquet's own limit: not test-written.
@@ -550,6 +562,7 @@ def _type_depth(schema: pa.Schema) -> int:
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:
+    """``exc``'s message clipped to ``limit`` characters, the last then an ellipsis."""
     text = str(exc)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
