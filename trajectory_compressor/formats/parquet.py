@@ -91,13 +91,6 @@ MINIMAL_SCHEMA = pa.schema([
 ])
 
 
-def _is_text(t: pa.DataType) -> bool:
-    if pa.types.is_dictionary(t):
-        return _is_text(t.value_type)
-    return bool(pa.types.is_string(t) or pa.types.is_large_string(t)
-                or pa.types.is_string_view(t))
-
-
 def schema_problem(schema: pa.Schema) -> str | None:
     """Why no row of ``schema`` can be a trajectory, or None when some can.
 
