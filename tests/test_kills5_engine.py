@@ -175,3 +175,37 @@ def test_has_endpoint_names_each_way_of_configuring_one():
     assert has_endpoint(batch_config(base_url="http://127.0.0.1:9/v1")) is True
     one = EndpointConfig("http://127.0.0.1:9/v1", "fake-model", None)
     assert has_endpoint(batch_config(endpoints=[one])) is True
+
+
+def test_export_without_the_cache_exports_every_request_and_clears_stale_partials(tmp_path):
+    """Phase 1 with ``--no-cache``: no cache leaves a request out, so both are exported;
+    an interrupted export's temporary request file (``.requests-*.jsonl.partial``) is
+    deleted, the folder then holds the manifest and the request file only."""
+    src = two_to_summarize(tmp_path / "in.jsonl")
+    folder = tmp_path / "batch"
+    folder.mkdir()
+    (folder / ".requests-00007.jsonl.partial").write_text('{"half": ', encoding="utf-8")
+    exported = export_batch(str(src), None, batch_config(cache_enabled=False), folder)
+    assert exported.stats.requests == 2
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "requests-00001.jsonl"]
+
+
+def test_export_counts_a_row_that_cannot_be_planned_as_rejected(tmp_path, monkeypatch):
+    """Phase 1 walks the rows as the pipeline does: a row whose planning raises is
+    rejected (the manifest's ``stats.rows_rejected``) and the others are exported."""
+    from trajectory_compressor.engine.compressor import TrajectoryCompressor
+
+    class Unplannable(TrajectoryCompressor):
+        def plan(self, turns: Any, turn_tokens: Any = None, dialect: Any = None,
+                 distilled: Any = None) -> Any:
+            if len(turns) > 4 and turns[4]["value"].count("word") == 41:  # row "b"
+                raise ValueError("no plan for this row")
+            return super().plan(turns, turn_tokens, dialect, distilled)
+
+    monkeypatch.setattr(batch, "TrajectoryCompressor", Unplannable)
+    src = two_to_summarize(tmp_path / "in.jsonl")
+    folder = tmp_path / "batch"
+    exported = export_batch(str(src), None, batch_config(), folder)
+    assert (exported.rows_rejected, exported.stats.requests) == (1, 1)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["stats"]["rows_rejected"] == 1
