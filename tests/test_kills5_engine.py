@@ -209,3 +209,175 @@ def test_export_counts_a_row_that_cannot_be_planned_as_rejected(tmp_path, monkey
     assert (exported.rows_rejected, exported.stats.requests) == (1, 1)
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["stats"]["rows_rejected"] == 1
+
+
+# engine/paths.py: what a run writes is checked first (README "Nothing is ever written over
+# an input": a clash, an output that is a device, FIFO or folder, or a folder that cannot
+# be written is a usage error, exit 2, naming the paths)
+
+EXTRACTIVE = ("--summarizer", "extractive")
+# An endpoint on the loopback no test listens on: the run stops before any request.
+NOWHERE = ("--base-url", "http://127.0.0.1:9/v1", "--model", "fake-model")
+
+
+def short_rows(folder: Path) -> Path:
+    return write_jsonl(folder / "in.jsonl", [row("a", "SHGT", [5, 5, 5, 5]),
+                                             row("b", "SHGT", [5, 5, 5, 5])])
+
+
+def refused(folder: Path, *args: str) -> str:
+    """The one-line error of a compress run in ``folder`` that must exit 2."""
+    run = invoke_cli("compress", *args, cwd=folder)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1, run.stderr
+    return run.stderr.strip()
+
+
+def test_an_output_spelled_another_way_is_the_same_file_as_the_input(tmp_path):
+    """`sub/../in.jsonl` is `in.jsonl`: no link, the same file spelled two ways."""
+    short_rows(tmp_path)
+    (tmp_path / "sub").mkdir()
+    assert refused(tmp_path, "in.jsonl", "-o", "sub/../in.jsonl", *EXTRACTIVE) == (
+        "error: sub/../in.jsonl (the output of in.jsonl) would overwrite the input in.jsonl "
+        "(the same file); nothing was written; choose another output (-o), --cache-path or "
+        "output.output_suffix")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "sub"]
+
+
+def test_an_output_that_is_a_socket_is_named_for_what_it_is(tmp_path, monkeypatch):
+    short_rows(tmp_path)
+    monkeypatch.chdir(tmp_path)  # a socket's path must be short: bind it by a relative one
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind("out.jsonl")
+        message = refused(tmp_path, "in.jsonl", "-o", "out.jsonl", *EXTRACTIVE)
+    assert message.startswith("error: out.jsonl (the output of in.jsonl) is a socket, not a "
+                              "regular file")
+
+
+def test_the_kind_of_each_special_file_is_named():
+    """What the refusal calls a path that is no regular file (`paths._kind_name`): a
+    character or block device, a FIFO, a socket, and "a special file" for any other type
+    (none other on Linux; a door or a whiteout elsewhere)."""
+    from trajectory_compressor.engine.paths import _kind_name
+
+    assert _kind_name(stat.S_IFCHR | 0o600) == "a character device"
+    assert _kind_name(stat.S_IFBLK | 0o600) == "a block device"
+    assert _kind_name(stat.S_IFIFO | 0o600) == "a FIFO (named pipe)"
+    assert _kind_name(stat.S_IFSOCK | 0o600) == "a socket"
+    assert _kind_name(0o600) == "a special file"
+
+
+def test_a_temporary_file_that_is_a_symbolic_link_is_refused(tmp_path):
+    """A temporary file is written in place: through a link it would write elsewhere."""
+    short_rows(tmp_path)
+    (tmp_path / ".out.jsonl.partial").symlink_to(tmp_path / "elsewhere.jsonl")
+    assert refused(tmp_path, "in.jsonl", "-o", "out.jsonl", *EXTRACTIVE) == (
+        "error: .out.jsonl.partial (the temporary file of the output of in.jsonl) is a "
+        "symbolic link; the run writes it in place, so remove the link first")
+    assert not (tmp_path / "elsewhere.jsonl").exists()
+
+
+def test_a_parquet_output_whose_parts_folder_is_a_file_is_refused(tmp_path):
+    """A Parquet output is written in parts in ``.<name>.parts`` (`formats.parquet.parts_dir`),
+    a folder the run creates and deletes: a file there is not replaced."""
+    short_rows(tmp_path)
+    (tmp_path / ".out.parquet.parts").write_text("mine", encoding="utf-8")
+    assert refused(tmp_path, "in.jsonl", "-o", "out.parquet", *EXTRACTIVE) == (
+        "error: .out.parquet.parts (the parts folder of the output of in.jsonl) exists and "
+        "is not a folder; remove it")
+    assert (tmp_path / ".out.parquet.parts").read_text(encoding="utf-8") == "mine"
+
+
+def test_a_cache_inside_the_parquet_parts_folder_is_refused(tmp_path):
+    """The parts folder is deleted when the output is complete: a summary cache in it
+    would go with it."""
+    short_rows(tmp_path)
+    message = refused(tmp_path, "in.jsonl", "-o", "out.parquet", *NOWHERE,
+                      "--cache-path", ".out.parquet.parts/cache.sqlite")
+    assert message == (
+        "error: .out.parquet.parts/cache.sqlite (the summary cache) lies in .out.parquet.parts "
+        "(the parts folder of the output of in.jsonl); choose another output (-o), "
+        "--cache-path or output.output_suffix")
+
+
+def test_a_cache_that_is_the_metrics_file_is_refused(tmp_path):
+    short_rows(tmp_path)
+    message = refused(tmp_path, "in.jsonl", "-o", "out.jsonl", *NOWHERE,
+                      "--cache-path", "out_metrics.json")
+    assert message == (
+        "error: out_metrics.json (the summary cache) and out_metrics.json (the metrics file) "
+        "are the same file; choose another output (-o), --cache-path or output.output_suffix")
+
+
+def test_an_output_in_a_folder_that_cannot_be_written_is_refused(tmp_path, monkeypatch):
+    """A folder without write permission. (As root, access() grants everything: there the
+    folder's mode is what an ordinary user's access() would answer from.)"""
+    short_rows(tmp_path)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    if os.geteuid() == 0:
+        real = os.access
+
+        def access(path: Any, mode: int, **keywords: Any) -> bool:
+            if Path(path) == locked:
+                return not mode & os.W_OK
+            return real(path, mode, **keywords)
+
+        monkeypatch.setattr(os, "access", access)
+    try:
+        message = refused(tmp_path, "in.jsonl", "-o", "locked/out.jsonl", *EXTRACTIVE)
+    finally:
+        locked.chmod(0o755)
+    # (The first path checked is the run's lock file beside the output.)
+    assert message.startswith("error: cannot write ") and message.endswith(
+        f": permission denied (the folder {locked.resolve()} is not writable)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "locked"]
+    assert not list(locked.iterdir())
+
+
+def test_a_rerun_with_another_sample_is_refused_without_naming_a_setting(tmp_path):
+    """The settings' fingerprint holds the sample: a rerun with ``--sample-percent`` is
+    "other settings", though no setting of the metrics file's ``settings`` changed (so
+    the message names none)."""
+    short_rows(tmp_path)
+    first = invoke_cli("compress", "in.jsonl", "-o", "out.jsonl", *EXTRACTIVE, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert refused(tmp_path, "in.jsonl", "-o", "out.jsonl", *EXTRACTIVE,
+                   "--sample-percent", "50") == (
+        "error: out.jsonl was written from the same input with other settings; pass "
+        "--overwrite to replace it, or choose another output (-o)")
+
+
+def test_the_first_difference_of_an_unreadable_metrics_file_is_nothing(tmp_path):
+    """`paths._first_difference`: `` (section.key was X, now Y)``, or an empty string when
+    the metrics file cannot say (gone, or not JSON)."""
+    from trajectory_compressor.engine.paths import _first_difference
+
+    config = CompressionConfig(**HAND)
+    assert _first_difference(tmp_path / "gone.json", config) == ""
+    (tmp_path / "bad.json").write_text("{", encoding="utf-8")
+    assert _first_difference(tmp_path / "bad.json", config) == ""
+
+
+def test_an_output_the_recorded_run_did_not_write_is_refused(tmp_path):
+    """A metrics file whose ``run.outputs`` is no mapping names no output: an existing
+    output is not that run's, and is kept."""
+    short_rows(tmp_path)
+    first = invoke_cli("compress", "in.jsonl", "-o", "out.jsonl", *EXTRACTIVE, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    metrics = tmp_path / "out_metrics.json"
+    data = json.loads(metrics.read_text(encoding="utf-8"))
+    data["run"]["outputs"] = ["out.jsonl"]
+    metrics.write_text(json.dumps(data), encoding="utf-8")
+    assert refused(tmp_path, "in.jsonl", "-o", "out.jsonl", *EXTRACTIVE) == (
+        "error: out.jsonl already exists and the run recorded in out_metrics.json did not "
+        "write it; pass --overwrite to replace it, or choose another output (-o)")
+
+
+@pytest.mark.parametrize("metrics", [None, [], {"run": None}, {"run": {"inputs": "in.jsonl"}},
+                                     {"run": {}}])
+def test_recorded_inputs_of_metrics_that_name_none_is_an_empty_list(metrics):
+    from trajectory_compressor.engine.paths import recorded_inputs
+
+    assert recorded_inputs(metrics) == []
