@@ -26,12 +26,20 @@ import pytest
 
 from tests.cli_helpers import invoke_cli
 from tests.fake_llm_server import FakeLLMServer
-from tests.fixtures_runs import row, write_jsonl
+from tests.fixtures_runs import row, words, write_jsonl
 from tests.test_batch import answer, request_files
 from trajectory_compressor.core.config import DEFAULT_BASE_URL, CompressionConfig, EndpointConfig
 from trajectory_compressor.core.errors import ConfigError
+from trajectory_compressor.core.summary import (
+    Summarizer,
+    Summary,
+    SummaryFailed,
+    SummaryRequest,
+    SummaryUsage,
+)
 from trajectory_compressor.engine import batch
 from trajectory_compressor.engine.batch import export_batch, finish_batch, has_endpoint
+from trajectory_compressor.engine.compressor import TrajectoryCompressor
 
 # target 100, summary 20, last 4 turns protected, no notice (tests/fixtures_runs.HAND_CONFIG).
 HAND = {"target_max_tokens": 100, "summary_target_tokens": 20, "add_summary_notice": False}
@@ -193,8 +201,6 @@ def test_export_without_the_cache_exports_every_request_and_clears_stale_partial
 def test_export_counts_a_row_that_cannot_be_planned_as_rejected(tmp_path, monkeypatch):
     """Phase 1 walks the rows as the pipeline does: a row whose planning raises is
     rejected (the manifest's ``stats.rows_rejected``) and the others are exported."""
-    from trajectory_compressor.engine.compressor import TrajectoryCompressor
-
     class Unplannable(TrajectoryCompressor):
         def plan(self, turns: Any, turn_tokens: Any = None, dialect: Any = None,
                  distilled: Any = None) -> Any:
@@ -381,3 +387,130 @@ def test_recorded_inputs_of_metrics_that_name_none_is_an_empty_list(metrics):
     from trajectory_compressor.engine.paths import recorded_inputs
 
     assert recorded_inputs(metrics) == []
+
+
+# engine/analyze.py and engine/compressor.py: the chat template's count, a backend's
+# failures, RowResult.reason
+
+# ChatML-like blocks (the markers are plain text for the bundled vocabulary); a message
+# holding REFUSE makes the template raise, as real templates do for what they cannot take.
+REFUSING_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{%- if 'REFUSE' in m.content -%}{{ raise_exception('no REFUSE here') }}{%- endif -%}"
+    "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+    "{%- endfor -%}")
+
+
+def template_file(folder: Path) -> Path:
+    path = folder / "chatml.jinja"
+    path.write_text(REFUSING_TEMPLATE, encoding="utf-8")
+    return path
+
+
+def refused_row(row_id: str) -> dict:
+    data = row(row_id, "SHGT", [5, 5, 5, 5])
+    data["conversations"][1]["value"] = "REFUSE " + data["conversations"][1]["value"]
+    return data
+
+
+def test_analyze_reports_the_counting_gap_of_every_row(tmp_path, counter):
+    """README "analyze": with a chat template to compare with (here ``chat_template``,
+    counting per turn), the JSON's ``counting_gap`` covers every row; each block's
+    markers cost tokens the per-turn sum leaves out, so the template's count is higher."""
+    from trajectory_compressor.engine.analyze import analyze
+
+    src = write_jsonl(tmp_path / "in.jsonl", [row("a", "SHGT", [5, 5, 5, 5]),
+                                              row("b", *FITS)])
+    config = CompressionConfig(**HAND, summarizer="extractive",
+                               chat_template=str(template_file(tmp_path)))
+    gap = analyze(str(src), config, counter=counter).to_dict()["counting_gap"]
+    assert gap["rows"] == 2
+    # Four blocks in "a": at least "<|im_start|>" and "<|im_end|>" (2+ tokens each) per turn.
+    assert gap["template_minus_turns"]["min"] >= 4 * 2
+
+
+def test_analyze_rejects_a_row_the_chat_template_cannot_count(tmp_path, counter):
+    """Counting with the chat template, a row it refuses is a rejected row (its location
+    and why), and the others are analysed."""
+    from trajectory_compressor.engine.analyze import analyze
+
+    src = write_jsonl(tmp_path / "in.jsonl", [row("a", "SHGT", [5, 5, 5, 5]),
+                                              refused_row("b"), row("c", *FITS)])
+    config = CompressionConfig(**HAND, summarizer="extractive", token_counting="chat_template",
+                               chat_template=str(template_file(tmp_path)))
+    data = analyze(str(src), config, counter=counter).to_dict()
+    assert (data["rows"], data["rows_rejected"]) == (2, 1)
+    [reject] = data["first_rejects"]
+    location, reason = reject["location"], reject["error"]
+    assert location == f"{src}:2"
+    assert reason.startswith("cannot count the row with the chat template:")
+    assert "no REFUSE here" in reason
+
+
+def test_compress_row_raises_row_error_for_a_row_the_template_cannot_count(tmp_path, counter):
+    """`TrajectoryCompressor.compress_row`: "Raises `RowError` for a malformed row"; a row
+    the chat template refuses cannot be counted, so it is one."""
+    import asyncio
+
+    from trajectory_compressor.core.errors import RowError
+    from trajectory_compressor.core.extractive import ExtractiveSummarizer
+
+    config = CompressionConfig(**HAND, summarizer="extractive", token_counting="chat_template",
+                               chat_template=str(template_file(tmp_path)))
+    compressor = TrajectoryCompressor(config, summarizer=ExtractiveSummarizer(counter.count),
+                                      counter=counter)
+    with pytest.raises(RowError, match="cannot count the row with the chat template"):
+        asyncio.run(compressor.compress_row(refused_row("b")))
+
+
+class Silent(Summarizer):
+    """Fails without saying how: no call, no error counted."""
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        raise SummaryFailed("gone", SummaryUsage())
+
+
+class Forgetful(Summarizer):
+    """Answers with a summary that keeps none of the region's facts."""
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        return Summary("The agent worked for a while.", "llm")
+
+
+def test_a_backend_that_fails_without_saying_how_counts_one_other_error(counter):
+    """A failed summary falls back to the extractive one, and the row's metrics count
+    the failure: a backend that counted no error of its own is one ``other`` error."""
+    import asyncio
+
+    c = TrajectoryCompressor(CompressionConfig(**HAND, summarizer="extractive"),
+                             summarizer=Silent(), counter=counter)
+    result = asyncio.run(c.compress_row(row("b", *FITS)))
+    m = result.metrics
+    assert m.summary_source == "fallback" and m.was_compressed
+    assert (m.summarization_errors, m.errors_by_kind) == (1, {"other": 1})
+
+
+def test_a_row_left_uncompressed_for_low_fidelity_gives_that_reason(counter):
+    """`RowResult.reason` ("why the row ... is still over the limit"): a summary under
+    ``min_fidelity`` with ``on_low_fidelity: uncompressed`` leaves the row as it was, over
+    the target, for the low-fidelity reason (its text in `core.reasons`); the plan itself
+    had a summary that fits."""
+    import asyncio
+
+    from trajectory_compressor.core import reasons
+
+    turns = [{"from": r, "value": v} for r, v in [
+        ("system", words(10)), ("human", words(5)), ("gpt", words(5)), ("tool", words(5)),
+        *[(r, f"open /repo/module_{k}.py " + words(35))
+          for k, r in enumerate(["gpt", "tool", "gpt", "tool"])],
+        ("gpt", words(5)), ("tool", words(5)), ("gpt", words(5)), ("tool", words(5))]]
+    data = {"id": "r", "conversations": turns}
+    config = CompressionConfig(**HAND, summarizer="extractive", min_fidelity=0.5,
+                               on_low_fidelity="uncompressed", summary_references="off")
+    result = asyncio.run(TrajectoryCompressor(config, summarizer=Forgetful(), counter=counter)
+                         .compress_row(data))
+    assert result.plan.action == "compress" and result.plan.reason == ""
+    assert result.metrics.low_fidelity and not result.metrics.was_compressed
+    assert result.metrics.still_over_limit
+    assert result.reason == reasons.LOW_FIDELITY.text
+    assert result.why is not None and result.why.code == "low_fidelity"
