@@ -95,6 +95,42 @@ def test_phase_2_uses_the_batch_results_and_falls_back_for_a_missing_one(tmp_pat
         "fallback"] == 1
 
 
+@pytest.mark.parametrize("name", ["trajectories.jsonl", "trajectories.parquet",
+                                  "openai_messages.jsonl", "llamafactory_sharegpt.json",
+                                  "llamafactory_messages.jsonl"])
+def test_batch_mode_writes_what_an_online_run_writes_in_every_dialect_and_container(
+        tmp_path, name):
+    """README "Batch mode": phase 2's output is what an online run that received the same
+    summaries writes; the exported requests are the ones the online run sends. Each
+    sample's first three rows in its own container (the Hermes, OpenAI and both
+    LLaMA-Factory dialects; JSONL, a .json array, Parquet), the provider answering each
+    request as the loopback server answers it."""
+    from tests.sample_files import sample_head
+    from trajectory_compressor.engine.job import compress_dataset
+
+    src = sample_head(name, tmp_path, 3)
+    config = CompressionConfig(target_max_tokens=4000, summary_target_tokens=200,
+                               summarization_model="fake-model")
+    suffix = Path(name).suffix
+    online = tmp_path / "online" / f"out{suffix}"
+    with FakeLLMServer().in_thread() as server:
+        reference = compress_dataset(str(src), str(online), config.replace(base_url=server.url))
+        sent = server.requests
+    folder, out = tmp_path / "batch", tmp_path / "run" / f"out{suffix}"
+    exported = export_batch(str(src), str(out), config, folder)
+    assert exported.stats.requests == sent >= 1
+    answer(request_files(folder), folder / "results.jsonl")
+    report, result = finish_batch(str(src), str(out), config, folder,
+                                  [str(folder / "results.jsonl")])
+    assert (report.accepted, report.missing) == (sent, 0)
+    assert result.metrics.trajectories_compressed >= 1
+    assert out.read_bytes() == online.read_bytes()
+    # (The metrics file's name depends on the container: the layout says where it is.)
+    ours, theirs = (json.loads(r.layout.metrics.read_text(encoding="utf-8"))
+                    for r in (result, reference))
+    assert ours["summarization"] == theirs["summarization"]
+
+
 def test_phase_2_sends_the_unanswered_request_to_the_configured_endpoint(tmp_path):
     """`finish_batch`: with an endpoint (here ``summarization.base_url`` other than the
     default provider's), the request the batch did not answer goes there, and its row
