@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import stat
 from pathlib import Path
@@ -149,6 +148,7 @@ def test_phase_2_sends_the_unanswered_request_to_the_configured_endpoint(tmp_pat
     assert metrics_of(out)["summarization"]["summaries_by_source"]["llm"] == 2
 
 
+@pytest.mark.quick  # names the "ray" engine (a heavy name to the sorter) and starts none
 def test_phase_2_refuses_without_the_cache_or_on_another_engine(tmp_path):
     """`finish_batch`: the results are loaded into the summary cache (so not with
     ``--no-cache``), and batch mode runs on the local engine; nothing is written."""
@@ -193,22 +193,22 @@ def test_phase_2_refuses_inputs_changed_since_the_export(tmp_path):
     assert not (tmp_path / "in_compressed.jsonl").exists()
 
 
-def test_phase_2_refuses_a_tokenizer_changed_since_the_export(tmp_path, monkeypatch):
-    """The same tokenizer folder whose files changed (the settings are the same): the
-    counts, and so the requests, may differ; phase 2 refuses."""
-    from trajectory_compressor.counting.tokens import bundled_tokenizer_dir
-
-    tokenizer = tmp_path / "tok"
-    shutil.copytree(bundled_tokenizer_dir(), tokenizer)
+def test_phase_2_refuses_a_tokenizer_changed_since_the_export(tmp_path):
+    """The same tokenizer name whose files changed since the export (the manifest's
+    ``run.tokenizer`` records another hash of them; the settings are the same): the
+    counts, and so the requests, may differ, so phase 2 refuses."""
     src = two_to_summarize(tmp_path / "in.jsonl")
     folder = tmp_path / "batch"
-    config = batch_config(tokenizer_name=str(tokenizer))
-    export_batch(str(src), None, config, folder)
+    export_batch(str(src), None, batch_config(), folder)
     (folder / "r.jsonl").write_text("", encoding="utf-8")
-    settings = tokenizer / "tokenizer_config.json"
-    settings.write_text(settings.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    path = folder / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    recorded = manifest["run"]["tokenizer"]
+    assert recorded["name"] == batch_config().tokenizer_name
+    recorded["files_sha256"] = "0" * len(recorded["files_sha256"])
+    path.write_text(json.dumps(manifest), encoding="utf-8")
     with pytest.raises(ConfigError, match="the tokenizer is not the one the requests in"):
-        finish_batch(str(src), None, config, folder, [str(folder / "r.jsonl")])
+        finish_batch(str(src), None, batch_config(), folder, [str(folder / "r.jsonl")])
 
 
 def test_has_endpoint_names_each_way_of_configuring_one():
