@@ -2,7 +2,7 @@
 subprocess CLI tests ran, or error paths no test ran, now run in this process.
 
 `engine/batch.py`: phase 2 (`finish_batch`) end to end through the library API, its
-refusals (SPEC §17, README "Batch mode"), `has_endpoint` as its docstring and
+refusals (SPEC §17, README "Batch inference"), `has_endpoint` as its docstring and
 `finish_batch`'s state it; `engine/paths.py`: the refusals of SPEC §12 (what a run writes
 is no input, no special file, no other written path); `engine/analyze.py`: the counting
 gap and a row the count refuses; `engine/compressor.py`: `RowResult.reason`, a backend that
@@ -71,7 +71,7 @@ def metrics_of(out: Path) -> dict:
 
 
 def test_phase_2_uses_the_batch_results_and_falls_back_for_a_missing_one(tmp_path):
-    """README "Batch mode": phase 2 loads the results into the summary cache and runs the
+    """README "Batch inference": phase 2 loads the results into the summary cache and runs the
     compression; a request without a result gets the extractive fallback
     (``summary_source: "fallback"``, the error counted as ``batch_missing``) when no
     endpoint is configured."""
@@ -99,7 +99,7 @@ def test_phase_2_uses_the_batch_results_and_falls_back_for_a_missing_one(tmp_pat
                                   "llamafactory_messages.jsonl"])
 def test_batch_mode_writes_what_an_online_run_writes_in_every_dialect_and_container(
         tmp_path, name):
-    """README "Batch mode": phase 2's output is what an online run that received the same
+    """README "Batch inference": phase 2's output is what an online run that received the same
     summaries writes; the exported requests are the ones the online run sends. Each
     sample's first three rows in its own container (the Hermes, OpenAI and both
     LLaMA-Factory dialects; JSONL, a .json array, Parquet), the provider answering each
@@ -181,7 +181,7 @@ def test_phase_2_refuses_a_missing_or_unreadable_manifest(tmp_path, manifest):
 
 
 def test_phase_2_refuses_inputs_changed_since_the_export(tmp_path):
-    """README "Batch mode": phase 2 refuses a run whose inputs differ from the export's."""
+    """README "Batch inference": phase 2 refuses a run whose inputs differ from the export's."""
     src = two_to_summarize(tmp_path / "in.jsonl")
     folder = tmp_path / "batch"
     export_batch(str(src), None, batch_config(), folder)
