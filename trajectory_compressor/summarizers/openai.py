@@ -48,8 +48,11 @@ class OpenAISummarizer(Summarizer):
     Every reply is scrubbed of the run's configured key values, redacted, and bounded:
     with ``count_tokens``, a summary over its target x ``summary_tolerance`` tokens is
     cut at the last sentence end within the target, and one that cannot be cut so is a
-    failed attempt (kind ``too_long``), retried. The first failure of each kind from
-    each endpoint goes to `notify` (stderr by default).
+    failed attempt (kind ``too_long``), retried. Only a bounded prefix of a reply is
+    looked at: ``summary_limit`` x `MAX_CHARS_PER_TOKEN` + 1 characters, one more than
+    any summary within its limit can hold; without ``count_tokens`` that prefix is the
+    only bound (a longer reply is clipped to it and marked truncated). The first
+    failure of each kind from each endpoint goes to `notify` (stderr by default).
     """
 
     name = "openai"
