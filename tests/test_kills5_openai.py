@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_llm_server import LOSSY_TEXT, FakeLLMServer, lossy_reply
+from tests.fake_llm_server import LOSSY_TEXT, FakeLLMServer, fenced, lossy_reply
 from tests.fixtures_runs import words, write_jsonl
 from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
 from trajectory_compressor.core.summary import (
@@ -314,3 +314,27 @@ def test_without_a_counter_a_reply_is_clipped_past_the_bounded_prefix():
     kept, clipped = asyncio.run(main())
     assert (kept.text, kept.truncated) == (PREFIX + whole, False)
     assert (clipped.text, clipped.truncated) == (PREFIX + whole, True)
+
+
+def inventing_then_faithful(data: dict[str, Any]) -> str:
+    """Makes up a shard path and a count at first; asked to repair a summary that
+    invented (the request names what it invented), states only facts of the row."""
+    if fenced(data, "invented") is not None:
+        return "The assistant checked src/app/main.py and config.yaml."
+    return "The assistant loaded /data/shards/train-00017.parquet with 4016 samples."
+
+
+def test_under_max_invented_alone_the_cache_holds_the_accepted_repair(tmp_path):
+    # README --min-fidelity: "Under a bar, the cache holds accepted summaries only";
+    # --max-invented gates like it (SPEC §15). The first summary invents two facts and
+    # is not accepted; its repair is. README "Cache": "An identical rerun makes no request
+    # except for rows that fell back": the rerun is served the accepted repair.
+    with FakeLLMServer(reply=inventing_then_faithful).in_thread() as server:
+        first = compress(tmp_path, server, "first", max_invented=0)
+        assert server.requests == 2  # the summary and its repair
+        again = compress(tmp_path, server, "again", max_invented=0)
+        assert server.requests == 2
+    assert first["summary_source"] == "llm" and first["fidelity_repair"] is True
+    assert first["fidelity"]["invented"] == 0 and "low_fidelity" not in first
+    assert again["summary_source"] == "cache" and "fidelity_repair" not in again
+    assert again["fidelity"]["invented"] == 0

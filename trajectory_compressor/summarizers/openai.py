@@ -36,6 +36,12 @@ def _warn(message: str) -> None:
     print(inert(f"warning: {message}"), file=sys.stderr, flush=True)
 
 
+def _under_a_bar(config: CompressionConfig) -> bool:
+    """A fidelity bar is set (`min_fidelity` or `max_invented`, §15): the cache then
+    holds only the summaries rows accept, so its writes wait for the row's verdict."""
+    return config.min_fidelity is not None or config.max_invented is not None
+
+
 class OpenAISummarizer(Summarizer):
     """Summaries from OpenAI-compatible chat-completions endpoints.
 
@@ -165,7 +171,7 @@ class OpenAISummarizer(Summarizer):
             request.usage.add(entry.usage)
             return Summary(text, "llm", request.usage, truncated)
         summary = Summary(text, "cache", request.usage, truncated)
-        if self.config.min_fidelity is not None:
+        if _under_a_bar(self.config):
             # An entry from a run without the bar may be below it: a repaired summary
             # that passes replaces it.
             origin = origin_digest(request.origin) if request.origin is not None else None
@@ -200,7 +206,7 @@ class OpenAISummarizer(Summarizer):
                                    usage=kept.usage, truncated=kept.truncated)
 
             summary = Summary(completion.text, "llm", result.usage, completion.truncated)
-            if self.config.min_fidelity is None:
+            if not _under_a_bar(self.config):
                 commit(summary)
             else:  # under a fidelity bar only the summary a row accepts is cached (§15)
                 summary.commit = commit
