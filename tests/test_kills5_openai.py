@@ -103,7 +103,7 @@ def test_a_repair_is_neither_cached_nor_served_from_the_cache(tmp_path):
     # A repair is asked once for one row (SummaryRequest.repair): a second row asking the
     # very same repair asks the endpoint again, even with the cache on and no fidelity bar
     # deferring its writes.
-    cfg = cached(tmp_path, max_invented=0)
+    cfg = cached(tmp_path)
 
     async def main():
         async with FakeLLMServer(reply=lambda data: SENTENCE * 2) as server:
@@ -116,6 +116,23 @@ def test_a_repair_is_neither_cached_nor_served_from_the_cache(tmp_path):
     assert (first.source, second.source) == ("llm", "llm")
     assert second.usage.api_calls == 1
     assert second.text == PREFIX + (SENTENCE * 2).rstrip()
+
+
+def test_identical_repairs_in_flight_are_not_shared(tmp_path):
+    # Nor is a repair shared with a twin in flight, as an identical first request is.
+    cfg = cached(tmp_path, max_invented=0)
+
+    async def main():
+        async with FakeLLMServer(latency=0.2, reply=lambda data: SENTENCE * 2) as server:
+            async with summarizer(server.url, cfg) as s:
+                pair = await asyncio.gather(s.summarize(request("row 1", REPAIR)),
+                                            s.summarize(request("row 2", REPAIR)))
+            return pair, server.requests
+
+    (first, second), requests = asyncio.run(main())
+    assert requests == 2
+    assert (first.source, second.source) == ("llm", "llm")
+    assert first.usage.api_calls == second.usage.api_calls == 1
 
 
 def test_a_repair_whose_every_attempt_fails_raises_summary_failed():
