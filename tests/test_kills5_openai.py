@@ -70,9 +70,9 @@ async def summarize(url: str, cfg: CompressionConfig, req: SummaryRequest,
 
 
 def test_the_first_failure_of_a_kind_is_written_to_stderr_at_once(monkeypatch):
-    # README "Loud failures": printed on stderr with its reason. Flushed as it is written:
-    # stderr redirected to a file is block-buffered, and a warning that waits there for
-    # the end of a long run tells the person watching the log nothing.
+    # README "Loud failures": printed on stderr with its reason, and flushed as it is
+    # written: a program that sets sys.stderr to a file it opened (block-buffered, as
+    # `open` makes it) sees the warning in that file at once, not at the end of a long run.
     raw = io.BytesIO()
     buffered = io.TextIOWrapper(raw, encoding="utf-8", write_through=False)
     monkeypatch.setattr(sys, "stderr", buffered)
