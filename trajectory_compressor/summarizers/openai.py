@@ -36,6 +36,12 @@ def _warn(message: str) -> None:
     print(inert(f"warning: {message}"), file=sys.stderr, flush=True)
 
 
+def _under_a_bar(config: CompressionConfig) -> bool:
+    """A fidelity bar is set (`min_fidelity` or `max_invented`, §15): the cache then
+    holds only the summaries rows accept, so its writes wait for the row's verdict."""
+    return config.min_fidelity is not None or config.max_invented is not None
+
+
 class OpenAISummarizer(Summarizer):
     """Summaries from OpenAI-compatible chat-completions endpoints.
 
@@ -48,8 +54,11 @@ class OpenAISummarizer(Summarizer):
     Every reply is scrubbed of the run's configured key values, redacted, and bounded:
     with ``count_tokens``, a summary over its target x ``summary_tolerance`` tokens is
     cut at the last sentence end within the target, and one that cannot be cut so is a
-    failed attempt (kind ``too_long``), retried. The first failure of each kind from
-    each endpoint goes to `notify` (stderr by default).
+    failed attempt (kind ``too_long``), retried. Only a bounded prefix of a reply is
+    looked at: ``summary_limit`` x `MAX_CHARS_PER_TOKEN` + 1 characters, one more than
+    any summary within its limit can hold; without ``count_tokens`` that prefix is the
+    only bound (a longer reply is clipped to it and marked truncated). The first
+    failure of each kind from each endpoint goes to `notify` (stderr by default).
     """
 
     name = "openai"
@@ -162,7 +171,7 @@ class OpenAISummarizer(Summarizer):
             request.usage.add(entry.usage)
             return Summary(text, "llm", request.usage, truncated)
         summary = Summary(text, "cache", request.usage, truncated)
-        if self.config.min_fidelity is not None:
+        if _under_a_bar(self.config):
             # An entry from a run without the bar may be below it: a repaired summary
             # that passes replaces it.
             origin = origin_digest(request.origin) if request.origin is not None else None
@@ -197,7 +206,7 @@ class OpenAISummarizer(Summarizer):
                                    usage=kept.usage, truncated=kept.truncated)
 
             summary = Summary(completion.text, "llm", result.usage, completion.truncated)
-            if self.config.min_fidelity is None:
+            if not _under_a_bar(self.config):
                 commit(summary)
             else:  # under a fidelity bar only the summary a row accepts is cached (§15)
                 summary.commit = commit
