@@ -100,6 +100,9 @@ def test_a_run_without_metrics_is_counted_from_its_output_and_a_lost_row_is_note
              "compression_metrics": {"original_tokens": 300, "compressed_tokens": 90,
                                      "compression_ratio": 0.3, "was_compressed": True,
                                      "summary_source": "extractive",
+                                     # a summary written in place of turns 1-2 of the original row
+                                     "compression_region": {"start_idx": 1, "end_idx": 3,
+                                                            "turns_count": 2},
                                      "fidelity": {"ratio": 0.5}}}]
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     over = TrajectoryMetrics(original_tokens=500, compressed_tokens=400, still_over_limit=True)
