@@ -147,8 +147,9 @@ def test_at_most_the_first_50_rows_over_the_limit_are_examined(counter):
 
 # Target 1,000, summary 200, the second pass on, a 600-token notice. 1,425 tokens: head
 # 0-3 (225), middle 4-7 (G25 T500 G25 T380: 930), tail 8-11 (250). Needed 1,425 - 1,000
-# + 200 = 625: the region is the whole middle (4-8), its summary (at most 200) and the
-# notice 800 at most, under its 930 tokens: 475 + 200 + 600 is over, not failed. With a
+# + 200 = 625: the region is the whole middle (4-8); its summary (at most 200) and the
+# notice add at most 800, less than its 930 tokens (not failed), but 475 + 600 and any
+# summary is over the target. With a
 # summary of 100 (50, 25) the region needs 525 (475, 450): turns 4-5 (525 tokens) give
 # it, fewer than the notice alone adds: the summary would make the row longer, it fails.
 LARGE_NOTICE = {"target_max_tokens": 1000, "summary_target_tokens": 200,
