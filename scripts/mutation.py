@@ -87,6 +87,7 @@ import argparse
 import ast
 import contextlib
 import copy
+import gzip
 import hashlib
 import importlib
 import json
@@ -112,6 +113,8 @@ from typing import Any, NoReturn
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).resolve()
 PACKAGE = "trajectory_compressor"
+# Every kill on record, for the module texts they were run on (scripts/mutation_status.py).
+KEPT = ROOT / "scripts" / "mutation-results.jsonl.gz"
 # What issue 26 item 5 asks to measure: every module of these subpackages, and the gates.
 SCOPE_DIRS = ("core", "dialects", "counting", "formats", "summarizers", "engine")
 SCOPE_FILES = ("app/gates.py",)
@@ -1169,9 +1172,18 @@ class Results:
     killed mutant while its module's text is unchanged; a survivor (or an unselected one)
     only while nothing the coverage map depends on has changed (a new test may kill it)."""
 
-    def __init__(self, path: Path, fresh: bool) -> None:
+    def __init__(self, path: Path, fresh: bool, kept: Path | None = None) -> None:
         self.path = path
         self.done: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+        # The kills recorded in the repository (`KEPT`, written by mutation_status.py
+        # --save): reused by the coverage selection while the module's text is unchanged.
+        self.kept: dict[tuple[str, int, str], dict[str, Any]] = {}
+        if kept is not None and kept.exists() and not fresh:
+            with gzip.open(kept, "rt", encoding="utf-8") as f:
+                for line in f:
+                    rec = json.loads(line)
+                    if rec["status"] in ("killed", "timeout"):
+                        self.kept[(rec["module"], rec["index"], rec["source_hash"])] = rec
         if path.exists() and not fresh:
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
@@ -1188,6 +1200,9 @@ class Results:
         """The mutant's last result that still holds, and whether it is final: False for
         a survivor of a smaller --budget, whose slower tests are still to run."""
         rec = self.done.get((mutant.module, mutant.index, digest, selection))
+        if selection == "coverage" and (rec is None or rec["status"] not in (
+                "killed", "timeout")):
+            rec = self.kept.get((mutant.module, mutant.index, digest), rec)
         if rec is None or rec["status"] == "error":
             return None, False
         if rec["status"] in ("killed", "timeout"):
@@ -1374,7 +1389,7 @@ def _run(args: argparse.Namespace, modules: list[str], sources: dict[str, str],
          by_files: bool) -> int:
     equivalent = load_equivalent(args.equivalent)
     inputs = inputs_hash()
-    results = Results(args.results, args.fresh)
+    results = Results(args.results, args.fresh, KEPT)
     plan: dict[str, tuple[list[tuple[Mutant, _Site]], int, str]] = {}
     to_run: list[tuple[Mutant, _Site]] = []
     finished: dict[str, list[Mutant]] = {m: [] for m in modules}
