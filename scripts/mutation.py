@@ -50,7 +50,9 @@ Results. Each finished mutant is appended as a JSON line to ``--results``
 CPU seconds, tests run, the killing test, a note), and a run skips the mutants already
 there: a killed one while its module's text is unchanged, a survivor while nothing the
 map depends on changed (a new test may kill it). Stopped (Ctrl-C, ``kill``), the same
-command goes on from where it was. ``scripts/mutation_equivalent.json`` names the
+command goes on from where it was. The kills of every earlier run are kept in the
+repository (``scripts/mutation-results.jsonl.gz``, written by ``mutation_status.py
+--save``) and reused the same way by the coverage selection. ``scripts/mutation_equivalent.json`` names the
 surviving mutants that no test can tell apart, with the reason.
 
 Operators (AST, one site each):
