@@ -52,8 +52,9 @@ there: a killed one while its module's text is unchanged, a survivor while nothi
 map depends on changed (a new test may kill it). Stopped (Ctrl-C, ``kill``), the same
 command goes on from where it was. The kills of every earlier run are kept in the
 repository (``scripts/mutation-results.jsonl.gz``, written by ``mutation_status.py
---save``) and reused the same way by the coverage selection. ``scripts/mutation_equivalent.json`` names the
-surviving mutants that no test can tell apart, with the reason.
+--save``) and reused the same way by the coverage selection.
+``scripts/mutation_equivalent.json`` names the surviving mutants that no test can tell
+apart, with the reason.
 
 Operators (AST, one site each):
   compare   ``<``↔``<=``, ``>``↔``>=``, ``==``↔``!=``, ``is``↔``is not``, ``in``↔``not in``
