@@ -87,7 +87,7 @@ def _first_last_lines(text: str) -> str:
 
 
 def response_text(payload: str, depth: int = 0) -> tuple[str, int | None]:
-    """The readable output inside a tool response (unwrapping JSON in JSON), and its exit code."""
+    """The readable output in a tool response (JSON in JSON: 4 objects deep), and its exit code."""
     data = _parse_json(payload)
     if not isinstance(data, dict) or depth > 3:
         return payload, None
