@@ -164,3 +164,20 @@ def test_truncation_keeps_the_longest_prefix_within_the_budget():
     for length in range(len(text) + 1):
         for budget in range(length + 1):
             assert truncate_to_tokens(text[:length], budget, len) == text[:budget]
+
+
+def test_a_section_stops_at_its_first_item_that_does_not_fit():
+    # The docstring: each section keeps its first items, in order. A later, shorter item
+    # that would fit is not listed in place of an earlier one that did not, even while
+    # another section still takes items.
+    turns = [{"from": "human", "value": "hi"}, {"from": "tool", "value": "o1"},
+             {"from": "human", "value": "x" * 60}, {"from": "tool", "value": "o2"},
+             {"from": "human", "value": "ok"}, {"from": "tool", "value": "o3"}]
+    header = f"{PREFIX} Turns 3-8 (6 turns) were condensed; what they did:"
+    # Room for every output and the first and last message, not for the second.
+    outputs = ["turn 4: o1", "turn 6: o2", "turn 8: o3"]
+    target = (len(header) + 2 + len("Outputs:\n") + sum(len(f"- {o}\n") for o in outputs)
+              + len("Messages:\n") + len("- turn 3 (user): hi\n") + len("- turn 7 (user): ok\n"))
+    text = summary(turns, target=target)
+    assert section(text, "Outputs") == outputs
+    assert section(text, "Messages") == ["turn 3 (user): hi"]

@@ -189,7 +189,10 @@ _SECTIONS = (("calls", "Tool calls"), ("errors", "Errors"), ("files", "Files and
 
 
 def extractive_text(request: SummaryRequest, count_tokens: Callable[[str], int]) -> str:
-    """The extractive summary of ``request`` (prefixed), within ``request.target_tokens``."""
+    """The extractive summary of ``request`` (prefixed), within ``request.target_tokens``.
+
+    Each section keeps its first items, in order: it stops at the first that does not fit.
+    """
     last = request.first_index + len(request.turns) - 1
     header = (f"Turns {request.first_index}-{last} ({len(request.turns)} turns) were "
               "condensed; what they did:")
