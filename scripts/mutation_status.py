@@ -4,7 +4,9 @@
 `scripts/mutation.py` appends each mutant's result to a JSONL file (``--results``); passes,
 branches and re-runs of survivors leave several. This reads them all and, for each module
 of the goal in its *current* text, says how many of its mutants have a result on that
-text, how many are killed (by any run: a kill stands while the text is unchanged), how
+text or on a committed version with the same code (only docstrings or comments changed:
+the mutants are the same), how many are killed (by any run: a kill stands while the code
+is unchanged), how
 many survivors `scripts/mutation_equivalent.json` names, and the score, killed / (run -
 equivalent). A module with mutants not yet run is marked; ``--survivors`` lists what
 lives, with the runner's note (no in-process test, or slower tests left out by a budget).
@@ -24,8 +26,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import ast
 import gzip
+import hashlib
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,17 +72,61 @@ def best_results(paths: list[Path]) -> dict[tuple[str, int, str], dict[str, Any]
     return best
 
 
+def code_digest(source: str) -> str:
+    """The module's code without its docstrings and comments: two texts with the same
+    digest have the same mutants at the same indices (docstrings are never mutated), so
+    a result on one stands for the other."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                              ast.AsyncFunctionDef)) and isinstance(body, list) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            body[0] = ast.Pass()
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+
+
+def same_code(module: str, source: str) -> set[str]:
+    """The text hashes (`mutation.source_hash`) of every committed version of ``module``
+    whose code is that of ``source``: results recorded on any of them count."""
+    path = f"{mutation.PACKAGE}/{module}"
+    git = ["git", "-C", str(mutation.ROOT)]
+    commits = subprocess.run([*git, "log", "--format=%H", "--", path], capture_output=True,
+                             text=True, check=False).stdout.split()
+    wanted = code_digest(source)
+    found = {mutation.source_hash(source)}
+    seen: set[str] = set()
+    for commit in commits:
+        text = subprocess.run([*git, "show", f"{commit}:{path}"], capture_output=True,
+                              text=True, check=False).stdout
+        digest = mutation.source_hash(text)
+        if not text or digest in seen:
+            continue
+        seen.add(digest)
+        try:
+            if code_digest(text) == wanted:
+                found.add(digest)
+        except SyntaxError:
+            continue
+    return found
+
+
 def standing(best: dict[tuple[str, int, str], dict[str, Any]], module: str,
              equivalent: dict[str, str]) -> dict[str, Any]:
     source = (mutation.ROOT / mutation.PACKAGE / module).read_text(encoding="utf-8")
     digest = mutation.source_hash(source)
+    texts = same_code(module, source)
     row: dict[str, Any] = {"module": module, "mutants": 0, "run": 0, "killed": 0,
                            "equivalent": 0, "survivors": [], "results": []}
     for mutant, _ in mutation.mutants_of(module, source):
         row["mutants"] += 1
-        rec = best.get((module, mutant.index, digest))
-        if rec is None:
+        held = [r for r in (best.get((module, mutant.index, t)) for t in texts) if r]
+        if not held:
             continue
+        # A kill on any version of the same code, else the result on this very text.
+        rec = next((r for r in held if r["status"] in KILLED), held[0])
+        rec = {**rec, "source_hash": digest}
         row["run"] += 1
         row["results"].append(rec)
         if rec["status"] in KILLED:
