@@ -1,0 +1,368 @@
+"""Round 5 of the mutation kills (issue 26, item 5): `counting/template.py`, the survivors
+of a whole-module pass whose covering tests were the slow ones of test_template_counting.py.
+
+Expected values come from the module docstring (the anchor and block-start algorithm; the
+shares add up to ``apply_chat_template``'s exact total; the generation prompt goes to the
+head), the docstrings and comments of the functions (`_header_start`, `_marker_tokens`,
+`_plain_backend`, `require_jinja2`, the constants' comments) and transformers' documented
+``apply_chat_template``, worked out by hand.
+
+Real components, and fast: a transformers fast tokenizer built in memory on a `tokenizers`
+WordLevel model that makes one token of every character (every block's count is then its
+length in characters, and any cut adds up), with ``<|endoftext|>`` (the EOS of GPT-2 and
+Qwen) as its one added token; chat templates written for each test. The pure functions of
+the block search (`_pieces`, `_block_starts`, `_header_start`) are called on texts written
+out by hand, where each expected cut is counted character by character in the docstring.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import pytest
+
+from trajectory_compressor.counting import template as template_module
+from trajectory_compressor.counting.template import (
+    SEARCH_ALLOWANCE,
+    ChatTemplateError,
+    TemplateCounter,
+    _block_starts,
+    _header_start,
+    _marker_tokens,
+    _pieces,
+    _plain_backend,
+    _special_veto,
+)
+
+EOS = "<|endoftext|>"
+
+
+def _char_tokenizer(cls: Any = None) -> Any:
+    """A transformers fast tokenizer: one token per character, ``EOS`` one added token."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    return (cls or PreTrainedTokenizerFast)(tokenizer_object=raw, eos_token=EOS)
+
+
+@pytest.fixture(scope="module")
+def chars() -> Any:
+    tok = _char_tokenizer()
+    assert tok("ab" + EOS, add_special_tokens=False)["input_ids"] == [0, 0, 1]  # as said
+    return tok
+
+
+def _counter(tok: Any, template: str, **kwargs: Any) -> TemplateCounter:
+    return TemplateCounter(tok, template, **kwargs)
+
+
+# -- the message's own text (anchors) --------------------------------------------------------
+
+
+def test_a_message_s_own_text_ends_with_its_tool_calls_names_and_string_arguments():
+    """Module docstring, 1.: a message's own text is its content "then its tool calls'
+    names and string arguments", OpenAI's nested ``function`` or a flat call alike;
+    arguments given as an object are not text of the message, and what is not a call
+    (not a dict, a ``function`` that is not a dict) adds nothing."""
+    message = {"role": "assistant", "content": "Checking both.", "tool_calls": [
+        "not a call",
+        {"id": "c1", "type": "function",
+         "function": {"name": "terminal", "arguments": '{"command": "ls -la"}'}},
+        {"name": "read_file", "arguments": {"path": "a.py"}},
+        {"id": "c3", "function": "grep"},
+    ]}
+    assert _pieces(message) == ["Checking both.", "terminal", '{"command": "ls -la"}',
+                                "read_file"]
+    only_calls = {"role": "assistant", "content": None,
+                  "tool_calls": [{"function": {"name": "terminal", "arguments": "{}"}}]}
+    assert _pieces(only_calls) == ["terminal", "{}"]
+
+
+def test_the_first_message_is_searched_for_from_the_start_of_the_rendering():
+    """A template that writes the first message's text at the very start: it is found at
+    0, and the next block starts after the white space that closes it (docstring, 2.).
+    "Alpha\\n" is 6 characters."""
+    text = "Alpha\nBravo"
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": "Bravo"}]
+    assert _block_starts(text, messages, len(text), SEARCH_ALLOWANCE, [], "") == [0, 6]
+
+
+def test_the_search_window_before_any_anchor_is_the_messages_text_plus_the_allowance():
+    """Docstring, 1.: a search looks "only as far as the text of the messages since the
+    last anchor plus an allowance". Here the first message (empty) has no anchor, so the
+    second's search runs from 0 to 0 + 5 ("Bravo") + the allowance. The text is
+    "assistant\\n" twice (0-9, 10-19) then "Bravo" at 20-25: with an allowance of 20 the
+    window is [0, 25) and holds it, the block starting at the last mention of its role
+    before it (the line at 10); with 19 it does not (window [0, 24)): no anchor, and the
+    block starts at the first mention of the role (docstring, 3.), at 0."""
+    text = "assistant\nassistant\nBravo"
+    messages = [{"role": "user", "content": ""}, {"role": "assistant", "content": "Bravo"}]
+    assert _block_starts(text, messages, len(text), 20, [], "") == [0, 10]
+    assert _block_starts(text, messages, len(text), 19, [], "") == [0, 0]
+
+
+# -- block starts --------------------------------------------------------------------------
+
+
+def test_a_message_without_an_anchor_looks_for_its_header_only_up_to_the_next_anchor():
+    """Docstring, 3.: a message with no anchor starts at the first mention of a role
+    after the previous block; that mention must lie before the next message's anchor
+    (between two anchors lie the end of one block and the header of the next). Here the
+    template dropped the empty assistant turn: between "Alpha" (0-5) and "Bravo" (7-12)
+    lies only "\\n\\n", which names no role, so its block starts after that white space,
+    at 7, and is empty; the "assistant" at 13 is the fourth message's header ("Charlie"
+    at 24), which starts there (its line)."""
+    text = "Alpha\n\nBravo\nassistant: Charlie"
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": ""},
+                {"role": "user", "content": "Bravo"},
+                {"role": "assistant", "content": "Charlie"}]
+    assert text.index("Bravo") == 7 and text.index("assistant") == 13
+    assert _block_starts(text, messages, len(text), SEARCH_ALLOWANCE, [], "") == [0, 7, 7, 13]
+
+
+def test_each_block_starts_after_the_previous_message_s_text():
+    """Three blocks with no role named: each starts after what closes the previous one
+    (docstring, 2.), i.e. after the previous message's own text and its line break:
+    "Alpha\\n" (0-6), "Bravo\\n" (6-12), "Charlie" (12-)."""
+    text = "Alpha\nBravo\nCharlie"
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": "Bravo"},
+                {"role": "assistant", "content": "Charlie"}]
+    assert _block_starts(text, messages, len(text), SEARCH_ALLOWANCE, [], "") == [0, 6, 12]
+
+
+def test_a_header_taken_by_a_message_without_an_anchor_is_not_taken_again():
+    """An empty assistant message (no anchor) takes the first mention of its role after
+    the previous block, the line "assistant" at 6 (docstring, 3.); the next assistant
+    message's block starts after that header, past the white space closing it, at 16,
+    and not at the same header again."""
+    text = "Alpha\nassistant\nCharlie"
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": ""},
+                {"role": "assistant", "content": "Charlie"}]
+    assert text.index("Charlie") == 16
+    assert _block_starts(text, messages, len(text), SEARCH_ALLOWANCE, [], "") == [0, 6, 16]
+
+
+def test_a_header_tag_before_the_role_name_starts_the_block():
+    """Docstring, 2.: the block starts at the tag holding the role name
+    (``<|start_header_id|>user``), here a tag that is no added token of the tokenizer:
+    "Alpha\\n" is 0-6, "xx" 6-8, the tag "<|turn|>" 8-16, "user" 16-20."""
+    text = "Alpha\nxx<|turn|>user\nBravo"
+    assert _header_start(text, 5, text.index("Bravo"), "user", [], "", last=True) == (8, 20)
+
+
+def test_a_role_name_inside_a_tag_starts_the_block_at_the_tag():
+    """Docstring, 2.: a role written inside a tag (``<｜User｜>``) that is no added token:
+    the block starts at its "<" (8), the name "User" spans 10-14."""
+    text = "Alpha\nxx<｜User｜>Bravo"
+    assert _header_start(text, 5, text.index("Bravo"), "user", [], "", last=True) == (8, 14)
+
+
+def test_an_eos_that_is_no_closing_tag_is_skipped_before_a_block_with_no_header():
+    """Docstring, 2.: with no role named, the block starts after what closes the previous
+    one, EOS first: ``<|endoftext|>`` (13 characters, 5-18) reads as no end-of-turn tag
+    (its "end" runs on into "oftext"), yet it is the tokenizer's EOS."""
+    text = "Alpha" + EOS + "Bravo"
+    assert _header_start(text, 5, 18, "assistant", [], EOS, last=True) == (18, 5)
+    assert _header_start(text, 5, 18, "assistant", [], "", last=True) == (5, 5)
+
+
+def test_the_tokenizer_s_eos_ends_a_turn_in_the_per_message_counts(chars):
+    """A template that ends every turn with the EOS and names no role: each message's
+    block is its text and its EOS (one token a character, one for the EOS: 6 each), as
+    the shares of ``apply_chat_template``'s total (12)."""
+    counter = _counter(chars, "{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}")
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": "Bravo"}]
+    assert counter.count_total(messages) == 12
+    assert counter.count_messages(messages) == [6, 6]
+
+
+# -- the generation prompt -------------------------------------------------------------------
+
+PROMPT_UNLESS_ANSWERED = (
+    "{% for m in messages %}[{{ m.role }}]{{ m.content }}\n{% endfor %}"
+    "{% if add_generation_prompt and messages[-1].role != 'assistant' %}[assistant]{% endif %}")
+
+
+def test_a_generation_prompt_the_template_left_out_takes_nothing_from_the_last_message(chars):
+    """A template that writes the generation prompt ("[assistant]", 11 characters) only
+    after a turn that awaits an answer. The prompt goes to the head (docstring); a row
+    ending with the assistant's turn has none, and its last message keeps its whole
+    block: "[user]Alpha\\n" is 12 tokens, "[assistant]Bravo is the answer\\n" 31."""
+    counter = _counter(chars, PROMPT_UNLESS_ANSWERED, add_generation_prompt=True)
+    answered = [{"role": "user", "content": "Alpha"},
+                {"role": "assistant", "content": "Bravo is the answer"}]
+    assert counter.count_total(answered) == 43
+    assert counter.count_messages(answered) == [12, 31]
+    assert counter.count_messages(answered[:1]) == [12 + 11]
+
+
+# -- the search allowance and tools ------------------------------------------------------
+
+
+def _two_blocks(gap: int) -> tuple[str, list[dict[str, str]]]:
+    """"Alpha" ends at 10; "Bravo" lies ``gap`` characters past it, its role named right
+    after "Alpha" (line at 11) and again on the line just before it (at 10 + gap - 10)."""
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": "Bravo"}]
+    between = "\nassistant\n" + "." * (gap - 22) + "\nassistant\n"
+    assert len(between) == gap
+    return "user\nAlpha" + between + "Bravo\n" + "." * 100, messages
+
+
+def test_an_empty_tools_list_widens_the_search_no_more_than_no_tools(chars):
+    """transformers passes ``tools=[]`` to the template, where it is false like no tools
+    (``{% if tools %}``): no tools block, so no room added to the search. "Bravo" 4,097
+    characters past "Alpha" lies beyond 4,096 (`SEARCH_ALLOWANCE`) as without tools: no
+    anchor, and its block starts at the first mention of its role (the line at 11)."""
+    counter = _counter(chars, "{{ messages }}")
+    text, messages = _two_blocks(4097)
+    assert counter.block_starts(text, messages, None) == ([0, 11], len(text))
+    assert counter.block_starts(text, messages, []) == ([0, 11], len(text))
+    near, _ = _two_blocks(4096)
+    assert counter.block_starts(near, messages, []) == ([0, 4096], len(near))
+
+
+TOOLS_BETWEEN_TURNS = (
+    "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>\n"
+    "{% if loop.first and tools %}## Tools\n{{ tools | tojson }}\n{% endif %}{% endfor %}")
+
+
+def test_a_long_tools_block_between_two_turns_is_searched_past(chars):
+    """Comment of `SEARCH_ALLOWANCE`: the allowance is room for the template's own text
+    between two messages, a tools block among it. A template that writes the tools after
+    the system turn, their JSON longer than 4,096 characters: the user's text is found
+    past them all the same, and each block starts at the tag holding its role name
+    (docstring, 2.), so the tools go to the head (docstring: the tools block goes to the
+    first message); the shares are the blocks' lengths (one token a character)."""
+    tools = [{"type": "function", "function": {
+        "name": "calendar", "description": "Reads a date. " + "d" * 5000}}]
+    messages = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Which day is it?"},
+                {"role": "assistant", "content": "Tuesday."}]
+    counter = _counter(chars, TOOLS_BETWEEN_TURNS)
+    text = counter.render(messages, tools)
+    user, assistant = text.index("<user>"), text.index("<assistant>")
+    assert text.index("## Tools") < user and user - text.index("## Tools") > 5000
+    assert counter.block_starts(text, messages, tools) == ([0, user, assistant], len(text))
+    assert counter.count_messages(messages, tools) == [
+        user, assistant - user, len(text) - assistant]
+    assert assistant - user == len("<user>Which day is it?</user>\n")
+
+
+# -- tokenizing ------------------------------------------------------------------------------
+
+
+def test_a_tokenizer_class_with_its_own_call_is_counted_through_it():
+    """`_plain_backend`: a class that overrides the encoding path (to pre-process text)
+    is used through its own ``__call__``: totals and per-message counts come from it (one
+    token a character: "<a>Alpha\\n" 9, "<b>Bravo\\n" 9)."""
+    from transformers import PreTrainedTokenizerFast
+
+    class Preprocessing(PreTrainedTokenizerFast):
+        calls = 0
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            type(self).calls += 1
+            return super().__call__(*args, **kwargs)
+
+    tok = _char_tokenizer(Preprocessing)
+    counter = _counter(tok, "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}")
+    assert _plain_backend(tok) is None
+    messages = [{"role": "a", "content": "Alpha"}, {"role": "b", "content": "Bravo"}]
+    assert counter.count_total(messages) == 18
+    assert counter.count_messages(messages) == [9, 9]
+    assert Preprocessing.calls == 2
+
+
+def test_a_plain_fast_tokenizer_is_encoded_by_its_backend_not_its_python_call(monkeypatch):
+    """Module docstring: a rendering is tokenized by "the fast backend's ``encode_batch``"
+    (totals by ``encode_batch_fast``), the settings a plain ``tokenizer(text)`` call would
+    make set on the backend: the tokenizer's own (Python) call, which only leads there,
+    is never made. A spy in the fast class's ``__call__`` (the class's own, so the
+    tokenizer still counts as plain) sees no call."""
+    from transformers import PreTrainedTokenizerFast
+
+    tok = _char_tokenizer()
+    counter = _counter(tok, "{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}")
+    real = PreTrainedTokenizerFast.__call__
+    calls: list[int] = []
+
+    def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(PreTrainedTokenizerFast, "__call__", spy)
+    assert _plain_backend(tok) is tok.backend_tokenizer
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": "Bravo"}]
+    assert counter.count_total(messages) == 12
+    assert counter.count_messages(messages) == [6, 6]
+    assert calls == []
+    assert len(tok("Alpha")["input_ids"]) == 5 and calls == [1]  # the spy does see calls
+
+
+def test_only_an_instance_of_the_fast_tokenizer_class_is_encoded_through_its_backend():
+    """`_plain_backend` hands out the backend only for what ``tokenizer(text)`` is known
+    to reduce to its ``encode_batch``: an instance of transformers' fast tokenizer class
+    that overrides none of its encoding path. An object of another class is called
+    itself, even one that carries that class's own encoding methods and a backend."""
+    from transformers import PreTrainedTokenizerFast as fast
+
+    names = ("__call__", "_call_one", "encode_plus", "batch_encode_plus", "_encode_plus",
+             "_batch_encode_plus", "set_truncation_and_padding")
+    lookalike = type("Lookalike", (), {n: getattr(fast, n) for n in names if hasattr(fast, n)})
+    obj = lookalike()
+    obj.backend_tokenizer = _char_tokenizer().backend_tokenizer
+    assert _plain_backend(obj) is None
+
+
+def test_a_long_rendering_is_encoded_four_pieces_at_a_time(chars, monkeypatch):
+    """Comments of `ENCODE_CHARS` and `PIECES_PER_CALL` (4): a rendering longer than
+    ENCODE_CHARS is encoded "a few pieces at a time", pieces of about a quarter of it
+    (at most half: `pieces` cuts within twice the size), never all at once. With
+    ENCODE_CHARS at 4,096 a 40,000-character rendering makes tens of pieces: every call
+    but the last takes four; the count is the rendering's, one token a character."""
+    monkeypatch.setattr(template_module, "ENCODE_CHARS", 4096)
+    counter = _counter(chars, "{% for m in messages %}{{ m.content }}{% endfor %}")
+    calls: list[list[int]] = []
+    real = counter._encode_starts
+    monkeypatch.setattr(counter, "_encode_starts",
+                        lambda batch: calls.append([len(p) for p in batch]) or real(batch))
+    messages = [{"role": "user", "content": "word " * 8000}]
+    assert counter.count_messages(messages) == [40000]
+    assert sum(map(sum, calls)) == 40000
+    assert len(calls) >= 5
+    assert all(len(batch) == 4 for batch in calls[:-1]) and 1 <= len(calls[-1]) <= 4
+    assert max(map(max, calls)) <= 2 * 4096 // 4
+
+
+def test_no_cut_lies_within_sixteen_characters_of_an_added_token(chars):
+    """Comment of `SPECIAL_MARGIN` (16): characters on each side of a cut in which no
+    added token may lie. EOS spans 40-53 here: cuts from 24 to 69 are vetoed, 23 and
+    70 are not."""
+    near = _special_veto(chars)
+    assert near is not None
+    text = "x" * 40 + EOS + "y" * 40
+    assert [near(text, at) for at in (23, 24, 69, 70)] == [False, True, True, False]
+
+
+# -- setup -----------------------------------------------------------------------------------
+
+
+def test_markers_of_a_tokenizer_without_added_vocabulary_are_its_bos_and_eos():
+    """`_marker_tokens`: the added tokens the template writes "and the BOS/EOS strings,
+    longest first"; a tokenizer that cannot list added tokens still has those."""
+    plain = types.SimpleNamespace(bos_token="<s>", eos_token="</s>")
+    assert _marker_tokens(plain, "{{ bos_token }}{{ messages }}") == ["</s>", "<s>"]
+
+
+def test_a_chat_template_counter_needs_jinja2_before_anything_else(chars, monkeypatch):
+    """`require_jinja2`: "checked once when counting starts", so a counter is not made
+    without jinja2 (a None entry in sys.modules makes the import fail as when missing),
+    even for a tokenizer that has a template."""
+    monkeypatch.setitem(sys.modules, "jinja2", None)
+    with pytest.raises(ChatTemplateError, match="jinja2 3.1 or later, which is not installed"):
+        TemplateCounter(chars, "{{ messages }}")
+
