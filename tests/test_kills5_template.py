@@ -124,6 +124,25 @@ def test_a_message_without_an_anchor_looks_for_its_header_only_up_to_the_next_an
     assert _block_starts(text, messages, len(text), SEARCH_ALLOWANCE, [], "") == [0, 7, 7, 13]
 
 
+def test_the_last_anchor_bounds_the_search_of_the_message_before_it():
+    """As above, the message without an anchor next to last: its header is looked for
+    only up to the last message's anchor ("Bravo", 7-12), so the "assistant" after it
+    (at 13) is not its header: its block starts after the white space at 7 and is
+    empty, and "Bravo"'s block starts there too."""
+    text = "Alpha\n\nBravo\nassistant"
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": ""},
+                {"role": "user", "content": "Bravo"}]
+    assert _block_starts(text, messages, len(text), SEARCH_ALLOWANCE, [], "") == [0, 7, 7]
+
+
+def test_a_last_message_without_an_anchor_looks_for_its_header_up_to_the_tail():
+    """The last message, empty (no anchor): no anchor follows it, so its header is looked
+    for up to the tail (within its text plus the allowance): the "assistant" line at 6."""
+    text = "Alpha\nassistant\n"
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": ""}]
+    assert _block_starts(text, messages, len(text), SEARCH_ALLOWANCE, [], "") == [0, 6]
+
+
 def test_each_block_starts_after_the_previous_message_s_text():
     """Three blocks with no role named: each starts after what closes the previous one
     (docstring, 2.), i.e. after the previous message's own text and its line break:
@@ -348,6 +367,74 @@ def test_no_cut_lies_within_sixteen_characters_of_an_added_token(chars):
     assert [near(text, at) for at in (23, 24, 69, 70)] == [False, True, True, False]
 
 
+def test_a_rendering_of_exactly_encode_chars_is_encoded_whole(chars, monkeypatch):
+    """Comment of `ENCODE_CHARS`: only a rendering *longer* than it goes in pieces; one of
+    exactly ENCODE_CHARS characters (4,096 here) is encoded in one call, whole."""
+    monkeypatch.setattr(template_module, "ENCODE_CHARS", 4096)
+    counter = _counter(chars, "{% for m in messages %}{{ m.content }}{% endfor %}")
+    calls: list[list[int]] = []
+    real = counter._encode_starts
+    monkeypatch.setattr(counter, "_encode_starts",
+                        lambda batch: calls.append([len(p) for p in batch]) or real(batch))
+    assert counter.count_messages([{"role": "user", "content": "word " * 819 + "w"}]) == [4096]
+    assert calls == [[4096]]
+
+
+def test_renderings_are_encoded_about_encode_chars_characters_a_call(chars, monkeypatch):
+    """Comment of `ENCODE_CHARS`: the characters rendered per tokenizer call. With it at
+    100, ten 30-character rows go three to a call (90 characters; a fourth would make
+    120), the last call taking the one left; each row's total is its length."""
+    monkeypatch.setattr(template_module, "ENCODE_CHARS", 100)
+    counter = _counter(chars, "{% for m in messages %}{{ m.content }}{% endfor %}")
+    calls: list[list[int]] = []
+    real = counter._encode_lengths
+    monkeypatch.setattr(counter, "_encode_lengths",
+                        lambda chunk: calls.append([len(t) for t in chunk]) or real(chunk))
+    rows = [([{"role": "user", "content": f"{i:02d}" + "x" * 28}], None) for i in range(10)]
+    assert counter.count_totals(rows) == [30] * 10
+    assert calls == [[30, 30, 30]] * 3 + [[30]]
+
+
+def test_a_token_with_no_characters_starts_at_the_start_of_the_text(tmp_path):
+    """`_encoding_start`: a token an encoding gives no characters (the BOS a
+    post-processor adds) counts as starting at 0, so it goes to the first message, the
+    head (module docstring: BOS goes to the first message)."""
+    from tokenizers import Tokenizer, processors
+
+    from trajectory_compressor.counting.template import _encoding_start
+
+    raw = _char_tokenizer().backend_tokenizer
+    raw = Tokenizer.from_str(raw.to_str())
+    raw.add_special_tokens(["<s>"])
+    raw.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[
+        ("<s>", raw.token_to_id("<s>"))])
+    encoding = raw.encode("ab")
+    assert encoding.token_to_chars(0) is None  # the BOS: no characters
+    start = _encoding_start(encoding)
+    assert [start(i) for i in range(3)] == [0, 0, 1]
+
+
+def test_a_position_at_a_piece_boundary_is_read_in_the_next_piece():
+    """`_PieceStarts`: pieces are [start, end); a position before the current piece
+    starts the reading over. Asked at 3, the second piece's start, it reads into the
+    second piece; asked at 2 then, the reading starts over (a second read); the counts
+    are those of the tokens before each position (tokens at 0, 2 | 3, 4)."""
+    from trajectory_compressor.counting.template import _PieceStarts, _Starts
+
+    reads: list[int] = []
+
+    def read() -> Any:
+        reads.append(1)
+        yield 0, 3, _Starts(2, [0, 2].__getitem__)
+        yield 3, 6, _Starts(2, [0, 1].__getitem__)
+
+    starts = _PieceStarts(read)
+    assert starts.before(3) == 2
+    assert len(reads) == 1
+    assert starts.before(2) == 1
+    assert len(reads) == 2
+
+
 # -- setup -----------------------------------------------------------------------------------
 
 
@@ -366,3 +453,42 @@ def test_a_chat_template_counter_needs_jinja2_before_anything_else(chars, monkey
     with pytest.raises(ChatTemplateError, match="jinja2 3.1 or later, which is not installed"):
         TemplateCounter(chars, "{{ messages }}")
 
+
+def test_only_string_bos_and_eos_are_markers():
+    """`_marker_tokens`: "the BOS/EOS strings": a value that is no string (a token
+    object, as some tokenizers keep) is not one."""
+    from tokenizers import AddedToken
+
+    odd = types.SimpleNamespace(bos_token=AddedToken("<s>", special=True), eos_token="</s>")
+    assert _marker_tokens(odd, "{{ messages }}") == ["</s>"]
+
+
+def test_a_tokenizer_without_a_template_is_named_in_the_error():
+    """A tokenizer with no chat template and none given: the error names it, by its
+    path, or its class when it has none (one built in memory; transformers 5 calls the
+    fast class TokenizersBackend, 4 PreTrainedTokenizerFast)."""
+    bare = _char_tokenizer()
+    assert not bare.chat_template and not bare.name_or_path
+    cls = type(bare).__name__
+    assert cls in ("TokenizersBackend", "PreTrainedTokenizerFast")
+    with pytest.raises(ChatTemplateError, match=f"^the tokenizer '{cls}' has no "
+                                                "chat template, which token_counting: "):
+        TemplateCounter(bare)
+    bare.name_or_path = "/models/tok"
+    with pytest.raises(ChatTemplateError, match="^the tokenizer '/models/tok' has no chat"):
+        TemplateCounter(bare)
+
+
+def test_the_tokenizer_s_own_template_is_the_one_hashed_and_searched_for_markers():
+    """Without ``template`` the counter uses the tokenizer's own: ``template`` is it, its
+    hash "the first 16 hex digits of the sha256", and the added tokens it writes are
+    markers (here only the EOS it writes)."""
+    import hashlib
+
+    tok = _char_tokenizer()
+    own = "{% for m in messages %}{{ m.content }}<|endoftext|>{% endfor %}"
+    tok.chat_template = own
+    counter = TemplateCounter(tok)
+    assert counter.template == own
+    assert counter.template_hash == hashlib.sha256(own.encode("utf-8")).hexdigest()[:16]
+    assert counter.count_messages([{"role": "user", "content": "Hi"}]) == [3]
