@@ -180,6 +180,23 @@ def test_a_role_name_inside_a_tag_starts_the_block_at_the_tag():
     assert _header_start(text, 5, text.index("Bravo"), "user", [], "", last=True) == (8, 14)
 
 
+def test_an_added_token_that_is_only_the_role_name_does_not_hide_the_header_tag():
+    """Docstring, 2.: the block starts at the special token, tag or line holding the
+    role name. An added token that is the name itself (a vocabulary with a "user"
+    token, which a template writing ``role == 'user'`` contains) holds nothing more: the
+    header tag before it, "<|turn|>" at 8, starts the block, as without that token."""
+    text = "Alpha\nxx<|turn|>user\nBravo"
+    hi = text.index("Bravo")
+    assert _header_start(text, 5, hi, "user", ["user"], "", last=True) == (8, 20)
+
+
+def test_a_header_on_the_rendering_s_first_line_break_starts_after_it():
+    """The line holding the role name starts after the line break before it, also the
+    one at 0: "\nxx user" names "user" at 4-8 on the line that starts at 1."""
+    text = "\nxx user\nBravo"
+    assert _header_start(text, 0, text.index("Bravo"), "user", [], "", last=True) == (1, 8)
+
+
 def test_an_eos_that_is_no_closing_tag_is_skipped_before_a_block_with_no_header():
     """Docstring, 2.: with no role named, the block starts after what closes the previous
     one, EOS first: ``<|endoftext|>`` (13 characters, 5-18) reads as no end-of-turn tag
@@ -187,6 +204,8 @@ def test_an_eos_that_is_no_closing_tag_is_skipped_before_a_block_with_no_header(
     text = "Alpha" + EOS + "Bravo"
     assert _header_start(text, 5, 18, "assistant", [], EOS, last=True) == (18, 5)
     assert _header_start(text, 5, 18, "assistant", [], "", last=True) == (5, 5)
+    # Only an EOS that is there is skipped: here the line break closes the block.
+    assert _header_start("Alpha\nBravo", 5, 6, "assistant", [], EOS, last=True) == (6, 5)
 
 
 def test_the_tokenizer_s_eos_ends_a_turn_in_the_per_message_counts(chars):
