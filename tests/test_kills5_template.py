@@ -197,6 +197,18 @@ def test_a_header_on_the_rendering_s_first_line_break_starts_after_it():
     assert _header_start(text, 0, text.index("Bravo"), "user", [], "", last=True) == (1, 8)
 
 
+def test_the_longest_header_tag_the_pattern_accepts_is_found_before_the_role():
+    """Docstring, 2.: the block starts at the tag holding the role name. `_TAG_BEFORE`
+    accepts a tag of up to 50 characters (``<`` + 48 + ``>``, ``<|`` + 46 + ``|>`` or
+    ``<｜`` + 46 + ``｜>``); one of 50 and one of 49 right before "user" start the block
+    (at 8, after "xx"), not the line (at 6)."""
+    for tag in ("<" + "h" * 48 + ">", "<|" + "h" * 46 + "|>", "<｜" + "h" * 46 + "｜>",
+                "<" + "h" * 47 + ">"):
+        text = "Alpha\nxx" + tag + "user\nBravo"
+        hi = text.index("Bravo")
+        assert _header_start(text, 5, hi, "user", [], "", last=True) == (8, 8 + len(tag) + 4)
+
+
 def test_an_eos_that_is_no_closing_tag_is_skipped_before_a_block_with_no_header():
     """Docstring, 2.: with no role named, the block starts after what closes the previous
     one, EOS first: ``<|endoftext|>`` (13 characters, 5-18) reads as no end-of-turn tag

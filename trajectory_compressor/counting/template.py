@@ -578,7 +578,7 @@ def _header_start(
         inside = marker.lower().find(name)
         if inside > 0 and r - inside >= lo and text.startswith(marker, r - inside):
             return r - inside, end
-    window = max(lo, r - 48)
+    window = max(lo, r - 50)  # room for the longest tag _TAG_BEFORE accepts
     tag = _TAG_BEFORE.search(text, window, r)
     if tag is not None:
         return tag.start(), end
