@@ -213,11 +213,11 @@ def test_an_eos_that_is_no_closing_tag_is_skipped_before_a_block_with_no_header(
     """Docstring, 2.: with no role named, the block starts after what closes the previous
     one, EOS first: ``<|endoftext|>`` (13 characters, 5-18) reads as no end-of-turn tag
     (its "end" runs on into "oftext"), yet it is the tokenizer's EOS."""
+    # Only an EOS that is there is skipped: here the line break closes the block.
+    assert _header_start("Alpha\nBravo", 5, 6, "assistant", [], EOS, last=True) == (6, 5)
     text = "Alpha" + EOS + "Bravo"
     assert _header_start(text, 5, 18, "assistant", [], EOS, last=True) == (18, 5)
     assert _header_start(text, 5, 18, "assistant", [], "", last=True) == (5, 5)
-    # Only an EOS that is there is skipped: here the line break closes the block.
-    assert _header_start("Alpha\nBravo", 5, 6, "assistant", [], EOS, last=True) == (6, 5)
 
 
 def test_the_tokenizer_s_eos_ends_a_turn_in_the_per_message_counts(chars):
