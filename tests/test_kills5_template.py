@@ -17,6 +17,7 @@ out by hand, where each expected cut is counted character by character in the do
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import types
 from typing import Any
@@ -80,6 +81,17 @@ def test_a_message_s_own_text_ends_with_its_tool_calls_names_and_string_argument
     only_calls = {"role": "assistant", "content": None,
                   "tool_calls": [{"function": {"name": "terminal", "arguments": "{}"}}]}
     assert _pieces(only_calls) == ["terminal", "{}"]
+
+
+def test_a_message_s_own_text_starts_with_its_reasoning():
+    """Module docstring, 1.: a message's own text is its reasoning, then its content; the
+    reasoning is under the first of the keys transformers reads (``reasoning_content``,
+    ``thinking``, ``reasoning``) that holds one."""
+    assert _pieces({"role": "assistant", "reasoning_content": "Let me think.",
+                    "content": "Done."}) == ["Let me think.", "Done."]
+    assert _pieces({"role": "assistant", "reasoning_content": None, "thinking": "Hmm.",
+                    "content": "Done."}) == ["Hmm.", "Done."]
+    assert _pieces({"role": "assistant", "content": "Done."}) == ["Done."]
 
 
 def test_the_first_message_is_searched_for_from_the_start_of_the_rendering():
@@ -275,6 +287,20 @@ def test_an_empty_tools_list_widens_the_search_no_more_than_no_tools(chars):
     assert counter.block_starts(near, messages, []) == ([0, 4096], len(near))
 
 
+def test_tools_widen_the_search_by_twice_their_json(chars):
+    """Comment of `SEARCH_ALLOWANCE`: the room is 4,096 characters plus twice the tools'
+    JSON (a template may write it indented). ``[{"type": "function"}]`` is 22 characters
+    (counted: brackets 2, braces 2, "type" 6, colon and space 2, "function" 10), so the
+    room is 4,096 + 44 = 4,140: "Bravo" 4,140 characters past "Alpha" is found (its
+    block starts on the line before it, at 4,140), 4,141 past is not (the line at 11)."""
+    counter = _counter(chars, "{{ messages }}")
+    tools = [{"type": "function"}]
+    near, messages = _two_blocks(4140)
+    assert counter.block_starts(near, messages, tools) == ([0, 4140], len(near))
+    far, _ = _two_blocks(4141)
+    assert counter.block_starts(far, messages, tools) == ([0, 11], len(far))
+
+
 TOOLS_BETWEEN_TURNS = (
     "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>\n"
     "{% if loop.first and tools %}## Tools\n{{ tools | tojson }}\n{% endif %}{% endfor %}")
@@ -412,18 +438,18 @@ def test_a_rendering_of_exactly_encode_chars_is_encoded_whole(chars, monkeypatch
 
 
 def test_renderings_are_encoded_about_encode_chars_characters_a_call(chars, monkeypatch):
-    """Comment of `ENCODE_CHARS`: the characters rendered per tokenizer call. With it at
-    100, ten 30-character rows go three to a call (90 characters; a fourth would make
-    120), the last call taking the one left; each row's total is its length."""
+    """Comment of `ENCODE_CHARS`: the characters rendered per tokenizer call, at most. With
+    it at 100, ten 25-character rows go four to a call (100 characters, not more), the
+    last call taking the two left; each row's total is its length."""
     monkeypatch.setattr(template_module, "ENCODE_CHARS", 100)
     counter = _counter(chars, "{% for m in messages %}{{ m.content }}{% endfor %}")
     calls: list[list[int]] = []
     real = counter._encode_lengths
     monkeypatch.setattr(counter, "_encode_lengths",
                         lambda chunk: calls.append([len(t) for t in chunk]) or real(chunk))
-    rows = [([{"role": "user", "content": f"{i:02d}" + "x" * 28}], None) for i in range(10)]
-    assert counter.count_totals(rows) == [30] * 10
-    assert calls == [[30, 30, 30]] * 3 + [[30]]
+    rows = [([{"role": "user", "content": f"{i:02d}" + "x" * 23}], None) for i in range(10)]
+    assert counter.count_totals(rows) == [25] * 10
+    assert calls == [[25] * 4, [25] * 4, [25] * 2]
 
 
 def test_a_token_with_no_characters_starts_at_the_start_of_the_text(tmp_path):
@@ -514,8 +540,6 @@ def test_the_tokenizer_s_own_template_is_the_one_hashed_and_searched_for_markers
     """Without ``template`` the counter uses the tokenizer's own: ``template`` is it, its
     hash "the first 16 hex digits of the sha256", and the added tokens it writes are
     markers (here only the EOS it writes)."""
-    import hashlib
-
     tok = _char_tokenizer()
     own = "{% for m in messages %}{{ m.content }}<|endoftext|>{% endfor %}"
     tok.chat_template = own
@@ -523,3 +547,43 @@ def test_the_tokenizer_s_own_template_is_the_one_hashed_and_searched_for_markers
     assert counter.template == own
     assert counter.template_hash == hashlib.sha256(own.encode("utf-8")).hexdigest()[:16]
     assert counter.count_messages([{"role": "user", "content": "Hi"}]) == [3]
+
+
+def test_a_named_template_set_hashes_the_same_in_any_key_order():
+    """`template_hash`: of a dict of named templates, "of its JSON" with the keys in
+    order, so the same set hashes the same however the tokenizer listed it."""
+    from trajectory_compressor.counting.template import template_hash
+
+    ordered = {"default": "{{ messages }}", "tool_use": "{{ tools }}"}
+    listed = {"tool_use": "{{ tools }}", "default": "{{ messages }}"}
+    text = '{"default": "{{ messages }}", "tool_use": "{{ tools }}"}'
+    expected = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    assert template_hash(ordered) == template_hash(listed) == expected
+
+
+def test_a_tokenizer_without_the_split_special_tokens_option_keeps_them_whole():
+    """Module docstring: ``split_special_tokens`` is set as a plain ``tokenizer(text)`` call
+    sets it; a tokenizer that has no such option (transformers before it had one) keeps
+    added tokens whole, as its calls did: the EOS is one token ("Hi" + EOS: 3)."""
+    tok = _char_tokenizer()
+    del tok.split_special_tokens
+    counter = _counter(tok, "{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}")
+    assert counter.count_total([{"role": "user", "content": "Hi"}]) == 3
+    assert counter.count_messages([{"role": "user", "content": "Hi"}]) == [3]
+
+
+def test_a_block_at_the_very_start_gets_the_tokens_that_start_in_it():
+    """Module docstring: each token goes to the message whose block holds its first
+    character. A template that writes an empty system message as nothing: the user's
+    block starts at 0, and both of "Hi"'s tokens are the user's, counted through a
+    tokenizer's own call (offsets from it) as through the backend."""
+    from transformers import PreTrainedTokenizerFast
+
+    class Preprocessing(PreTrainedTokenizerFast):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return super().__call__(*args, **kwargs)
+
+    template = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    messages = [{"role": "system", "content": ""}, {"role": "user", "content": "Hi"}]
+    for tok in (_char_tokenizer(Preprocessing), _char_tokenizer()):
+        assert _counter(tok, template).count_messages(messages) == [0, 2]

@@ -67,8 +67,8 @@ PIECES_PER_CALL = 4
 # Characters on each side of a cut in which no added token may lie: a piece boundary
 # next to one could change what it absorbs (``lstrip``/``rstrip`` tokens).
 SPECIAL_MARGIN = 16
-# How far past the text of the messages being located a search for an anchor may look:
-# room for the template's own text between two messages (headers, tags, a tools block).
+# How far past the messages' text a search for an anchor may look: room for the template's
+# own text between two messages (headers, tags, and twice the tools' JSON: it may be indented).
 SEARCH_ALLOWANCE = 4096
 
 
