@@ -155,6 +155,27 @@ def test_a_last_message_without_an_anchor_looks_for_its_header_up_to_the_tail():
     assert _block_starts(text, messages, len(text), SEARCH_ALLOWANCE, [], "") == [0, 6]
 
 
+def test_the_next_anchor_bounds_the_search_from_its_start_not_its_end():
+    """As above: the header of a message without an anchor lies before the next
+    message's anchor, not within it. "Bravo is the assistant" (7-29) names a role in the
+    user's own text; the empty assistant turn between gets only the white space (7), and
+    the user's block starts there too."""
+    text = "Alpha\n\nBravo is the assistant\n"
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": ""},
+                {"role": "user", "content": "Bravo is the assistant"}]
+    assert _block_starts(text, messages, len(text), SEARCH_ALLOWANCE, [], "") == [0, 7, 7]
+
+
+def test_two_messages_without_anchors_are_both_bound_by_the_next_anchor():
+    """Two empty assistant turns the template dropped, then "Bravo" (7-12): each looks for
+    its header only up to "Bravo" (docstring, 3.), so neither takes the "assistant" after
+    it (13); both blocks are empty, at 7."""
+    text = "Alpha\n\nBravo\nassistant"
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": ""},
+                {"role": "assistant", "content": ""}, {"role": "user", "content": "Bravo"}]
+    assert _block_starts(text, messages, len(text), SEARCH_ALLOWANCE, [], "") == [0, 7, 7, 7]
+
+
 def test_each_block_starts_after_the_previous_message_s_text():
     """Three blocks with no role named: each starts after what closes the previous one
     (docstring, 2.), i.e. after the previous message's own text and its line break:
@@ -200,6 +221,24 @@ def test_an_added_token_that_is_only_the_role_name_does_not_hide_the_header_tag(
     text = "Alpha\nxx<|turn|>user\nBravo"
     hi = text.index("Bravo")
     assert _header_start(text, 5, hi, "user", ["user"], "", last=True) == (8, 20)
+
+
+def test_a_special_token_before_the_role_name_counts_only_within_the_search():
+    """`_header_start` looks in text[lo:hi]: a special token before the role name that
+    begins before ``lo`` (inside the previous message's text, which ends with it here:
+    "Alpha <|im_start|>", 0-18) is not this block's start; the block starts at the name,
+    at 18 (no line break, no tag within the search)."""
+    text = "Alpha <|im_start|>user\nBravo"
+    hi = text.index("Bravo")
+    assert _header_start(text, 18, hi, "user", ["<|im_start|>"], "", last=True) == (18, 22)
+
+
+def test_a_special_token_holding_the_role_name_after_one_character_starts_the_block():
+    """Docstring, 2.: the block starts at the special token holding the role name, here
+    an added token "[user]" (at 8, the name at 9-13), not at the line (6)."""
+    text = "Alpha\nxx[user]Bravo"
+    hi = text.index("Bravo")
+    assert _header_start(text, 5, hi, "user", ["[user]"], "", last=True) == (8, 13)
 
 
 def test_a_header_on_the_rendering_s_first_line_break_starts_after_it():
