@@ -626,3 +626,17 @@ def test_a_block_at_the_very_start_gets_the_tokens_that_start_in_it():
     messages = [{"role": "system", "content": ""}, {"role": "user", "content": "Hi"}]
     for tok in (_char_tokenizer(Preprocessing), _char_tokenizer()):
         assert _counter(tok, template).count_messages(messages) == [0, 2]
+
+
+def test_markers_are_the_added_tokens_the_template_writes():
+    """`_marker_tokens`: "added tokens the template writes, and the BOS/EOS strings,
+    longest first": an added token the template never writes ("[SEP]") is none, even
+    when a message's text brings it before a role name (the line starts that block)."""
+    tok = _char_tokenizer()
+    tok.add_tokens(["[SEP]", "<|im_start|>"])
+    template = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}{% endfor %}"
+    assert _marker_tokens(tok, template) == [EOS, "<|im_start|>"]
+    counter = _counter(tok, template)
+    text = "<|im_start|>user\nAlpha\nsee [SEP]assistant\nBravo"
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": "Bravo"}]
+    assert counter.block_starts(text, messages) == ([0, text.index("see")], len(text))
