@@ -446,6 +446,7 @@ def test_a_long_rendering_is_encoded_four_pieces_at_a_time(chars, monkeypatch):
     monkeypatch.setattr(counter, "_encode_starts",
                         lambda batch: calls.append([len(p) for p in batch]) or real(batch))
     messages = [{"role": "user", "content": "word " * 8000}]
+    assert counter.count_total(messages) == 40000  # totals go in pieces too
     assert counter.count_messages(messages) == [40000]
     assert sum(map(sum, calls)) == 40000
     assert len(calls) >= 5
@@ -640,3 +641,108 @@ def test_markers_are_the_added_tokens_the_template_writes():
     text = "<|im_start|>user\nAlpha\nsee [SEP]assistant\nBravo"
     messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": "Bravo"}]
     assert counter.block_starts(text, messages) == ([0, text.index("see")], len(text))
+
+
+def test_a_long_rendering_in_pieces_splits_its_tokens_between_messages(chars, monkeypatch):
+    """Pieces (ENCODE_CHARS at 4,096) do not move a token to another message: two
+    20,001-character blocks ("word " 4,000 times and a line break) get 20,001 each."""
+    monkeypatch.setattr(template_module, "ENCODE_CHARS", 4096)
+    counter = _counter(chars, "{% for m in messages %}{{ m.content }}\n{% endfor %}")
+    messages = [{"role": "user", "content": "word " * 4000},
+                {"role": "assistant", "content": "more " * 4000}]
+    assert counter.count_messages(messages) == [20001, 20001]
+
+
+def test_a_tokenizer_s_own_call_counts_without_the_special_tokens_it_adds():
+    """Module docstring: a rendering is tokenized without special tokens (the template
+    writes BOS itself), as ``apply_chat_template`` does; so through a tokenizer's own
+    call too, for one whose plain calls add a BOS: "<a>Alpha\n" 9, "<b>Bravo\n" 9."""
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast
+
+    class Preprocessing(PreTrainedTokenizerFast):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return super().__call__(*args, **kwargs)
+
+    tok = _char_tokenizer(Preprocessing)
+    tok.add_special_tokens({"bos_token": "<s>"})
+    bos = tok.convert_tokens_to_ids("<s>")
+    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", bos)])
+    assert tok("ab")["input_ids"][0] == bos  # plain calls add it
+    counter = _counter(tok, "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}")
+    messages = [{"role": "a", "content": "Alpha"}, {"role": "b", "content": "Bravo"}]
+    assert counter.count_total(messages) == 18
+    assert counter.count_messages(messages) == [9, 9]
+
+
+def test_an_eos_reaching_past_the_search_is_not_skipped():
+    """`_header_start` looks in text[lo:hi]: an EOS that starts there but ends past ``hi``
+    is not skipped (the block would start past the search); nothing else closes the
+    block, so it starts at ``lo``."""
+    text = "Alpha" + EOS + "Bravo"
+    assert _header_start(text, 5, 10, "assistant", [], EOS, last=True) == (5, 5)
+
+
+def test_tools_widen_the_search_by_their_json_as_templates_write_it(chars):
+    """The tools' JSON is measured as transformers' ``tojson`` writes it, non-ASCII
+    characters as they are (``ensure_ascii=False``): ``[{"type": "función"}]`` is 21
+    characters, so the room is 4,096 + 42 = 4,138."""
+    counter = _counter(chars, "{{ messages }}")
+    tools = [{"type": "función"}]
+    near, messages = _two_blocks(4138)
+    assert counter.block_starts(near, messages, tools) == ([0, 4138], len(near))
+    far, _ = _two_blocks(4139)
+    assert counter.block_starts(far, messages, tools) == ([0, 11], len(far))
+
+
+def test_an_unreadable_template_file_is_named_with_the_reason(tmp_path):
+    """`read_chat_template`: one sentence naming the file, the option and the reason."""
+    from trajectory_compressor.counting.template import read_chat_template
+
+    missing = tmp_path / "missing.jinja"
+    with pytest.raises(ChatTemplateError) as info:
+        read_chat_template(missing)
+    assert str(info.value) == (f"cannot read the chat template {str(missing)!r} given with "
+                               "--chat-template FILE.jinja: No such file or directory")
+
+
+def test_only_text_parts_of_a_content_list_are_the_message_s_text():
+    """Module docstring, 1.: content given as parts contributes its text parts; an image
+    part, or anything that is not a part, adds nothing."""
+    message = {"role": "user", "content": [
+        {"type": "text", "text": "Look:"}, {"type": "image_url", "image_url": {"url": "x"}},
+        "stray", {"type": "text", "text": "and this."}]}
+    assert _pieces(message) == ["Look:", "and this."]
+
+
+def test_a_rewritten_message_looks_for_its_header_within_its_text_plus_the_allowance():
+    """Docstring, 1. and 3.: a message whose text the template rewrote ("bravo" rendered
+    "BRAVO": no anchor) looks for its header from the previous block's end (5) as far as
+    its own text (5) plus the allowance (20 here): to 30, which holds the "assistant" at
+    17 (its line)."""
+    text = "Alpha\n" + "." * 10 + "\nassistant\nBRAVO"
+    messages = [{"role": "user", "content": "Alpha"}, {"role": "assistant", "content": "bravo"}]
+    assert text.index("assistant") == 17
+    assert _block_starts(text, messages, len(text), 20, [], "") == [0, 17]
+
+
+def test_the_longest_added_token_is_the_one_near_a_cut():
+    """`_special_veto`: within `SPECIAL_MARGIN` of an added token, the tokenizer's longest
+    match: of "<x>" and "<x>long_token_suffix" (40-60 here) the longer, so 76 is near
+    it, 77 is not."""
+    tok = _char_tokenizer()
+    tok.add_tokens(["<x>", "<x>long_token_suffix"])
+    near = _special_veto(tok)
+    assert near is not None
+    text = "a" * 40 + "<x>long_token_suffix" + "b" * 40
+    assert [near(text, at) for at in (24, 76, 77)] == [True, True, False]
+
+
+def test_an_added_token_at_the_start_of_the_text_is_near_a_cut():
+    """`_special_veto`: EOS at 0-13 makes cuts up to 29 near it, also seen from a cut
+    close to the start."""
+    near = _special_veto(_char_tokenizer())
+    assert near is not None
+    text = EOS + "a" * 60
+    assert [near(text, at) for at in (5, 29, 30)] == [True, True, False]
