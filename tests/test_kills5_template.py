@@ -547,7 +547,7 @@ def test_a_chat_template_counter_needs_jinja2_before_anything_else(chars, monkey
     without jinja2 (a None entry in sys.modules makes the import fail as when missing),
     even for a tokenizer that has a template."""
     monkeypatch.setitem(sys.modules, "jinja2", None)
-    with pytest.raises(ChatTemplateError, match="jinja2 3.1 or later, which is not installed"):
+    with pytest.raises(ChatTemplateError, match=r"jinja2 3\.1 or later, which is not installed"):
         TemplateCounter(chars, "{{ messages }}")
 
 
@@ -572,7 +572,7 @@ def test_a_tokenizer_without_a_template_is_named_in_the_error():
                                                 "chat template, which token_counting: "):
         TemplateCounter(bare)
     bare.name_or_path = "/models/tok"
-    with pytest.raises(ChatTemplateError, match="^the tokenizer '/models/tok' has no chat"):
+    with pytest.raises(ChatTemplateError, match=r"^the tokenizer '/models/tok' has no chat"):
         TemplateCounter(bare)
 
 
@@ -656,7 +656,7 @@ def test_a_long_rendering_in_pieces_splits_its_tokens_between_messages(chars, mo
 def test_a_tokenizer_s_own_call_counts_without_the_special_tokens_it_adds():
     """Module docstring: a rendering is tokenized without special tokens (the template
     writes BOS itself), as ``apply_chat_template`` does; so through a tokenizer's own
-    call too, for one whose plain calls add a BOS: "<a>Alpha\n" 9, "<b>Bravo\n" 9."""
+    call or its backend, for one whose plain calls add a BOS: "<a>Alpha\n" 9, "<b>Bravo\n" 9."""
     from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
@@ -664,16 +664,18 @@ def test_a_tokenizer_s_own_call_counts_without_the_special_tokens_it_adds():
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             return super().__call__(*args, **kwargs)
 
-    tok = _char_tokenizer(Preprocessing)
-    tok.add_special_tokens({"bos_token": "<s>"})
-    bos = tok.convert_tokens_to_ids("<s>")
-    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A", special_tokens=[("<s>", bos)])
-    assert tok("ab")["input_ids"][0] == bos  # plain calls add it
-    counter = _counter(tok, "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}")
-    messages = [{"role": "a", "content": "Alpha"}, {"role": "b", "content": "Bravo"}]
-    assert counter.count_total(messages) == 18
-    assert counter.count_messages(messages) == [9, 9]
+    for cls in (Preprocessing, PreTrainedTokenizerFast):  # its own call; its backend
+        tok = _char_tokenizer(cls)
+        tok.add_special_tokens({"bos_token": "<s>"})
+        bos = tok.convert_tokens_to_ids("<s>")
+        tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", bos)])
+        assert tok("ab")["input_ids"][0] == bos  # plain calls add it
+        template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}"
+        counter = _counter(tok, template)
+        messages = [{"role": "a", "content": "Alpha"}, {"role": "b", "content": "Bravo"}]
+        assert counter.count_total(messages) == 18
+        assert counter.count_messages(messages) == [9, 9]
 
 
 def test_an_eos_reaching_past_the_search_is_not_skipped():
