@@ -748,3 +748,29 @@ def test_an_added_token_at_the_start_of_the_text_is_near_a_cut():
     assert near is not None
     text = EOS + "a" * 60
     assert [near(text, at) for at in (5, 29, 30)] == [True, True, False]
+
+
+# -- a --chat-template file that cannot be read (a real bug, fixed with these tests) -------
+
+
+@pytest.mark.parametrize("command", [
+    ("compress", "--token-counting", "chat_template", "-o", "{out}"),
+    ("analyze",)])
+@pytest.mark.parametrize("content", [None, b"\xff\xfe{{ messages }}"])
+def test_an_unreadable_chat_template_file_is_a_configuration_error(tmp_path, command, content):
+    """SPEC §7: a usage or configuration error exits 2 with one clear sentence, never an
+    internal error (4). A ``--chat-template`` file that is missing or not UTF-8 text is
+    the user's to fix, in ``compress`` (counting with it) as in ``analyze`` (comparing
+    with it): the sentence names the file and the option."""
+    from tests.cli_helpers import invoke_cli
+
+    template = tmp_path / "template.jinja"
+    if content is not None:
+        template.write_bytes(content)
+    args = [a.replace("{out}", str(tmp_path / "out.jsonl")) for a in command]
+    run = invoke_cli(args[0], "data_samples/openai_messages.jsonl", *args[1:],
+                     "--chat-template", str(template))
+    assert run.returncode == 2, run.stderr
+    assert (f"error: cannot read the chat template {str(template)!r} given with "
+            "--chat-template FILE.jinja: ") in run.stderr
+    assert "internal error" not in run.stderr and "Traceback" not in run.stderr

@@ -115,10 +115,10 @@ def read_chat_template(path: str | Path) -> str:
     """The text of a ``.jinja`` template file given with ``--chat-template``."""
     try:
         return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:  # missing, a folder, not UTF-8 text
         raise ChatTemplateError(
             f"cannot read the chat template {str(path)!r} given with {CHAT_TEMPLATE_OPTION}: "
-            f"{exc.strerror or exc}"
+            f"{getattr(exc, 'strerror', None) or exc}"
         ) from exc
 
 
