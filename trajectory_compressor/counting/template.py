@@ -67,8 +67,8 @@ PIECES_PER_CALL = 4
 # Characters on each side of a cut in which no added token may lie: a piece boundary
 # next to one could change what it absorbs (``lstrip``/``rstrip`` tokens).
 SPECIAL_MARGIN = 16
-# How far past the text of the messages being located a search for an anchor may look:
-# room for the template's own text between two messages (headers, tags, a tools block).
+# How far past the messages' text a search for an anchor may look: room for the template's
+# own text between two messages (headers, tags, and twice the tools' JSON: it may be indented).
 SEARCH_ALLOWANCE = 4096
 
 
@@ -115,10 +115,10 @@ def read_chat_template(path: str | Path) -> str:
     """The text of a ``.jinja`` template file given with ``--chat-template``."""
     try:
         return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:  # missing, a folder, not UTF-8 text
         raise ChatTemplateError(
             f"cannot read the chat template {str(path)!r} given with {CHAT_TEMPLATE_OPTION}: "
-            f"{exc.strerror or exc}"
+            f"{getattr(exc, 'strerror', None) or exc}"
         ) from exc
 
 
@@ -578,7 +578,7 @@ def _header_start(
         inside = marker.lower().find(name)
         if inside > 0 and r - inside >= lo and text.startswith(marker, r - inside):
             return r - inside, end
-    window = max(lo, r - 48)
+    window = max(lo, r - 50)  # room for the longest tag _TAG_BEFORE accepts
     tag = _TAG_BEFORE.search(text, window, r)
     if tag is not None:
         return tag.start(), end

@@ -37,9 +37,9 @@ class RowCounter:
         self._config = config
         self._other: Any = None  # the template `analyze` compares with, built when asked
         if self.mode == "chat_template":
-            from ..counting.template import ChatTemplateError, TemplateCounter, read_chat_template
+            from ..counting.template import ChatTemplateError, TemplateCounter
 
-            source = read_chat_template(config.chat_template) if config.chat_template else None
+            source = _template_source(config)
             # The template needs the tokenizer as transformers loads it from its folder
             # (special tokens such as the BOS a template writes come from its config).
             tokenizer = load_tokenizer(config.tokenizer_name, config.trust_remote_code)
@@ -98,9 +98,9 @@ def gap_counter(config: CompressionConfig, counter: TokenCounter) -> Any:
     the tokenizer's own, else None (the bundled tokenizer has no chat template)."""
     if config.token_counting == "chat_template":
         return True  # the run counts with the template: the gap is against the sums
-    from ..counting.template import ChatTemplateError, TemplateCounter, read_chat_template
+    from ..counting.template import ChatTemplateError, TemplateCounter
 
-    source = read_chat_template(config.chat_template) if config.chat_template else None
+    source = _template_source(config)
     if source is None and config.tokenizer_name == BUNDLED_TOKENIZER:
         return None
     try:
@@ -108,3 +108,16 @@ def gap_counter(config: CompressionConfig, counter: TokenCounter) -> Any:
                                               config.trust_remote_code), source)
     except ChatTemplateError:
         return None
+
+
+def _template_source(config: CompressionConfig) -> str | None:
+    """The text of the ``--chat-template`` file, if one is given. One that cannot be read
+    is the user's to fix: a configuration error (exit 2), as a missing config file is."""
+    if not config.chat_template:
+        return None
+    from ..counting.template import ChatTemplateError, read_chat_template
+
+    try:
+        return read_chat_template(config.chat_template)
+    except ChatTemplateError as exc:
+        raise ConfigError(str(exc)) from None
