@@ -326,17 +326,21 @@ def test_an_empty_tools_list_widens_the_search_no_more_than_no_tools(chars):
     assert counter.block_starts(near, messages, []) == ([0, 4096], len(near))
 
 
-def test_tools_widen_the_search_by_twice_their_json(chars):
+@pytest.mark.parametrize("name, room", [("function", 4140), ("función", 4138)])
+def test_tools_widen_the_search_by_twice_their_json(chars, name, room):
     """Comment of `SEARCH_ALLOWANCE`: the room is 4,096 characters plus twice the tools'
     JSON (a template may write it indented). ``[{"type": "function"}]`` is 22 characters
     (counted: brackets 2, braces 2, "type" 6, colon and space 2, "function" 10), so the
     room is 4,096 + 44 = 4,140: "Bravo" 4,140 characters past "Alpha" is found (its
-    block starts on the line before it, at 4,140), 4,141 past is not (the line at 11)."""
+    block starts on the line before it, at 4,140), 4,141 past is not (the line at 11).
+    The JSON is measured as transformers' ``tojson`` writes it, non-ASCII characters as
+    they are (``ensure_ascii=False``): ``[{"type": "función"}]`` is 21 characters, so
+    the room is 4,096 + 42 = 4,138."""
     counter = _counter(chars, "{{ messages }}")
-    tools = [{"type": "function"}]
-    near, messages = _two_blocks(4140)
-    assert counter.block_starts(near, messages, tools) == ([0, 4140], len(near))
-    far, _ = _two_blocks(4141)
+    tools = [{"type": name}]
+    near, messages = _two_blocks(room)
+    assert counter.block_starts(near, messages, tools) == ([0, room], len(near))
+    far, _ = _two_blocks(room + 1)
     assert counter.block_starts(far, messages, tools) == ([0, 11], len(far))
 
 
@@ -684,18 +688,6 @@ def test_an_eos_reaching_past_the_search_is_not_skipped():
     block, so it starts at ``lo``."""
     text = "Alpha" + EOS + "Bravo"
     assert _header_start(text, 5, 10, "assistant", [], EOS, last=True) == (5, 5)
-
-
-def test_tools_widen_the_search_by_their_json_as_templates_write_it(chars):
-    """The tools' JSON is measured as transformers' ``tojson`` writes it, non-ASCII
-    characters as they are (``ensure_ascii=False``): ``[{"type": "función"}]`` is 21
-    characters, so the room is 4,096 + 42 = 4,138."""
-    counter = _counter(chars, "{{ messages }}")
-    tools = [{"type": "función"}]
-    near, messages = _two_blocks(4138)
-    assert counter.block_starts(near, messages, tools) == ([0, 4138], len(near))
-    far, _ = _two_blocks(4139)
-    assert counter.block_starts(far, messages, tools) == ([0, 11], len(far))
 
 
 def test_an_unreadable_template_file_is_named_with_the_reason(tmp_path):
