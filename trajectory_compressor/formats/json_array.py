@@ -4,8 +4,8 @@ Reading is streamed: the file is memory-mapped and scanned for the array's top-l
 elements (strings skipped whole by a regular expression), and each element is parsed on
 its own, so memory holds one row at a time whatever the file's size. What follows the
 array is read too (further arrays, JSON lines; anything else is a located reject), never
-dropped. A ``.json`` file that holds JSON lines instead (its first character is not
-``[``) is read as JSON lines.
+dropped; a reject keeps its first 200 bytes as ``raw`` (the preview). A ``.json`` file
+that holds JSON lines instead (its first character is not ``[``) is read as JSON lines.
 
 Counting (`input_rows`, for a progress bar with a total) follows the reader's steps
 without parsing, and scans an array's bytes in windows with whole-buffer operations
