@@ -51,6 +51,11 @@ def test_an_object_after_the_array_holding_an_array_is_a_row(tmp_path):
     assert records[1].location.row == 1
 
 
+def test_an_object_after_the_array_is_read_past_brackets_inside_its_strings(tmp_path):
+    records = _records(tmp_path, b'[1]\n{"a": "}", "b": "{[\\"]"}\n')
+    assert [(r.row, r.error) for r in records] == [(1, None), ({"a": "}", "b": '{["]'}, None)]
+
+
 def test_objects_and_arrays_after_the_array_need_no_space_between_them(tmp_path):
     content = b'[1]{"a": 1}[2, 3]'
     records = _records(tmp_path, content)
