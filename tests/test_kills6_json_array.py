@@ -88,6 +88,13 @@ def test_an_element_that_does_not_parse_keeps_its_first_200_bytes(tmp_path):
     assert (records[1].row, records[1].error) == (2, None)
 
 
+def test_an_element_that_is_not_utf8_keeps_its_first_200_bytes(tmp_path):
+    element = b'"' + b"\xff" * 300 + b'"'
+    records = _records(tmp_path, b"[" + element + b"]")
+    assert records[0].error is not None and "not valid UTF-8" in records[0].error
+    assert records[0].raw == element[:200]
+
+
 def test_an_object_after_the_array_that_does_not_parse_keeps_its_first_200_bytes(tmp_path):
     line = b'{"a": ' + b"x" * 300 + b"}"
     records = _records(tmp_path, b"[1]\n" + line + b'\n{"b": 2}\n')
