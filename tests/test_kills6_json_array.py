@@ -78,6 +78,14 @@ def test_skipped_rows_count_a_reject_after_the_array(tmp_path):
     assert (records[1].row, records[1].error) == ({"a": 3}, None)
 
 
+def test_an_array_cut_after_a_comma_ends_with_its_error_record(tmp_path):
+    content = b"[1, 2"  # the file ends inside the last element, no bracket or quote after it
+    records = _records(tmp_path, content)
+    assert [(r.row, r.location.row) for r in records] == [(1, 0), (None, 1)]
+    assert records[1].error is not None and "truncated or malformed" in records[1].error
+    assert _count(tmp_path, content) == 2
+
+
 # -- a reject keeps its first 200 bytes ------------------------------------------------------
 
 def test_an_element_that_does_not_parse_keeps_its_first_200_bytes(tmp_path):
