@@ -31,6 +31,7 @@ from trajectory_compressor.summarizers.local import (
     plan_servers,
 )
 from trajectory_compressor.summarizers.local_server import LocalServer
+from trajectory_compressor.summarizers.prompt import FULL
 
 # -- sizing ----------------------------------------------------------------------------------
 
@@ -44,6 +45,16 @@ def test_the_context_is_the_next_multiple_of_512_at_or_over_what_is_needed():
         needed = 3 * bound + reply
         n_ctx = context_size(bound)
         assert n_ctx % 512 == 0 and needed <= n_ctx < needed + 512, bound
+
+
+def test_a_local_context_needs_a_style_with_a_fixed_reply_limit():
+    """One context serves every request: a reply limit that follows each target is refused."""
+    assert FULL.max_tokens is None
+    with pytest.raises(ValueError, match="fixed max_tokens"):
+        context_size(1024, FULL)
+    fixed = dataclasses.replace(FULL, max_tokens=100)
+    assert context_size(1024, fixed) == 3584  # 3 x 1024 + 100 = 3172: 7 x 512
+    assert context_size(1024, dataclasses.replace(FULL, max_tokens=0)) == 3072
 
 
 def test_a_server_layout_is_a_value():

@@ -151,8 +151,15 @@ def plan_servers(cpus: int) -> ServerLayout:
 
 
 def context_size(max_input_tokens: int, style: PromptStyle = LOCAL_STYLE) -> int:
-    """The server's context: the bounded input with headroom, plus the reply, in 512s."""
-    needed = max_input_tokens * CONTEXT_HEADROOM + style.completion_limit(0)
+    """The server's context: the bounded input with headroom, plus the reply, in 512s.
+
+    One context serves every request, so ``style`` must fix its reply limit
+    (`PromptStyle.max_tokens`); a style whose limit follows each summary's target is a
+    `ValueError`.
+    """
+    if style.max_tokens is None:
+        raise ValueError("a local server's context needs a prompt style with a fixed max_tokens")
+    needed = max_input_tokens * CONTEXT_HEADROOM + style.max_tokens
     return 512 * math.ceil(needed / 512)
 
 
