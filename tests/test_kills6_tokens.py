@@ -110,6 +110,24 @@ def test_the_default_memo_retires_a_generation_past_65536_entries(backend: Any) 
     assert counter.memo_entries <= 2 * 65_536
 
 
+def test_a_call_with_more_new_texts_than_a_generation_holds_is_kept_whole(
+        backend: Any) -> None:
+    # TokenCounter: at most 2 * memo_size entries, and the new texts of one call. With
+    # memo_size 4: ten new texts are retired as one generation of ten; three more are the
+    # current one (13 = 2 * 4 + 5 < 2 * 4 + 10); three more retire the ten.
+    counter = TokenCounter(backend=backend, memo_size=4)
+    counter.count_many([f"t{i}" for i in range(10)])
+    assert counter.memo_entries == 10
+    counter.count_many([f"u{i}" for i in range(3)])
+    assert counter.memo_entries == 13
+    counter.count_many([f"v{i}" for i in range(3)])
+    assert counter.memo_entries == 6
+    # The ten are forgotten: counting them again encodes them again.
+    encoded = counter.encoded_texts
+    counter.count_many([f"t{i}" for i in range(10)])
+    assert counter.encoded_texts == encoded + 10
+
+
 # -- the backend's own cache ------------------------------------------------------------------
 
 
@@ -172,6 +190,27 @@ def test_the_hub_offline_setting_is_put_back_after_a_load(
     with pytest.raises(tokens_module.TokenizerError):
         load_tokenizer(str(tmp_path / "no-such-folder"))
     assert constants.HF_HUB_OFFLINE is before
+
+
+def test_a_tokenizer_is_asked_for_local_files_only(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # load_tokenizer: "never fetched from a hub". Two guards: transformers is told to use
+    # local files only, and huggingface_hub believes it is offline during the load; the
+    # first must hold on its own (a transformers release that stops forcing
+    # local_files_only in offline mode would otherwise ask the hub).
+    from transformers import AutoTokenizer
+
+    asked: list[dict[str, Any]] = []
+    load = AutoTokenizer.from_pretrained
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", recording)
+    with pytest.raises(tokens_module.TokenizerError):
+        load_tokenizer(str(tmp_path / "no-such-folder"))
+    assert asked == [{"local_files_only": True, "trust_remote_code": False}]
 
 
 # -- slices of a batch ------------------------------------------------------------------------

@@ -109,7 +109,7 @@ class TokenCounter:
 
     RL datasets repeat the system prompt and the task prompt across rollouts; a text seen
     before is looked up by its hash instead of being tokenized again. The memo holds at
-    most ``2 * memo_size`` entries.
+    most ``2 * memo_size`` entries, and the new texts of one call (a call's are kept whole).
     """
 
     def __init__(
