@@ -4,11 +4,11 @@ tokenizer calls, the offline load, and the fallback for a batch the tokenizer re
 
 Expected values come from the module's comments and docstrings (`ENCODE_CHARS`:
 "Characters encoded per tokenizer call", 2 ** 20; `PIECES_PER_CALL`: "A long text's
-pieces encoded per call", 4; the memo "holds at most ``2 * memo_size`` entries"), from
-BENCHMARKS.md (the memo: "two generations of at most 65,536 entries"; "`encoded_texts`
-still counts each copy that missed the memo") and the README ("A text the tokenizer
-cannot encode never gets a guessed count"; "a lone surrogate ... is counted as U+FFFD"),
-worked out by hand.
+pieces encoded per call", 4; the memo "holds at most ``2 * memo_size`` entries, and the
+new texts of one call"), from BENCHMARKS.md (the memo: "two generations of at most
+65,536 entries"; "`encoded_texts` still counts each copy that missed the memo") and the
+README ("A text the tokenizer cannot encode never gets a guessed count"; "a lone
+surrogate ... is counted as U+FFFD"), worked out by hand.
 
 Real components: the bundled DeepSeek tokenizer (its `tokenizers` backend), behind a
 recording wrapper where the test is about which texts reach the tokenizer in which call.
@@ -27,7 +27,6 @@ from trajectory_compressor.counting import tokens as tokens_module
 from trajectory_compressor.counting.tokens import (
     BPE_CACHE_WORDS,
     TokenCounter,
-    bundled_tokenizer_dir,
     load_bundled_backend,
     load_tokenizer,
 )
