@@ -186,7 +186,7 @@ def test_without_distill_the_preview_takes_each_row_at_its_count(tmp_path, count
 
 # --- the time estimate's measured parts --------------------------------------------------
 
-DELAY = 0.1  # seconds added to one stage; more than a stage of these tiny rows takes
+DELAY = 0.05  # seconds added to one stage: some 50 times what a stage of these rows takes
 
 
 def delayed(function, seconds: float = DELAY):
@@ -221,6 +221,23 @@ def test_each_part_of_the_work_is_timed_where_the_estimate_says(tmp_path, counte
     assert read_and_count + at_100 + at_200 <= wall
     for t in estimate.targets:
         assert t.seconds == t.local_seconds <= wall
+
+
+def test_a_sample_is_read_whole_and_its_estimate_scaled_to_the_input(tmp_path, counter):
+    """README: on a sample every record is read (each is drawn), and the estimate also
+    gives the whole input, with its record count; without --sample-percent there is no
+    whole input apart from the rows timed."""
+    rows = [row(f"r{i}", "SHGTHG", [10, 5, 5, 5, 5, 5]) for i in range(12)]
+    src = write_jsonl(tmp_path / "rows.jsonl", rows)
+    sampled = analyze(str(src), extractive(), counter=counter, sample_percent=50)
+    assert 0 < sampled.rows < 12
+    estimate = sampled.time
+    assert estimate is not None and estimate.whole_input_records == 12
+    (t,) = estimate.targets
+    assert t.whole_input_seconds is not None and t.whole_input_seconds > t.local_seconds
+    whole = analyze(str(src), extractive(), counter=counter).time
+    assert whole is not None and whole.whole_input_records is None
+    assert whole.targets[0].whole_input_seconds is None
 
 
 def test_an_unchanged_rows_planning_is_timed_and_bounded_by_the_wall(tmp_path, counter):
