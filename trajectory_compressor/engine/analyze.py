@@ -110,7 +110,7 @@ class TargetAnalysis:
             self.over.add(extractive if self.exact else llm, row, location, ident)
 
     def to_dict(self, prices: Prices | None) -> dict[str, Any]:
-        """This target's figures for ``--json``."""
+        """This target's figures for ``--json`` (``cost_usd`` to 4 decimals: 1/100 cent)."""
         llm = self.llm
         return {
             "target_max_tokens": self.target,
@@ -169,7 +169,7 @@ class Analysis:
             self.first_rejects.append((location, reason))
 
     def histogram(self, bins: int = HISTOGRAM_BINS) -> tuple[list[int], list[int]]:
-        """``(edges, counts)`` of tokens per row, in round steps."""
+        """``(edges, counts)`` of tokens per row, in round steps, at most ``bins`` of them."""
         if self.tokens.min is None or self.tokens.max is None:
             return [], []
         edges = nice_edges(self.tokens.min, self.tokens.max, bins)
