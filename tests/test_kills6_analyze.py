@@ -254,13 +254,14 @@ def test_an_unchanged_rows_planning_is_timed_and_bounded_by_the_wall(tmp_path, c
 
 def test_an_llms_local_work_leaves_out_the_extractive_summaries(tmp_path, counter,
                                                                 monkeypatch):
-    """Each extractive summary takes 3 x DELAY more: an LLM's estimate replaces them with
-    the model's wait, so the local work besides reading and counting (planning two rows,
-    assembling one) stays under that."""
+    """Each extractive summary takes half a second more: an LLM's estimate replaces them
+    with the model's wait, so the local work besides reading and counting (planning two
+    rows, assembling one: a millisecond or so) stays well under that, even on a loaded
+    machine."""
     real = ExtractiveSummarizer.summarize
 
     async def slow(self, request):
-        time.sleep(3 * DELAY)
+        time.sleep(0.5)
         return await real(self, request)
 
     monkeypatch.setattr(ExtractiveSummarizer, "summarize", slow)
@@ -273,6 +274,6 @@ def test_an_llms_local_work_leaves_out_the_extractive_summaries(tmp_path, counte
     assert estimate is not None
     (t,) = estimate.targets
     assert (t.summarized, t.calls) == (1, 1)
-    assert 0 <= t.local_seconds - estimate.read_seconds < 3 * DELAY
-    assert wall >= 3 * DELAY  # the summary was built
+    assert 0 <= t.local_seconds - estimate.read_seconds < 0.5
+    assert wall >= 0.5  # the summary was built
     assert t.wait_seconds == 1 / 50 * 2.0  # 1 call, 50 at once (the default), 2 s each
