@@ -321,6 +321,8 @@ def _parse_result(
 
 
 def _describe_error(error: Any, scrubber: Scrubber) -> str:
+    """The provider's error (``code: message`` of an object) as one line, scrubbed, of at
+    most 160 characters: a longer one keeps its first 159 and ends with ``…``."""
     if isinstance(error, dict):
         parts = [str(error[k]) for k in ("code", "message") if error.get(k)]
         text = ": ".join(parts) or "error"
