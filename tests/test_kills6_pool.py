@@ -21,6 +21,7 @@ import pytest
 from tests.fake_llm_server import FakeLLMServer
 from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
 from trajectory_compressor.core.errors import FatalSummaryError
+from trajectory_compressor.summarizers import pool as pool_module
 from trajectory_compressor.summarizers.breaker import CircuitBreaker
 from trajectory_compressor.summarizers.chat import ChatRequest, Completion, Failure
 from trajectory_compressor.summarizers.endpoint import Endpoint
@@ -193,7 +194,7 @@ def test_a_cooldown_ending_wakes_the_waiter_which_leaves_no_trace_in_line():
         breaker = CircuitBreaker(threshold=1, cooldown=0.05)
         breaker.record_failure(time.monotonic())  # open for 50 ms
         a = endpoint(breaker=breaker)
-        pool = Pool([a])
+        pool = Pool([a], max_in_flight=1)
         got = await asyncio.wait_for(pool._acquire(None, 0, None), WAIT)
         return got is a, len(pool._waiters)
 
@@ -287,3 +288,61 @@ def test_a_context_error_shrinks_by_the_factor_its_message_gives():
     # The fake server asks for 2,000 characters / 4 + 1 = 501 tokens, the limit is 100:
     # shrink to 90 % of the ratio (chat.py's `_shrink_factor`).
     assert len(asked) == 1 and asked[0] == pytest.approx(0.9 * 100 / 501, rel=0.02)
+
+
+def test_cancelling_a_queued_request_disturbs_no_other_waiter():
+    async def main():
+        pool = Pool([endpoint()], max_in_flight=1)
+        await pool._acquire(None, 0, None)
+        waiting = []
+        for _ in range(3):
+            waiting.append(asyncio.create_task(pool._acquire(None, 0, None)))
+            await settle()
+        lined_up = list(pool._waiters)
+        waiting[1].cancel()
+        await asyncio.gather(waiting[1], return_exceptions=True)
+        await settle()
+        now_waiting = list(pool._waiters)
+        pending = [not f.done() for f in now_waiting]
+        for t in waiting:
+            t.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        return lined_up, now_waiting, pending
+
+    lined_up, now_waiting, pending = asyncio.run(main())
+    assert len(lined_up) == 3
+    assert now_waiting == [lined_up[0], lined_up[2]]  # the same wake-ups, not re-made
+    assert pending == [True, True]
+
+
+def test_a_waiter_that_finds_room_wakes_the_next_one_too():
+    # A request estimated at 3,000 tokens overdraws a 6,000 TPM budget (1,000 at most)
+    # for 20 s, so two more requests queue; its reply used 1 token, the refund makes room
+    # for both: the one woken passes the wake-up on instead of leaving the other to its
+    # 20-second timer.
+    async def main():
+        a = endpoint(tpm=6000)
+        pool = Pool([a], max_in_flight=10)
+        big = await pool._acquire(None, 3000, None)
+        waiting = []
+        for _ in range(2):
+            waiting.append(asyncio.create_task(pool._acquire(None, 0, None)))
+            await settle()
+        queued = len(pool._waiters)
+        pool._release(big, Completion("ok", "fake-model", prompt_tokens=1), 3000)
+        got = await asyncio.wait_for(asyncio.gather(*waiting), WAIT)
+        return queued, got, a
+
+    queued, got, a = asyncio.run(main())
+    assert queued == 2 and got == [a, a]
+
+
+def test_an_endpoint_whose_cooldown_ends_now_can_take_the_retry(monkeypatch):
+    # As in choosing (a cooldown until 10 is over at 10), an endpoint cooled down until
+    # this very instant can serve: the retry need not wait for Retry-After.
+    monkeypatch.setattr(pool_module.time, "monotonic", lambda: 100.0)
+    a, b = endpoint(), endpoint("http://127.0.0.1:10/v1")
+    b.cool_until = 100.0
+    pool = Pool([a, b], retry_delay=1.0)
+    delay = pool._delay(1, a, Failure("rate_limited", "429", retry_after=30.0))
+    assert 1.0 <= delay <= 2.0
