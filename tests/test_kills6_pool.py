@@ -346,3 +346,29 @@ def test_an_endpoint_whose_cooldown_ends_now_can_take_the_retry(monkeypatch):
     pool = Pool([a, b], retry_delay=1.0)
     delay = pool._delay(1, a, Failure("rate_limited", "429", retry_after=30.0))
     assert 1.0 <= delay <= 2.0
+
+
+def test_waiters_keep_their_order_when_an_endpoint_comes_back():
+    # The circuit closes with room for one: the first in line gets it, and the next
+    # finished request serves the second, not the last (FIFO).
+    async def main():
+        a = endpoint(max_concurrency=1)
+        pool = Pool([a], max_in_flight=10)
+        a.breaker.state = "half_open"
+        probe = await pool._acquire(None, 0, None)
+        waiting = []
+        for _ in range(3):
+            waiting.append(asyncio.create_task(pool._acquire(None, 0, None)))
+            await settle()
+        served = []
+        pool._release(probe, Completion("ok", "fake-model"), 0)  # the circuit closes
+        for _ in range(2):
+            left = [t for t in waiting if not t.done()]
+            done, _ = await asyncio.wait(left, timeout=WAIT, return_when=asyncio.FIRST_COMPLETED)
+            served += [waiting.index(t) for t in done]
+            await settle()
+            pool._release(a, Completion("ok", "fake-model"), 0)
+        await asyncio.wait_for(asyncio.gather(*waiting), WAIT)
+        return served, a.breaker.state
+
+    assert asyncio.run(main()) == ([0, 1], "closed")
