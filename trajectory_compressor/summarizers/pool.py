@@ -260,8 +260,10 @@ class Pool:
             if endpoint.tpm is not None and (outcome.prompt_tokens or outcome.completion_tokens):
                 actual = outcome.prompt_tokens + outcome.completion_tokens
                 endpoint.tpm.take(actual - estimated_tokens, now)
-            if breaker.record_success():
-                self._wake_all()  # an endpoint came back: more room for everyone
+            # An endpoint that came back has room for more than this slot: the waiter
+            # woken below wakes the next while it finds room (waking them all at once
+            # would put those that find none back in line in reverse order).
+            breaker.record_success()
         elif outcome is None or outcome.kind in _NEUTRAL or (
                 outcome.kind == "auth" and not self.allow_fallback):
             breaker.record_neutral()  # cancelled, rate limited, too long, bad key (fatal)
