@@ -2,7 +2,8 @@
 
 From summarizers/pool.py's documentation (SPEC §6): waiting requests queue in FIFO order
 and a finished request wakes exactly one of them (a waiter that can no longer use its
-wake-up passes it on); an endpoint that comes back wakes every waiter; a 401 is fatal and
+wake-up passes it on), also when an endpoint comes back (the woken one wakes the next
+while it finds room: tests/test_kills6_pool.py checks the order); a 401 is fatal and
 every call raises `FatalSummaryError` from then on, a queued one without sending; a
 context-length 400 shrinks the input and retries without using up an attempt, at most
 `MAX_SHRINKS` times; rate limits and context-length errors say nothing about an
@@ -56,7 +57,7 @@ def test_a_woken_waiter_that_is_cancelled_passes_its_turn_on():
     assert got.name == "http://127.0.0.1:9/v1" and in_flight == 1
 
 
-def test_an_endpoint_that_comes_back_wakes_every_waiter():
+def test_an_endpoint_that_comes_back_serves_its_waiters_in_turn():
     async def main():
         a = endpoint(max_concurrency=1)
         pool = Pool([a], max_in_flight=10)
