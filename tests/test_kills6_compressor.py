@@ -1,0 +1,177 @@
+"""Round 6 of the mutation kills for `engine.compressor` (issue 26, item 5): the fallback's
+error kinds, the deferred cache write, the repair request's contents, the ranking of a
+repair against the first summary (§15, issue 23), and the usage of a row that grew.
+
+The rows are `tests.test_summary_fidelity.fact_row` (eight hand-written facts in the
+region, turns 4-11; the tail names three of them again) and `fixtures_runs.HAND_*`; the
+backend is a scripted `Summarizer` that answers each request with the next text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.fixtures_runs import HAND_CONFIG, row, words
+from tests.test_summary_fidelity import fact_row
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.summary import (
+    Summarizer,
+    Summary,
+    SummaryFailed,
+    SummaryRequest,
+    SummaryUsage,
+)
+from trajectory_compressor.engine.compressor import RowResult, TrajectoryCompressor
+
+FACTS_CONFIG = {"target_max_tokens": 150, "summary_target_tokens": 60,
+                "add_summary_notice": False, "summary_references": "off"}
+
+
+class Scripted(Summarizer):
+    """Answers the n-th request with the n-th reply: a text (an LLM summary costing one
+    call) or an exception to raise; records every request and every commit."""
+
+    def __init__(self, *replies: str | BaseException) -> None:
+        self.replies = list(replies)
+        self.requests: list[SummaryRequest] = []
+        self.committed: list[Summary] = []
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        self.requests.append(request)
+        reply = self.replies.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        request.usage.api_calls += 1
+        return Summary(reply, "llm", SummaryUsage(api_calls=1), commit=self.committed.append)
+
+
+def compress(counter: Any, summarizer: Summarizer, the_row: dict, **settings: Any
+             ) -> RowResult:
+    config = CompressionConfig(summarizer="extractive", **settings)
+    compressor = TrajectoryCompressor(config, summarizer=summarizer, counter=counter)
+    return asyncio.run(compressor.compress_row(the_row))
+
+
+def facts(counter: Any, summarizer: Summarizer, **settings: Any) -> RowResult:
+    return compress(counter, summarizer, fact_row(), **{**FACTS_CONFIG, **settings})
+
+
+def summary_text(result: RowResult) -> str:
+    [text] = [t["value"] for t in result.turns if t["value"].startswith("[CONTEXT SUMMARY]")]
+    return text
+
+
+# -- the fallback names the failure ---------------------------------------------------------
+
+def test_a_backend_failing_without_saying_how_counts_one_other_error(counter):
+    """A backend that raised with no error counted: one error of kind "other"."""
+    result = facts(counter, Scripted(SummaryFailed("down", SummaryUsage(api_calls=1))))
+    m = result.metrics
+    assert m.summary_source == "fallback"
+    assert (m.summarization_errors, m.errors_by_kind) == (1, {"other": 1})
+
+
+def test_a_backend_failing_with_a_named_error_counts_it_once(counter):
+    usage = SummaryUsage(api_calls=1)
+    usage.failed("timeout")
+    result = facts(counter, Scripted(SummaryFailed("slow", usage)))
+    m = result.metrics
+    assert (m.summarization_errors, m.errors_by_kind) == (1, {"timeout": 1})
+
+
+def test_a_summary_that_cannot_be_cut_to_size_is_a_too_long_error(counter):
+    """One endless sentence (no boundary to cut at) far over the 60-token budget."""
+    result = facts(counter, Scripted(" ".join(["word"] * 400)))
+    m = result.metrics
+    assert m.summary_source == "fallback"
+    assert m.summarization_api_calls == 1
+    assert (m.summarization_errors, m.errors_by_kind) == (1, {"too_long": 1})
+
+
+# -- the deferred cache write ---------------------------------------------------------------
+
+def test_a_model_summary_through_the_bars_is_committed_as_it_is(counter):
+    """No bar set: the first LLM summary is accepted, and its backend's deferred write
+    gets it (Summary.commit)."""
+    backend = Scripted("Checked src/app/main.py and config.yaml.")
+    result = facts(counter, backend)
+    assert result.metrics.summary_source == "llm"
+    [committed] = backend.committed
+    assert committed.text == summary_text(result)
+    assert committed.source == "llm"
+
+
+# -- the repair request ---------------------------------------------------------------------
+
+HALF = "Checked src/app/main.py and config.yaml and req_8f2k91 and KeyError."  # 4 of 8
+MADE_UP = " Wrote /data/shards/x.bin too."
+
+
+def test_a_summary_exactly_at_the_bar_asks_for_no_missing_items(counter):
+    """Kept 4 of 8 facts (0.5) against min_fidelity 0.5: through that bar; its one made-up
+    path fails max_invented 0, so the repair names the invented path and no missing one."""
+    backend = Scripted(HALF + MADE_UP, HALF)
+    result = facts(counter, backend, min_fidelity=0.5, max_invented=0)
+    assert len(backend.requests) == 2
+    repair = backend.requests[1].repair
+    assert repair is not None
+    assert repair.missing == ()
+    assert repair.invented == ("/data/shards/x.bin",)
+    assert result.metrics.fidelity_repair and not result.metrics.low_fidelity
+
+
+def test_the_invented_cap_reason_names_the_first_three_items(counter):
+    made_up = ("Wrote /data/shards/a9.bin /data/shards/b7.bin /data/shards/c3.bin "
+               "/data/shards/d1.bin today.")
+    backend = Scripted(made_up, made_up)
+    result = facts(counter, backend, max_invented=0, on_low_fidelity="uncompressed")
+    m = result.metrics
+    assert m.low_fidelity and not m.was_compressed
+    assert m.low_fidelity_reason == (
+        "4 invented item(s) (/data/shards/a9.bin, /data/shards/b7.bin, "
+        "/data/shards/c3.bin), over max_invented 0")
+
+
+# -- ranking the repair against the first summary (both under the bars: kept as is) ---------
+
+def test_fewer_invented_items_over_the_cap_outrank_more_facts(counter):
+    """Cap 1, bar 0.9 (both fail it): the first keeps 4 of 8 facts but invents 2 (one over
+    the cap), the repair keeps 1 and invents none: the repair ranks higher."""
+    first = ("Checked config.yaml KeyError user_id 512 MB. Wrote /data/shards/x.bin and "
+             "/data/shards/y.bin.")
+    second = "Checked config.yaml."
+    backend = Scripted(first, second)
+    result = facts(counter, backend, min_fidelity=0.9, max_invented=1)
+    assert result.metrics.low_fidelity
+    assert summary_text(result).endswith(second)
+    assert result.metrics.fidelity.invented == 0
+
+
+def test_under_the_cap_more_facts_outrank_fewer_invented_items(counter):
+    """Cap 2, bar 0.9: the first keeps 1 fact and invents none, the repair keeps 4 and
+    invents 1, both within the cap: the one with more facts ranks higher."""
+    first = "Checked config.yaml."
+    second = "Checked config.yaml KeyError user_id 512 MB. Wrote /data/shards/x.bin."
+    backend = Scripted(first, second)
+    result = facts(counter, backend, min_fidelity=0.9, max_invented=2)
+    assert result.metrics.low_fidelity
+    assert summary_text(result).endswith(second)
+    assert result.metrics.fidelity.invented == 1
+
+
+# -- a row the summary would make longer ----------------------------------------------------
+
+# fixtures_runs: 205 tokens; its region (20 tokens) plus a 30-token notice grows the row.
+NOTICE = {"add_summary_notice": True, "summary_notice_text": " " + words(30),
+          "summary_target_tokens": 10}
+GROWS = row("grows", "SHGTGTGTGT", [10, 5, 5, 5, 10, 10, 40, 40, 40, 40])
+
+
+def test_a_row_that_grew_reports_the_calls_its_summary_cost(counter):
+    """The failed row still reports what its summary cost: one call (and its answer, over
+    the 10-token budget once prefixed, counted as a too-long error)."""
+    result = compress(counter, Scripted("Short one."), GROWS, **{**HAND_CONFIG, **NOTICE})
+    m = result.metrics
+    assert m.failed and "longer than the original" in m.error
+    assert (m.summarization_api_calls, m.summarization_errors) == (1, 1)
