@@ -175,3 +175,78 @@ def test_a_row_that_grew_reports_the_calls_its_summary_cost(counter):
     m = result.metrics
     assert m.failed and "longer than the original" in m.error
     assert (m.summarization_api_calls, m.summarization_errors) == (1, 1)
+
+
+# -- distill rewrites tool turns only (§18) -------------------------------------------------
+
+PRETTY = ('{\n    "name": "build",\n    "status": "ok",\n    "files": [\n        "a.py",\n'
+          '        "b.py"\n    ]\n}')
+
+
+def test_distill_rewrites_the_tool_turn_and_leaves_the_same_text_elsewhere(counter):
+    """SPEC §18: "rewrites tool/observation turns only": the same pretty JSON is compacted
+    in the tool turn and left as written in the assistant's."""
+    the_row = {"conversations": [{"from": "system", "value": "sys"},
+                                 {"from": "human", "value": "go"},
+                                 {"from": "gpt", "value": PRETTY},
+                                 {"from": "tool", "value": PRETTY}]}
+    result = compress(counter, Scripted(), the_row, distill="safe")
+    values = [t["value"] for t in result.turns]
+    assert values == ["sys", "go", PRETTY,
+                      '{"name":"build","status":"ok","files":["a.py","b.py"]}']
+    assert result.metrics.distill is not None and result.metrics.distill.turns == 1
+
+
+# -- the deadline cuts the repair -----------------------------------------------------------
+
+class SlowRepair(Scripted):
+    """Answers the first request; the repair costs one call, then outlasts the deadline."""
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        if request.repair is None:
+            return await super().summarize(request)
+        self.requests.append(request)
+        request.usage.api_calls += 1
+        await asyncio.sleep(5)
+        raise AssertionError("the deadline should have cut this")
+
+
+def test_a_row_cut_during_its_repair_reports_both_requests(counter):
+    backend = SlowRepair("Checked config.yaml.")
+    result = facts(counter, backend, min_fidelity=0.9, per_trajectory_timeout=0.5)
+    m = result.metrics
+    assert m.failed and not m.was_compressed
+    assert len(backend.requests) == 2
+    assert m.summarization_api_calls == 2
+
+
+# -- the configured secret never reaches a fallback or extractive summary -------------------
+
+SECRET = "hunter2secretdir"
+
+
+def secret_row() -> dict:
+    the_row = fact_row()
+    turn = the_row["conversations"][4]
+    turn["value"] = f"Opened /srv/{SECRET}/app.py first. " + turn["value"]
+    return the_row
+
+
+def test_the_fallback_summary_carries_no_configured_secret(counter, monkeypatch):
+    monkeypatch.setenv("KILLS6_KEY", SECRET)
+    result = compress(counter, Scripted(SummaryFailed("down", SummaryUsage())), secret_row(),
+                      **{**FACTS_CONFIG, "summary_target_tokens": 120}, api_key_env="KILLS6_KEY")
+    assert result.metrics.summary_source == "fallback"
+    text = summary_text(result)
+    assert "/srv/" in text and SECRET not in text
+
+
+def test_the_extractive_summary_after_a_low_fidelity_one_carries_no_secret(counter,
+                                                                          monkeypatch):
+    monkeypatch.setenv("KILLS6_KEY", SECRET)
+    backend = Scripted("Checked config.yaml.", "Checked config.yaml.")
+    result = compress(counter, backend, secret_row(), **{**FACTS_CONFIG, "summary_target_tokens": 120},
+                      api_key_env="KILLS6_KEY", min_fidelity=0.9, on_low_fidelity="extractive")
+    assert result.metrics.low_fidelity and result.metrics.summary_source == "extractive"
+    text = summary_text(result)
+    assert "/srv/" in text and SECRET not in text
