@@ -250,3 +250,95 @@ def test_the_extractive_summary_after_a_low_fidelity_one_carries_no_secret(count
     assert result.metrics.low_fidelity and result.metrics.summary_source == "extractive"
     text = summary_text(result)
     assert "/srv/" in text and SECRET not in text
+
+
+# -- metrics of a row whose dialect joins the summary to the turn before it -----------------
+
+def test_metrics_describe_an_alternating_row_as_written(counter):
+    """LLaMA-Factory ShareGPT rows alternate: the summary joins the observation before the
+    region, so the written row has one turn fewer than the assembled one; its metrics
+    count the row as written (per turn: the sum of its turns' counts)."""
+    from trajectory_compressor.dialects import detect
+
+    conv = [{"from": "human", "value": "Fix it."}]
+    for i in range(6):
+        conv += [{"from": "function_call", "value": '{"name": "run", "arguments": {"i": %d}}' % i},
+                 {"from": "observation", "value": words(60)}]
+    conv += [{"from": "gpt", "value": "Done."}]
+    the_row = {"conversations": conv, "system": "You are an agent."}
+    config = CompressionConfig(summarizer="extractive", target_max_tokens=300,
+                               summary_target_tokens=40, add_summary_notice=False)
+    dialect = detect([the_row], config)
+    compressor = TrajectoryCompressor(config, counter=counter, dialect=dialect)
+    result = asyncio.run(compressor.compress_row(the_row))
+    m = result.metrics
+    before = ["You are an agent."] + [t["value"] for t in conv]
+    original = sum(counter.count_many(before))
+    written = [t["value"] for t in dialect.turns(result.row)]
+    joined = [v for v in written if "\n\n[CONTEXT SUMMARY]" in v]
+    assert len(joined) == 1
+    compressed = sum(counter.count_many(written))
+    assert (m.original_turns, m.original_tokens) == (15, original)
+    assert m.compressed_turns == len(written) == len(result.row["conversations"]) + 1
+    assert m.turns_removed == 15 - len(written)
+    assert m.compressed_tokens == compressed
+    assert m.tokens_saved == original - compressed
+    assert m.compression_ratio == compressed / original
+    assert not m.still_over_limit and compressed <= 300
+
+
+# -- usage, truncation, the references line -------------------------------------------------
+
+def test_the_fallback_reports_the_backends_retries(counter):
+    usage = SummaryUsage(api_calls=3, retries=2)
+    usage.failed("timeout")
+    result = facts(counter, Scripted(SummaryFailed("slow", usage)))
+    assert (result.metrics.summarization_api_calls, result.metrics.retries) == (3, 2)
+
+
+def test_a_summary_over_its_budget_is_cut_at_a_sentence_and_marked_truncated(counter):
+    """Forty short sentences, far over 60 tokens x the tolerance: cut at a sentence end
+    that fits the 60 tokens, and the row says its summary was truncated."""
+    sentences = [f"Step {i} checked config.yaml." for i in range(40)]
+    result = facts(counter, Scripted(" ".join(sentences)))
+    m = result.metrics
+    assert m.summary_source == "llm" and m.summary_truncated
+    text = summary_text(result)
+    assert text.startswith("[CONTEXT SUMMARY]: Step 0 checked config.yaml.")
+    assert text.endswith(".") and "Step 39" not in text
+    assert counter.count(text) <= 60
+
+
+class Cached(Scripted):
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        summary = await super().summarize(request)
+        summary.source = "cache"
+        return summary
+
+
+def test_a_cached_summary_is_not_written_to_the_cache_again(counter):
+    backend = Cached("Checked src/app/main.py and config.yaml.")
+    result = facts(counter, backend)
+    assert result.metrics.summary_source == "cache"
+    assert backend.committed == []
+
+
+def test_the_tail_references_line_names_only_the_tail_items_the_summary_lacks(counter):
+    """summary_references "tail": the summary keeps one of the three facts the tail names
+    again (src/app/main.py); the line adds the other two, and none of the region-only
+    facts (config.yaml, KeyError, ...)."""
+    result = facts(counter, Scripted("Checked src/app/main.py."), summary_references="tail")
+    text = summary_text(result)
+    assert "req_8f2k91" in text and "localhost:8080" in text
+    assert "config.yaml" not in text and "KeyError" not in text
+
+
+def test_failed_and_unchanged_default_to_the_compressors_dialect(counter):
+    compressor = TrajectoryCompressor(CompressionConfig(summarizer="extractive"),
+                                      counter=counter)
+    the_row = fact_row()
+    turns = the_row["conversations"]
+    plan = compressor.plan(turns)
+    result = compressor.failed(the_row, turns, plan, "boom")
+    assert result.metrics.error == "boom"
+    assert result.row["conversations"] == turns
