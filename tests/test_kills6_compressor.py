@@ -342,3 +342,24 @@ def test_failed_and_unchanged_default_to_the_compressors_dialect(counter):
     result = compressor.failed(the_row, turns, plan, "boom")
     assert result.metrics.error == "boom"
     assert result.row["conversations"] == turns
+
+
+CHATML = ("{%- for m in messages -%}"
+          "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+          "{%- endfor -%}")
+
+
+def test_a_row_is_planned_on_its_chat_template_count(tmp_path, counter):
+    """token_counting chat_template: the row's count includes the template's markup (a
+    role line and two markers per turn), more than its turns' plain counts."""
+    template = tmp_path / "chatml.jinja"
+    template.write_text(CHATML, encoding="utf-8")
+    config = CompressionConfig(summarizer="extractive", token_counting="chat_template",
+                               chat_template=str(template))
+    compressor = TrajectoryCompressor(config, counter=counter)
+    the_row = fact_row()
+    result = asyncio.run(compressor.compress_row(the_row))
+    plain = sum(counter.count_many([t["value"] for t in the_row["conversations"]]))
+    original = result.metrics.original_tokens
+    assert original > plain + 2 * len(the_row["conversations"])
+    assert original == compressor.rows.total(compressor.dialect, the_row)
