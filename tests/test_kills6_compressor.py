@@ -72,6 +72,12 @@ def test_a_backend_failing_without_saying_how_counts_one_other_error(counter):
     assert (m.summarization_errors, m.errors_by_kind) == (1, {"other": 1})
 
 
+def test_errors_a_backend_counted_without_a_kind_are_of_kind_other(counter):
+    result = facts(counter, Scripted(SummaryFailed("down", SummaryUsage(api_calls=1, errors=1))))
+    m = result.metrics
+    assert (m.summarization_errors, m.errors_by_kind) == (1, {"other": 1})
+
+
 def test_a_backend_failing_with_a_named_error_counts_it_once(counter):
     usage = SummaryUsage(api_calls=1)
     usage.failed("timeout")
@@ -363,3 +369,21 @@ def test_a_row_is_planned_on_its_chat_template_count(tmp_path, counter):
     original = result.metrics.original_tokens
     assert original > plain + 2 * len(the_row["conversations"])
     assert original == compressor.rows.total(compressor.dialect, the_row)
+
+
+def test_over_the_limit_is_judged_on_the_template_count_of_the_row_as_written(tmp_path,
+                                                                            counter):
+    """Target 220 with the chat template: the planner's estimate (the summary's plain
+    count) fits, but the written row, the summary turn's markup included, does not: it is
+    still over the limit, judged on the row as written."""
+    template = tmp_path / "chatml.jinja"
+    template.write_text(CHATML, encoding="utf-8")
+    config = CompressionConfig(summarizer="extractive", token_counting="chat_template",
+                               chat_template=str(template), target_max_tokens=220,
+                               summary_target_tokens=60, add_summary_notice=False)
+    compressor = TrajectoryCompressor(config, counter=counter)
+    result = asyncio.run(compressor.compress_row(fact_row()))
+    m = result.metrics
+    assert m.was_compressed
+    assert m.compressed_tokens == compressor.rows.total(compressor.dialect, result.row)
+    assert m.compressed_tokens > 220 and m.still_over_limit
