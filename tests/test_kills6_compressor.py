@@ -387,3 +387,29 @@ def test_over_the_limit_is_judged_on_the_template_count_of_the_row_as_written(tm
     assert m.was_compressed
     assert m.compressed_tokens == compressor.rows.total(compressor.dialect, result.row)
     assert m.compressed_tokens > 220 and m.still_over_limit
+
+
+def test_a_summary_exactly_as_long_as_its_region_is_kept(counter):
+    """The row fails only when the summary and notice make it LONGER than it was
+    (README: summary_grew): a 10-token notice and a summary that together weigh exactly
+    the region's 20 tokens give a compressed row of the original 205 tokens."""
+    settings = {**HAND_CONFIG, **NOTICE, "summary_notice_text": " " + words(10)}
+    result = compress(counter, Scripted("Ran ok ok ok."), GROWS, **settings)
+    m = result.metrics
+    system = GROWS["conversations"][0]["value"]
+    delta = counter.count(system + " " + words(10)) - counter.count(system)
+    assert result.plan.region_tokens == 20
+    assert counter.count(summary_text(result)) + delta == 20
+    assert not m.failed and m.was_compressed and m.summary_source == "llm"
+    assert (m.original_tokens, m.compressed_tokens, m.tokens_saved) == (205, 205, 0)
+
+
+def test_a_summary_cut_to_make_room_for_its_references_is_marked_truncated(counter):
+    """Eight sentences, 53 of the 60 tokens: too little room for the references line, so
+    the summary is cut at a sentence end to leave a quarter of the budget for it
+    (`add_references`); the row says its summary was truncated."""
+    text = " ".join(f"Step {i} went fine." for i in range(8))
+    result = facts(counter, Scripted(text), summary_references="tail")
+    written = summary_text(result)
+    assert "Step 7" not in written and written.endswith("src/app/main.py; req_8f2k91")
+    assert result.metrics.summary_truncated
