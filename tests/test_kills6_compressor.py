@@ -251,8 +251,9 @@ def test_the_extractive_summary_after_a_low_fidelity_one_carries_no_secret(count
                                                                           monkeypatch):
     monkeypatch.setenv("KILLS6_KEY", SECRET)
     backend = Scripted("Checked config.yaml.", "Checked config.yaml.")
-    result = compress(counter, backend, secret_row(), **{**FACTS_CONFIG, "summary_target_tokens": 120},
-                      api_key_env="KILLS6_KEY", min_fidelity=0.9, on_low_fidelity="extractive")
+    settings = {**FACTS_CONFIG, "summary_target_tokens": 120}
+    result = compress(counter, backend, secret_row(), **settings, api_key_env="KILLS6_KEY",
+                      min_fidelity=0.9, on_low_fidelity="extractive")
     assert result.metrics.low_fidelity and result.metrics.summary_source == "extractive"
     text = summary_text(result)
     assert "/srv/" in text and SECRET not in text
@@ -268,7 +269,8 @@ def test_metrics_describe_an_alternating_row_as_written(counter):
 
     conv = [{"from": "human", "value": "Fix it."}]
     for i in range(6):
-        conv += [{"from": "function_call", "value": '{"name": "run", "arguments": {"i": %d}}' % i},
+        conv += [{"from": "function_call",
+                  "value": '{"name": "run", "arguments": {"i": ' + str(i) + "}}"},
                  {"from": "observation", "value": words(60)}]
     conv += [{"from": "gpt", "value": "Done."}]
     the_row = {"conversations": conv, "system": "You are an agent."}
