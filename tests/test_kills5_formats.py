@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.open_files import open_files_under
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.errors import ConfigError, ResumeError
 from trajectory_compressor.engine.checkpoint import (
@@ -49,19 +50,6 @@ def _group_per_row(_row: object) -> int:
 
 _NEEDS_PROC = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"),
                                  reason="open files are listed from /proc (Linux)")
-
-
-def _open_fds_under(folder: Path) -> list[str]:
-    """The files this process holds open inside ``folder`` (deleted ones included)."""
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(str(folder) + os.sep):
-            found.append(target)
-    return found
 
 
 # -- discard: everything written goes, the final name is never touched -------------------
@@ -385,9 +373,9 @@ def test_close_keep_closes_the_part_being_written(tmp_path):
     final = tmp_path / "out.parquet"
     sink = ParquetSink(final, text_chars=_group_per_row)
     sink.write_row({"conversations": CONV})  # a row group written: the part is open
-    assert _open_fds_under(parts_dir(final))
+    assert open_files_under(parts_dir(final))
     sink.close_keep()
-    assert _open_fds_under(parts_dir(final)) == []
+    assert open_files_under(parts_dir(final)) == []
 
 
 @_NEEDS_PROC
@@ -398,7 +386,7 @@ def test_discard_closes_the_part_being_written(tmp_path):
     sink.discard()
     # Deleted, and not held open either (the descriptor would keep its disk space).
     assert not parts_dir(final).exists()
-    assert _open_fds_under(parts_dir(final)) == []
+    assert open_files_under(parts_dir(final)) == []
 
 
 # -- a resumed output refuses the rows an uninterrupted one refuses ----------------------

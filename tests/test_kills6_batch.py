@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sqlite3
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import pytest
 
 from tests.fake_llm_server import FakeLLMServer, default_reply
 from tests.fixtures_runs import row, words, write_jsonl
+from tests.open_files import open_files_under
 from tests.test_batch import answer, request_files
 from tests.test_kills5_engine import batch_config, sources, two_to_summarize
 from trajectory_compressor.core.errors import ConfigError
@@ -39,20 +39,6 @@ from trajectory_compressor.engine.batch import (
 from trajectory_compressor.engine.options import RunOptions
 from trajectory_compressor.formats.registry import discover_inputs
 from trajectory_compressor.summarizers.cache import SummaryCache
-
-
-def open_files_under(folder: Path) -> list[str]:
-    """The files under ``folder`` this process holds open (``/proc/self/fd``)."""
-    root = str(folder.resolve())
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # the descriptor listdir itself used, closed by now
-            continue
-        if target.startswith(root + os.sep):
-            found.append(target)
-    return found
 
 
 def line(n: int) -> bytes:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from pathlib import Path
 
 import orjson
 import pytest
 
+from tests.open_files import open_files_under
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.errors import ConfigError
 from trajectory_compressor.core.redact import Scrubber
@@ -55,20 +55,6 @@ def _request(text: str = "Ran the tests; 3 failed.", **kw) -> SummaryRequest:
 def _write(path: Path, *lines: object) -> Path:
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
-
-
-def _open_files_under(folder: Path) -> list[str]:
-    """The files under ``folder`` this process holds open (``/proc/self/fd``)."""
-    root = str(folder.resolve())
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(root + os.sep):
-            found.append(target)
-    return found
 
 
 # -- phase 1 -------------------------------------------------------------------------------
@@ -104,9 +90,9 @@ def test_cached_keys_close_their_file(tmp_path):
     store.close()
     keys = CachedKeys(tmp_path / "c.sqlite")
     assert "k" in keys
-    assert _open_files_under(tmp_path) == [str((tmp_path / "c.sqlite").resolve())]
+    assert open_files_under(tmp_path) == [str((tmp_path / "c.sqlite").resolve())]
     keys.close()
-    assert _open_files_under(tmp_path) == []
+    assert open_files_under(tmp_path) == []
 
 
 def test_the_exported_prompt_is_scrubbed_of_the_run_s_key_values(tmp_path, monkeypatch):
@@ -258,7 +244,7 @@ def test_only_the_cache_it_opened_is_closed_run_after_run(tmp_path):
         online.cache = None  # a backend without a cache: the summarizer opens its own
         own = asyncio.run(run_once())
         assert own is not None and own is not shared
-        assert not [f for f in _open_files_under(tmp_path) if "c.sqlite" in f]
+        assert not [f for f in open_files_under(tmp_path) if "c.sqlite" in f]
         online.cache = shared  # and with one again: not the summarizer's to close
         assert asyncio.run(run_once()) is shared
         assert shared.get("s") == f"{PREFIX} Shared."
