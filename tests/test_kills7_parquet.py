@@ -17,7 +17,9 @@ little-endian length then the bytes). Every file is a real Parquet file in tmp_p
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -410,3 +412,25 @@ def test_flush_syncs_the_part_and_the_pending_rows_and_closes_them(tmp_path, mon
     sink.commit()
     assert pq.read_table(final).column("conversations").to_pylist() == [
         _conv(i) for i in range(3)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE behaviour")
+def test_a_checkpoint_fails_when_a_parts_footer_cannot_be_written(tmp_path):
+    # A part is readable only once its footer is written (module docstring): a flush whose
+    # footer write fails (the disk full: here the file size limit reached) must raise, not
+    # return a state that names the footless part as done.
+    import resource
+
+    final = tmp_path / "out.parquet"
+    sink = ParquetSink(final, text_chars=_group_per_row)
+    sink.write_row({"conversations": _conv(0)})  # its row group written, no footer yet
+    part = parts_dir(final) / "part-000000.parquet"
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (part.stat().st_size, hard))
+    try:
+        with pytest.raises(OSError):
+            sink.flush()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        with contextlib.suppress(Exception):
+            sink.discard()
