@@ -1,12 +1,14 @@
 """The Parquet reader's batches, damaged pages and skipped rows, and the Parquet sink's
 row groups, part files, checkpoints and refusals (issue 26, item 5, round 7).
 
-Expected values come from formats/parquet.py's documentation: `read_parquet` (batches of
-256 rows, fewer so that a batch holds at most 4 MiB of uncompressed data, at least one;
-a damaged batch is one error at its first row saying how many rows were lost),
-`records_from_batches` (rows before ``skip_rows`` passed over), `_check_utf8` (a lone
-surrogate is a `UnicodeEncodeError`; integers from -2**63 to 2**64 - 1), `schema_problem`
-(types cut to 40 characters, the list to 300), the module docstring (parts closed at a
+Expected values come from README (Parquet read by record batch of 256 rows, fewer so that
+a batch holds at most 4 MiB of uncompressed data, at least one; a damaged page rejects the
+rest of the file from its batch's first row, or the resume row, saying how many rows were
+lost; a file with no list of turns lists its columns, types cut to 40 characters, the list
+to 300; integers from -2**63 to 2**64 - 1, a bigger one quoted cut to 60 characters), from
+formats/parquet.py's documentation: `records_from_batches` (rows before ``skip_rows``
+passed over), `_check_utf8` and `ParquetSink.write_row` (a lone surrogate is a
+`UnicodeEncodeError`), the module docstring (parts closed at a
 checkpoint, ``pending-<rows>.parquet`` with the previous one kept, a resumed run making
 exactly the row groups an uninterrupted one makes, one part renamed to the file), README
 "Parquet outputs" (row groups of at most 1,000 rows or 4 MiB of turn text; a field that

@@ -98,9 +98,7 @@ def schema_problem(schema: pa.Schema) -> str | None:
     LLaMA-Factory ``messages``, a custom ``dataset.messages`` column): a file with no
     list-of-structs column holds none, said once for the file. Which column holds the
     turns and how they are spelled is each row's dialect's to judge (a Parquet file of
-    OpenAI messages was rejected whole when this asked for Hermes columns). The message
-    lists the columns as ``name (type)``, each type cut to 40 characters and the list to
-    300 (`clip`: the last kept character becomes ``…``).
+    OpenAI messages was rejected whole when this asked for Hermes columns).
     """
     if any(_is_turn_list(field.type) for field in schema):
         return None
@@ -214,14 +212,7 @@ def _row_record(one: pa.RecordBatch, location: Location) -> Record:
 
 def read_parquet(source: InputFile, skip_rows: int = 0) -> Iterator[Record]:
     """Records of a Parquet file, one record batch at a time; unusable files and schemas
-    become located error records.
-
-    A record batch is ``READ_BATCH_ROWS`` (256) rows, fewer when the rows are large: at
-    most ``READ_BATCH_BYTES`` (4 MiB) of the row groups' uncompressed bytes per row, at
-    least one row. A batch that cannot be decoded (a damaged page) ends the file with one
-    error record located at the batch's first row (or at ``skip_rows`` when the batch
-    holds it), saying how many rows (from that one to the last) could not be read; the
-    rows before it are kept."""
+    become located error records."""
     name = str(source.path)
     try:
         file = native(source.path)
@@ -288,9 +279,7 @@ def _check_utf8(value: Any) -> None:
     """Raise `UnicodeEncodeError` if a string in ``value`` has no UTF-8 form (Parquet
     strings are UTF-8; JSON can carry a lone surrogate escape, Parquet cannot), and
     `ValueError` for a number no Parquet double holds (``1e400``: it would become inf)
-    or an integer no Parquet integer holds (JSON integers have no size: from -2**63, the
-    least int64, to 2**64 - 1, the largest uint64; the message quotes the integer cut to
-    60 characters by `clip`)."""
+    or an integer no Parquet integer holds (JSON integers have no size)."""
     if isinstance(value, str):
         if not value.isascii():
             value.encode("utf-8")
