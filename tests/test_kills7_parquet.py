@@ -436,3 +436,115 @@ def test_a_checkpoint_fails_when_a_parts_footer_cannot_be_written(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         with contextlib.suppress(Exception):
             sink.discard()
+
+
+# -- deep rows and empty outputs ----------------------------------------------------------
+
+def test_a_row_nested_30_levels_deep_is_written(tmp_path):
+    # README: only rows nested more than 256 levels deep are refused; 30 levels is far
+    # inside Parquet's limits, so the row is written and reads back unchanged.
+    deep: object = [1, 2]
+    for _ in range(28):
+        deep = [deep]
+    final = tmp_path / "out.parquet"
+    sink = ParquetSink(final)
+    sink.write_row({"conversations": CONV, "deep": deep})
+    sink.commit()
+    assert pq.read_table(final).column("deep").to_pylist() == [deep]
+
+
+def test_an_output_with_no_rows_keeps_the_input_schema(tmp_path):
+    # Every row rejected: the output still has the input's columns (MINIMAL_SCHEMA is for
+    # an input that told nothing about them).
+    schema = pa.schema([("conversations", TURNS), ("id", pa.int32()),
+                        (METRICS_COLUMN, METRICS_TYPE)])
+    final = tmp_path / "out.parquet"
+    sink = ParquetSink(final, schema)
+    sink.commit()
+    out = pq.read_table(final)
+    assert out.num_rows == 0
+    assert out.schema.names == ["conversations", "id", METRICS_COLUMN]
+    assert out.schema.field("id").type == pa.int32()
+
+
+
+# -- memory: Arrow's freed row groups are given back to the system -----------------------
+# formats/parquet.py: Arrow's allocator keeps freed row groups for reuse; they are given
+# back, so that memory stays one row group whatever the number of row groups written.
+# A row group of 1,000 rows of 30 KB is about 30 MB: freed but kept, it stays resident;
+# given back, the resident size drops by about that much.
+
+_RESIDENT = pytest.mark.skipif(
+    not os.path.exists("/proc/self/statm")
+    or pa.default_memory_pool().backend_name not in ("mimalloc", "jemalloc"),
+    reason="the resident size (Linux) of an allocator that keeps freed memory")
+
+
+def _resident_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _no_chars(_row: object) -> int:
+    return 0  # row groups cut at ROW_GROUP_ROWS (1,000) rows only
+
+
+def _small_rows_alone(row: dict) -> int:
+    """Big rows cut row groups at 1,000 rows; a small row is a row group of its own."""
+    return 0 if len(row["conversations"][0]["value"]) > 1000 else ROW_GROUP_CHARS
+
+
+def _write_big_group(sink: ParquetSink) -> None:
+    big = "y" * 30_000
+    for i in range(1000):
+        sink.write_row({"conversations": [{"from": "human", "value": big},
+                                          {"from": "gpt", "value": str(i)}]})
+
+
+@_RESIDENT
+def test_the_next_row_group_gives_a_written_ones_memory_back(tmp_path):
+    sink = ParquetSink(tmp_path / "out.parquet", text_chars=_small_rows_alone)
+    _write_big_group(sink)  # written; its table freed as _write_group returned
+    with_big = _resident_mib()
+    sink.write_row({"conversations": CONV})  # a row group: the big one's memory given back
+    assert with_big - _resident_mib() > 15
+    sink.discard()
+
+
+@_RESIDENT
+def test_assembling_parts_gives_each_row_groups_memory_back(tmp_path):
+    # Parts (each checkpoint closes one) are copied row group by row group into the
+    # file; each one's memory is given back once it is copied.
+    final = tmp_path / "out.parquet"
+    sink = ParquetSink(final, text_chars=_no_chars)
+    sink.write_row({"conversations": CONV})
+    sink.flush()  # part 0: one row
+    _write_big_group(sink)  # part 1: the big row group
+    sink.write_row({"conversations": CONV})
+    sink.flush()  # part 1 closed; one row pending, a third part at finish
+    with_big = _resident_mib()
+    sink.finish()
+    assert with_big - _resident_mib() > 15
+    assert pq.ParquetFile(sink.temp).metadata.num_rows == 1002
+    sink.discard()
+
+
+# -- a known bug, left for the lead: an empty object in every row of a row group ----------
+
+@pytest.mark.xfail(strict=True, raises=pa.ArrowNotImplementedError, reason=(
+    "bug: a JSONL row group whose rows all hold an empty object in a field infers an "
+    "empty struct, which Parquet cannot write; write_row accepts the rows and the run "
+    "stops at the row group with an internal error"))
+def test_an_empty_object_in_every_row_of_a_group_never_stops_the_output(tmp_path):
+    # README: one row no Parquet output can hold is that row's reject; the run goes on.
+    final = tmp_path / "out.parquet"
+    sink = ParquetSink(final)
+    kept = 0
+    for row in ({"conversations": CONV, "meta": {}}, {"conversations": CONV}):
+        try:
+            sink.write_row(row)
+            kept += 1
+        except ValueError:  # refused, as a located reject
+            pass
+    sink.commit()
+    assert pq.read_table(final).num_rows == kept >= 1
