@@ -20,6 +20,7 @@ little-endian length then the bytes). Every file is a real Parquet file in tmp_p
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -558,15 +559,65 @@ def test_a_row_nested_past_the_checked_depth_that_parquet_cannot_write(tmp_path)
     assert kept >= 1
     assert pq.read_table(final).num_rows == kept
 
-# -- a known bug, left for the lead: an empty object in every row of a row group ----------
+# -- empty objects: Parquet has no struct without fields; they are written as null ------
 
-@pytest.mark.xfail(strict=True, raises=pa.ArrowNotImplementedError, reason=(
-    "bug: a JSONL row group whose rows all hold an empty object in a field infers an "
-    "empty struct, which Parquet cannot write; write_row accepts the rows and the run "
-    "stops at the row group with an internal error"))
 def test_an_empty_object_in_every_row_of_a_group_never_stops_the_output(tmp_path):
     # README: one row no Parquet output can hold is that row's reject; the run goes on.
+    # (Before the fix the row was accepted and the row group's write stopped the run.)
     final = tmp_path / "out.parquet"
     kept = _kept_rows(final, [{"conversations": CONV, "meta": {}}, {"conversations": CONV}])
     assert kept >= 1
     assert pq.read_table(final).num_rows == kept
+
+
+def test_empty_objects_are_written_as_nulls_and_other_rows_keep_their_keys(tmp_path):
+    # README "Parquet outputs": an object no row of its row group gives a key (an empty
+    # struct, which Parquet cannot write) is null; in a row group where another row gives
+    # the object keys it is that struct with null fields, as for any missing key.
+    final = tmp_path / "out.parquet"
+    sink = ParquetSink(final, text_chars=_group_per_row)  # a row group per row
+    sink.write_row({"conversations": _conv(0), "meta": {}, "tools": [{}],
+                    "m": {"inner": {}, "k": 1}})
+    state = sink.flush()  # the pending rows hold no empty struct either
+    sink.close_keep()
+    sink = ParquetSink(final, resume=state, text_chars=_almost_a_group)
+    sink.write_row({"conversations": _conv(1), "meta": {"a": 1}})
+    sink.write_row({"conversations": _conv(2), "meta": {}})  # same group as meta {"a": 1}
+    sink.commit()
+    table = pq.read_table(final)
+    assert table.schema.field("meta").type == pa.struct([("a", pa.int64())])
+    rows = table.drop_columns(["conversations", METRICS_COLUMN]).to_pylist()
+    assert rows == [
+        {"meta": None, "tools": [None], "m": {"inner": None, "k": 1}},
+        {"meta": {"a": 1}, "tools": None, "m": None},
+        {"meta": {"a": None}, "tools": None, "m": None},
+    ]
+
+
+def test_a_field_that_was_an_empty_object_cannot_become_a_string(tmp_path):
+    # The rows' own types still check them: an object in one row and a string in a
+    # later one is the later row's reject (README), whether or not the object was empty.
+    final = tmp_path / "out.parquet"
+    sink = ParquetSink(final, text_chars=_group_per_row)
+    sink.write_row({"conversations": _conv(0), "meta": {}})
+    with pytest.raises(ValueError) as info:
+        sink.write_row({"conversations": _conv(1), "meta": "x"})
+    assert "another type than in the rows before it" in str(info.value)
+    sink.commit()
+    assert pq.read_table(final).column("meta").to_pylist() == [None]
+
+
+def test_compress_jsonl_with_empty_objects_to_parquet(tmp_path):
+    from tests.cli_helpers import invoke_cli
+
+    rows = [{"id": i, "conversations": _conv(i), "metadata": {}} for i in range(3)]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows),
+                                       encoding="utf-8")
+    run = invoke_cli("compress", "in.jsonl", "-o", "out.parquet", "--summarizer",
+                     "extractive", "--quiet", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert table.column("id").to_pylist() == [0, 1, 2]
+    assert table.column("metadata").to_pylist() == [None, None, None]
+    assert table.column("conversations").to_pylist() == [_conv(i) for i in range(3)]
+    assert (tmp_path / "out_rejects.jsonl").read_text(encoding="utf-8") == ""

@@ -368,7 +368,7 @@ class ParquetSink:
         if _type_depth(one) > _CHECK_DEPTH:
             try:  # written and read back: a reader refuses some files a writer makes
                 sink = pa.BufferOutputStream()
-                pq.write_table(pa.Table.from_pylist([row], schema=one), sink)
+                pq.write_table(_writable(pa.Table.from_pylist([row], schema=one)), sink)
                 pq.read_table(pa.BufferReader(sink.getvalue()))
             except (pa.ArrowException, OSError, TypeError, ValueError) as exc:
                 raise ValueError(f"Parquet cannot hold this row: {exc}") from None
@@ -382,7 +382,7 @@ class ParquetSink:
                                  ) from None
 
     def _write_group(self) -> None:
-        table = self._table(self._buffer)
+        table = _writable(self._table(self._buffer))
         if self.schema is None:
             seen = [table.schema] if self._unified is None else [self._unified, table.schema]
             self._unified = self._final_schema(seen)
@@ -429,7 +429,7 @@ class ParquetSink:
         if self._buffer:
             tmp = self.parts / ".pending.parquet.tmp"
             with native(tmp, "wb") as f:
-                pq.write_table(self._table(self._buffer), f)
+                pq.write_table(_writable(self._table(self._buffer)), f)
             _fsync(tmp)
             os.replace(tmp, pending)
         keep = {pending, self._last_pending}
@@ -585,6 +585,51 @@ def _infer_table(rows: list[Any]) -> pa.Table:
         values = [row.get(name) for row in rows]
         arrays.append(pa.array(values, METRICS_TYPE if name == METRICS_COLUMN else None))
     return pa.Table.from_arrays(arrays, names=names)
+
+
+def _writable(table: pa.Table) -> pa.Table:
+    """``table`` with every struct type that has no field written as null: Parquet cannot
+    write a struct without fields, which is what an empty JSON object becomes when no row
+    of the group gives that object a key (``"meta": {}``). The rows' own types still check
+    them against each other (`_check_fits`): a field that is an object in one row and a
+    string in another stays a reject."""
+    columns = []
+    for column in table.columns:
+        kind = _no_empty_struct(column.type)
+        if kind != column.type:
+            column = pa.chunked_array(
+                [pa.array([_fit(v, kind) for v in column.to_pylist()], kind)], kind)
+        columns.append(column)
+    schema = pa.schema([f.with_type(c.type) for f, c in zip(table.schema, columns,
+                                                             strict=True)],
+                       metadata=table.schema.metadata)
+    return table if schema == table.schema else pa.Table.from_arrays(columns, schema=schema)
+
+
+def _no_empty_struct(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with every struct type that has no field replaced by the null type."""
+    if pa.types.is_struct(kind):
+        if kind.num_fields == 0:
+            return pa.null()
+        return pa.struct([kind.field(i).with_type(_no_empty_struct(kind.field(i).type))
+                          for i in range(kind.num_fields)])
+    if pa.types.is_list(kind):
+        return pa.list_(kind.value_field.with_type(_no_empty_struct(kind.value_type)))
+    if pa.types.is_large_list(kind):
+        return pa.large_list(kind.value_field.with_type(_no_empty_struct(kind.value_type)))
+    return kind
+
+
+def _fit(value: Any, kind: pa.DataType) -> Any:
+    """A Python value of a column made into one of ``kind`` (`_no_empty_struct`)."""
+    if value is None or pa.types.is_null(kind):
+        return None
+    if pa.types.is_struct(kind):
+        return {kind.field(i).name: _fit(value.get(kind.field(i).name), kind.field(i).type)
+                for i in range(kind.num_fields)}
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return [_fit(v, kind.value_type) for v in value]
+    return value
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
