@@ -613,10 +613,9 @@ def _no_empty_struct(kind: pa.DataType) -> pa.DataType:
             return pa.null()
         return pa.struct([kind.field(i).with_type(_no_empty_struct(kind.field(i).type))
                           for i in range(kind.num_fields)])
+    # Inferred types have plain lists; a schema read from a file has no empty struct.
     if pa.types.is_list(kind):
         return pa.list_(kind.value_field.with_type(_no_empty_struct(kind.value_type)))
-    if pa.types.is_large_list(kind):
-        return pa.large_list(kind.value_field.with_type(_no_empty_struct(kind.value_type)))
     return kind
 
 
@@ -627,7 +626,7 @@ def _fit(value: Any, kind: pa.DataType) -> Any:
     if pa.types.is_struct(kind):
         return {kind.field(i).name: _fit(value.get(kind.field(i).name), kind.field(i).type)
                 for i in range(kind.num_fields)}
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+    if pa.types.is_list(kind):
         return [_fit(v, kind.value_type) for v in value]
     return value
 
