@@ -12,9 +12,11 @@ passed over), `_check_utf8` and `ParquetSink.write_row` (a lone surrogate is a
 checkpoint, ``pending-<rows>.parquet`` with the previous one kept, a resumed run making
 exactly the row groups an uninterrupted one makes, one part renamed to the file), README
 "Parquet outputs" (row groups of at most 1,000 rows or 4 MiB of turn text; a field that
-changes type is a located reject) and Parquet's own format (a row group's
-``total_byte_size`` is its uncompressed size; a PLAIN byte array value is a 4-byte
-little-endian length then the bytes). Every file is a real Parquet file in tmp_path.
+changes type is a located reject; an empty object no row of its row group gives a key is
+null), the comment of `_release_memory` (Arrow's freed row groups given back) and
+Parquet's own format (a row group's ``total_byte_size`` is its uncompressed size; a PLAIN
+byte array value is a 4-byte little-endian length then the bytes; no struct without
+fields). Every file is a real Parquet file in tmp_path.
 """
 
 from __future__ import annotations
