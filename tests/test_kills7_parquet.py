@@ -132,6 +132,25 @@ def test_rows_of_200_kb_come_twenty_a_batch(tmp_path):
         (20, " 10 rows could not be read")]
 
 
+
+def test_bytes_missing_from_the_last_row_group_keep_the_row_groups_before_it(tmp_path):
+    # Two row groups of 10 rows of 400 KB: 4 MiB // 400 KB = 10 rows a batch, so the
+    # first batch is the first row group. Bytes cut out of the end of the last column
+    # chunk (more than the footer's length: its range now ends past the end of the file)
+    # damage the second row group only; the first one's rows are kept.
+    path = tmp_path / "in.parquet"
+    size = 400_000
+    _write_pages(path, [{"conversations": _conv(i, size)} for i in range(20)],
+                 row_group_size=10)
+    data = path.read_bytes()
+    footer = int.from_bytes(data[-8:-4], "little") + 8  # metadata, its length, PAR1
+    cut = footer + 100
+    path.write_bytes(data[:-footer - cut] + data[-footer:])
+    good, bad = _read(path)
+    assert good == [(i, {"conversations": _conv(i, size)}) for i in range(10)]
+    assert [(row, error.rsplit(";", 1)[1]) for row, error in bad] == [
+        (10, " 10 rows could not be read")]
+
 # -- skip_rows: rows before the resume row are passed over ------------------------------
 
 def test_a_damaged_row_group_wholly_before_the_resume_row_is_not_read(tmp_path):
