@@ -132,7 +132,6 @@ def test_rows_of_200_kb_come_twenty_a_batch(tmp_path):
         (20, " 10 rows could not be read")]
 
 
-
 def test_bytes_missing_from_the_last_row_group_keep_the_row_groups_before_it(tmp_path):
     # Two row groups of 10 rows of 400 KB: 4 MiB // 400 KB = 10 rows a batch, so the
     # first batch is the first row group. Bytes cut out of the end of the last column
@@ -150,6 +149,7 @@ def test_bytes_missing_from_the_last_row_group_keep_the_row_groups_before_it(tmp
     assert good == [(i, {"conversations": _conv(i, size)}) for i in range(10)]
     assert [(row, error.rsplit(";", 1)[1]) for row, error in bad] == [
         (10, " 10 rows could not be read")]
+
 
 # -- skip_rows: rows before the resume row are passed over ------------------------------
 
