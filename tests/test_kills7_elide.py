@@ -1,0 +1,162 @@
+"""Round 7 of the mutation kills for `core.elide` (issue 26, item 5): the plain cuts'
+building blocks (which lines and characters a cut keeps, what the marker counts), the
+first guess of a plain cut and its corrections, the JSON stages' bookkeeping.
+
+Counts are words (a stand-in tokenizer whose counts are worked out by eye) or, where the
+test is about a count that does not add up over parts, four characters a token rounded
+up. Every expected value is worked out by hand in the comments, from the docstrings.
+"""
+
+from __future__ import annotations
+
+import json
+
+from trajectory_compressor.core.elide import (
+    _CharCut,
+    _cut_items,
+    _LineCut,
+    marker,
+    shorten,
+)
+
+
+def count_words(texts: list[str]) -> list[int]:
+    return [len(t.split()) for t in texts]
+
+
+def kept_by(cutter: _LineCut | _CharCut, keep: int) -> tuple[str, str]:
+    """``(the text removed, the kept text around the marker "@")``."""
+    removed, with_marker = cutter.make(keep)
+    return removed, with_marker("@")
+
+
+# -- _LineCut.make: whole lines from the start into two thirds, then from the end ----------
+
+def _nine(tag: str) -> str:
+    """A line of nine characters: ten with its line break."""
+    return tag * 9
+
+
+EIGHT = [_nine(c) for c in "abcdefgh"]  # eight middle lines of ten characters each
+
+
+def test_a_line_cut_fills_two_thirds_from_the_start_then_the_rest_from_the_end():
+    cut = _LineCut(["first", *EIGHT, "last"])
+    assert cut.chars == 80
+    # keep 60: two thirds is 40, exactly four lines (10 each) from the start; then lines
+    # from the end while all kept stay within 60: two more (50, then exactly 60).
+    removed, text = kept_by(cut, 60)
+    assert removed == "\n".join(EIGHT[4:6])
+    assert text == "\n".join(["first", *EIGHT[:4], "@", *EIGHT[6:], "last"])
+    # keep 59: two thirds is 39, three lines from the start (a fourth would make 40);
+    # from the end two more (40, 50; a third would make 60 > 59).
+    removed, text = kept_by(cut, 59)
+    assert text == "\n".join(["first", *EIGHT[:3], "@", *EIGHT[6:], "last"])
+    assert removed == "\n".join(EIGHT[3:6])
+    # keep 45: two thirds is 30, three lines; from the end one (40; a second makes 50).
+    removed, text = kept_by(cut, 45)
+    assert text == "\n".join(["first", *EIGHT[:3], "@", EIGHT[7], "last"])
+    assert removed == "\n".join(EIGHT[3:7])
+
+
+def test_a_line_cut_from_the_end_weighs_each_line_it_keeps():
+    # Middle lines of 10, 10, 20, 20 and 10 characters (with their breaks). keep 45:
+    # two thirds is 30: "a" and "b" (20; "c" would make 40). From the end "e" (30), then
+    # "d" would make 50 > 45: it stops, and "c" and "d" go.
+    mid = [_nine("a"), _nine("b"), "c" * 19, "d" * 19, _nine("e")]
+    removed, text = kept_by(_LineCut(["first", *mid, "last"]), 45)
+    assert removed == "\n".join(mid[2:4])
+    assert text == "\n".join(["first", *mid[:2], "@", mid[4], "last"])
+
+
+def test_a_line_cut_that_could_keep_every_line_still_leaves_one_out():
+    # "Something must go": keep 200 holds all eight lines (80) in two thirds (133): the
+    # last line taken from the start goes back.
+    cut = _LineCut(["first", *EIGHT, "last"])
+    removed, text = kept_by(cut, 200)
+    assert removed == EIGHT[7]
+    assert text == "\n".join(["first", *EIGHT[:7], "@", "last"])
+    # keep 95: six lines from the start (60 <= 63), then two from the end (70, 80) and
+    # nothing is left between them: the sixth line from the start goes back (it took
+    # more lines than the end did).
+    removed, text = kept_by(cut, 95)
+    assert removed == EIGHT[5]
+    assert text == "\n".join(["first", *EIGHT[:5], "@", *EIGHT[6:], "last"])
+    # Two middle lines, keep 20: one from the start (10 <= 13), one from the end (20):
+    # as many from each end, so the one from the end goes back.
+    removed, text = kept_by(_LineCut(["first", "x" * 9, "y" * 9, "last"]), 20)
+    assert removed == "y" * 9
+    assert text == "\n".join(["first", "x" * 9, "@", "last"])
+    # Four middle lines, keep 40: two from the start (20 <= 26), two from the end (30,
+    # 40): as many from each end, so the second one from the end goes back.
+    removed, text = kept_by(_LineCut(["first", *EIGHT[:4], "last"]), 40)
+    assert removed == EIGHT[2]
+    assert text == "\n".join(["first", *EIGHT[:2], "@", EIGHT[3], "last"])
+
+
+def test_a_line_cut_counts_each_line_it_takes_from_the_end_once():
+    # Middle lines of 60, 10, 10, 10 and 30 characters, keep 100: two thirds is 66, the
+    # first line only (60; 70 would not fit). From the end "e" (90) and "d" (100), "c"
+    # would make 110: "b" and "c" go.
+    mid = ["a" * 59, _nine("b"), _nine("c"), _nine("d"), "e" * 29]
+    removed, text = kept_by(_LineCut(["first", *mid, "last"]), 100)
+    assert removed == "\n".join(mid[1:3])
+    assert text == "\n".join(["first", mid[0], "@", *mid[3:], "last"])
+
+
+# -- _CharCut.make: characters from each end, two thirds from the start, never all ----------
+
+def test_a_character_cut_keeps_two_thirds_from_the_start_and_never_the_whole_text():
+    cut = _CharCut("abcdefghij")
+    # keep 6: 4 from the start, 2 from the end.
+    removed, text = kept_by(cut, 6)
+    assert (removed, text) == ("efgh", "abcd @ ij")
+    # keep 10 or more: at most 9 of the 10 characters (one must go): 6 and 3.
+    for keep in (9, 10, 11, 100):
+        removed, text = kept_by(cut, keep)
+        assert (removed, text) == ("g", "abcdef @ hij")
+
+
+# -- _cut_items: a run from the middle, at least `chars` characters, never the ends ---------
+
+def test_a_run_of_items_grows_from_the_middle_until_it_has_enough_characters():
+    items = list(range(10, 19))  # nine items, each 4 characters as written ("10" and ", ")
+    # Exactly 4 characters: the middle item alone (index 4) is enough.
+    out = _cut_items(items, 4, count_words, json.dumps)
+    assert out == [10, 11, 12, 13, marker(1), 15, 16, 17, 18]
+    # 5 characters: one item is 4, not enough: the run grows by one, on the left (it
+    # alternates sides, right first): items 3 and 4 ("[13, 14]": 2 words).
+    out = _cut_items(items, 5, count_words, json.dumps)
+    assert out == [10, 11, 12, marker(2), 15, 16, 17, 18]
+
+
+def test_a_run_of_items_stops_short_of_the_first_and_the_last():
+    # Five items: however many characters are asked for, the first and the last stay:
+    # items 1 to 3 ("[11, 12, 13]": 3 words) go.
+    out = _cut_items([10, 11, 12, 13, 14], 1000, count_words, json.dumps)
+    assert out == [10, marker(3), 14]
+
+
+def test_a_run_of_items_has_at_least_one_item():
+    out = _cut_items([10, 11, 12, 13, 14], 0, count_words, json.dumps)
+    assert out == [10, 11, marker(1), 13, 14]
+
+
+# -- _cut through shorten: the first guess and its corrections find the most that fits -----
+
+def _ten_word_lines(n: int) -> str:
+    return "\n".join(f"line{i} " + " ".join(["w"] * 9) for i in range(n))
+
+
+def test_a_plain_cut_keeps_as_many_whole_lines_as_the_budget_allows():
+    # n lines of 10 words: the first and last (20 words) stay, the marker is 5 words
+    # ("[... 30 tokens elided ...]"), so k kept middle lines make 25 + 10 k words: the
+    # most within a budget b is k = (b - 25) // 10 (and at least one line goes).
+    for lines, budget, k in ((5, 46, 2), (8, 44, 1), (11, 44, 1), (13, 36, 1), (10, 75, 5)):
+        text = _ten_word_lines(lines)
+        out = shorten(text, 10 * lines, budget, count_words)
+        kept = out.split("\n")
+        assert count_words([out])[0] == 25 + 10 * k, (lines, budget)
+        assert kept[0] == text.split("\n")[0] and kept[-1] == text.split("\n")[-1]
+        assert sum("tokens elided" in line for line in kept) == 1
+        assert [line for line in kept if "elided" in line] == [marker(10 * (lines - 2 - k))]
