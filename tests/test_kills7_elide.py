@@ -160,3 +160,73 @@ def test_a_plain_cut_keeps_as_many_whole_lines_as_the_budget_allows():
         assert kept[0] == text.split("\n")[0] and kept[-1] == text.split("\n")[-1]
         assert sum("tokens elided" in line for line in kept) == 1
         assert [line for line in kept if "elided" in line] == [marker(10 * (lines - 2 - k))]
+
+
+def _big_line() -> str:
+    """A first or last line of 240 words (479 characters: under LINE_CHARS)."""
+    return " ".join(["a"] * 240)
+
+
+def test_empty_middle_lines_leave_out_nothing_the_marker_says_so():
+    # The middle is empty lines only: whatever the budget, the shortest the rules allow
+    # is the first and last lines around the marker, and what went (empty lines) counts
+    # 0 tokens. Budget 0: the first guess keeps nothing. Budget 22: the first guess keeps
+    # one empty line (4 characters over 480 tokens is under the floor of 0.1 a token:
+    # int(10 * 0.1) = 1 character), 485 words is over, the correction goes to nothing.
+    # Budget 442: eight guesses keep an empty line or more and are all over: nothing.
+    big = _big_line()
+    for empties, budget in ((1, 0), (4, 22), (1, 442)):
+        text = "\n".join([big, *[""] * empties, big])
+        out = shorten(text, 480, budget, count_words)
+        assert out == "\n".join([big, marker(0), big]), (empties, budget)
+
+
+def test_a_budget_with_no_room_beside_the_marker_keeps_nothing_else():
+    # One line of 20 words (a character cut): a budget of 6 leaves no room beside the
+    # marker's own (about 12 tokens in the first guess): only the marker is left.
+    text = " ".join(f"w{i}" for i in range(20))
+    assert shorten(text, 20, 6, count_words) == marker(20)
+
+
+def test_a_plain_cut_guesses_eight_times_then_keeps_nothing():
+    # 200 + 200 words around eight lines "b c d e f g" (6 words, 12 characters each with
+    # the break): 448 words, 96 middle characters, 0.214 a token. Budget 435: the guesses
+    # keep 90, 86, 82, 80, 78, 76, 74 and 72 characters, each 7 or 6 lines (447 or 441
+    # words, over); after the eighth the cut keeps nothing (405 words), having asked the
+    # counter twice a guess (what went, the candidate) and once for the last marker.
+    big = " ".join(["a"] * 200)
+    text = "\n".join([big, *["b c d e f g"] * 8, big])
+    calls = []
+
+    def counting(texts: list[str]) -> list[int]:
+        calls.append(len(texts))
+        return count_words(texts)
+
+    out = shorten(text, 448, 435, counting)
+    assert out == "\n".join([big, marker(48), big])
+    assert len(calls) == 8 * 2 + 1
+
+
+# -- the JSON stages: at most _ROUNDS cuts each ---------------------------------------------
+
+def _sixty_five_strings() -> list[str]:
+    """65 strings of 20 words ("s7w0 s7w1 ..."): s10 to s64 are longer than s0 to s9."""
+    return [" ".join(f"s{i}w{j}" for j in range(20)) for i in range(65)]
+
+
+def test_strings_cut_to_exactly_the_budget_leave_the_arrays_alone():
+    # 1,300 words. Each string cut to its marker (5 words) gives 15: the longest go first
+    # (s10 to s64, then s0 to s8), 64 cuts make 1,300 - 960 = 340: exactly the budget,
+    # so no item of the array goes, and s9 stays whole.
+    items = _sixty_five_strings()
+    out = json.loads(shorten(json.dumps(items), 1300, 340, count_words))
+    assert out == [items[i] if i == 9 else marker(20) for i in range(65)]
+
+
+def test_no_more_than_sixty_four_strings_are_cut():
+    # Budget 325 would need all 65 strings cut, but the string stage makes 64 cuts at
+    # most: s9 stays whole, and the array then loses items from its middle instead.
+    items = _sixty_five_strings()
+    out = json.loads(shorten(json.dumps(items), 1300, 325, count_words))
+    assert items[9] in out and len(out) < 65
+    assert count_words([json.dumps(out)])[0] <= 325
