@@ -230,3 +230,73 @@ def test_no_more_than_sixty_four_strings_are_cut():
     out = json.loads(shorten(json.dumps(items), 1300, 325, count_words))
     assert items[9] in out and len(out) < 65
     assert count_words([json.dumps(out)])[0] <= 325
+
+
+# -- the string stage: a string picked again is cut from its original, with less room ------
+
+def count_quarters(texts: list[str]) -> list[int]:
+    """Four characters a token, rounded up: a count that does not add up over parts."""
+    return [(len(t) + 3) // 4 for t in texts]
+
+
+def test_a_string_whose_cut_leaves_the_row_over_is_cut_again_within_the_budget():
+    # {"k": "line 0: \nline 1: ab\n..."}: the string's cut is measured alone, and the
+    # characters around it ({"k": "" }) round up with it: the first cut can leave the row
+    # a token over. The string (now under MIN_STRING_CHARS, but cut before) is picked
+    # again, cut from its original with a budget one token smaller, and the row fits.
+    for lines, budget in ((13, 18), (14, 19), (14, 22), (17, 17), (19, 22)):
+        text = json.dumps({"k": "\n".join(f"line {i}: " + "ab" * (i % 5)
+                                          for i in range(lines))})
+        out = shorten(text, count_quarters([text])[0], budget, count_quarters)
+        assert count_quarters([out])[0] <= budget, (lines, budget)
+        first, *_, last = json.loads(out)["k"].split("\n")
+        assert (first, last) == ("line 0: ", f"line {lines - 1}: " + "ab" * ((lines - 1) % 5))
+
+
+def test_a_cut_string_is_measured_as_the_json_writes_it():
+    # Ten lines "a w w w w w w w w z" (10 words). In the JSON the line breaks are "\n"
+    # escapes, which join the last word of a line and the first of the next: the string
+    # as written is 10 * 10 - 9 = 91 words, the row 92. Budget 30: the first and last
+    # lines stay (here 21 words with the marker's 5 and the two words around the string)
+    # and the eight lines between go: as written, 8 * 10 - 7 = 73 words.
+    line = "a w w w w w w w w z"
+    text = json.dumps({"k": "\n".join([line] * 10)})
+    assert count_words([text])[0] == 92
+    out = json.loads(shorten(text, 92, 30, count_words))
+    assert out == {"k": "\n".join([line, marker(73), line])}
+
+
+# -- the array stage and the whole containers -------------------------------------------------
+
+def test_an_array_loses_just_enough_items_from_its_middle():
+    # Four strings of 11 words (21 characters: under MIN_STRING_CHARS, left whole): 44
+    # words, budget 33. One item for the marker (5 words) leaves 38, over; two leave
+    # 11 + 5 + 11 = 27: items 1 and 2 go, the marker counting their 22 words.
+    item = " ".join(["a"] * 11)
+    out = json.loads(shorten(json.dumps([item] * 4), 44, 33, count_words))
+    assert out == [item, marker(22), item]
+
+
+def test_a_whole_object_is_counted_as_the_text_writes_it():
+    # count: characters. {"a": {"b": "üü…"}, "id": 1} (30 "ü", a string too short to cut,
+    # no array): 55 characters, budget 50. The inner object goes whole, and its marker
+    # counts it as the text has it, "ü" as itself: {"b": "…"} is 7 + 30 + 2 = 39.
+    def count_chars(texts: list[str]) -> list[int]:
+        return [len(t) for t in texts]
+
+    text = json.dumps({"a": {"b": "ü" * 30}, "id": 1}, ensure_ascii=False)
+    assert len(text) == 55
+    out = shorten(text, 55, 50, count_chars)
+    assert json.loads(out) == {"a": marker(39), "id": 1}
+    assert "ü" not in out and "\\u" not in out
+
+
+def test_when_everything_is_missing_the_container_as_long_as_the_text_goes():
+    # {"x":{"y":[10,...,17]}} written compactly is one word, 37 characters; a budget of 0
+    # misses all 37. No array item can go (a marker is longer than what it replaces). Of
+    # the inner containers, written with spaces, "x" is 39 characters (enough) and "y" 32
+    # (not): "x" goes whole, its marker counting its 9 words ('{"y":' and 8 numbers).
+    text = json.dumps({"x": {"y": list(range(10, 18))}}, separators=(",", ":"))
+    assert (len(text), count_words([text])[0]) == (37, 1)
+    out = shorten(text, 1, 0, count_words)
+    assert json.loads(out) == {"x": marker(9)}
