@@ -36,8 +36,8 @@ Count = Callable[[list[str]], list[int]]
 MIN_TOKENS = 64  # tool outputs shorter than this are left alone
 LINE_CHARS = 500  # a first or last line longer than this is cut inside
 MIN_STRING_CHARS = 80  # JSON strings shorter than this are left alone
-_TRIES = 8
-_ROUNDS = 64
+_TRIES = 8  # guesses of a plain cut (two counts each) before it keeps nothing
+_ROUNDS = 64  # cuts at most in each JSON stage (strings, arrays, whole containers)
 _TAG_LINE = re.compile(r"\s*</?[A-Za-z_][\w\-.:]*>\s*")
 
 
@@ -125,8 +125,8 @@ class _LineCut:
         self.chars = sum(len(line) + 1 for line in self.mid)
 
     def make(self, keep: int) -> tuple[str, Callable[[str], str]]:
-        """``(the text removed, the kept text around a given marker)`` for about ``keep``
-        kept characters."""
+        """``(the text removed, the kept text around a given marker)``: whole lines from the
+        start within two thirds of ``keep``, then from the end within ``keep``; one must go."""
         a = used = 0
         while a < len(self.mid) and used + len(self.mid[a]) + 1 <= keep * 2 // 3:
             used += len(self.mid[a]) + 1
@@ -148,7 +148,7 @@ class _LineCut:
 
 
 class _CharCut:
-    """Keeps characters from each end (two thirds from the start)."""
+    """Keeps characters from each end (two thirds from the start), never all of them."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -172,7 +172,7 @@ def _cut(cutter: _LineCut | _CharCut, tokens: int, budget: int, count: Count) ->
     """The cut that keeps the most (in characters) within ``budget``: a first guess from
     the text's characters per token, corrected a few times, down to keeping nothing."""
     per_token = max(cutter.chars / max(tokens, 1), 0.1)
-    keep = int((budget - 12) * per_token)
+    keep = int((budget - 12) * per_token)  # 12: about the marker's own tokens
     candidate = ""
     for _ in range(_TRIES):
         keep = max(keep, 0)
@@ -322,8 +322,8 @@ def _shorten_json(before: str, value: Any, after: str, style: _Style, budget: in
 
 def _cut_items(items: list[Any], chars: int, count: Count,
                dump: Callable[[Any], str]) -> list[Any]:
-    """``items`` with a run from the middle (about ``chars`` characters as ``dump`` writes
-    them, at least one item, never the first or the last) replaced by one marker string."""
+    """``items`` with a run from the middle (``chars`` characters or more, an item being its
+    ``dump`` plus 2; at least one, never the first or last) replaced by one marker string."""
     sizes = [len(dump(item)) + 2 for item in items]
     mid = lo = hi = len(items) // 2  # the run is items[lo:hi]
     removed = 0
