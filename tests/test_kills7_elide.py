@@ -122,24 +122,24 @@ def test_a_character_cut_keeps_two_thirds_from_the_start_and_never_the_whole_tex
 def test_a_run_of_items_grows_from_the_middle_until_it_has_enough_characters():
     items = list(range(10, 19))  # nine items, each 4 characters as written ("10" and ", ")
     # Exactly 4 characters: the middle item alone (index 4) is enough.
-    out = _cut_items(items, 4, count_words, json.dumps)
-    assert out == [10, 11, 12, 13, marker(1), 15, 16, 17, 18]
+    out, chars = _cut_items(items, 4, count_words, json.dumps)
+    assert (out, chars) == ([10, 11, 12, 13, marker(1), 15, 16, 17, 18], 4)
     # 5 characters: one item is 4, not enough: the run grows by one, on the left (it
     # alternates sides, right first): items 3 and 4 ("[13, 14]": 2 words).
-    out = _cut_items(items, 5, count_words, json.dumps)
-    assert out == [10, 11, 12, marker(2), 15, 16, 17, 18]
+    out, chars = _cut_items(items, 5, count_words, json.dumps)
+    assert (out, chars) == ([10, 11, 12, marker(2), 15, 16, 17, 18], 8)
 
 
 def test_a_run_of_items_stops_short_of_the_first_and_the_last():
     # Five items: however many characters are asked for, the first and the last stay:
     # items 1 to 3 ("[11, 12, 13]": 3 words) go.
-    out = _cut_items([10, 11, 12, 13, 14], 1000, count_words, json.dumps)
-    assert out == [10, marker(3), 14]
+    out, chars = _cut_items([10, 11, 12, 13, 14], 1000, count_words, json.dumps)
+    assert (out, chars) == ([10, marker(3), 14], 12)
 
 
 def test_a_run_of_items_has_at_least_one_item():
-    out = _cut_items([10, 11, 12, 13, 14], 0, count_words, json.dumps)
-    assert out == [10, 11, marker(1), 13, 14]
+    out, chars = _cut_items([10, 11, 12, 13, 14], 0, count_words, json.dumps)
+    assert (out, chars) == ([10, 11, marker(1), 13, 14], 4)
 
 
 # -- _cut through shorten: the first guess and its corrections find the most that fits -----
@@ -302,3 +302,41 @@ def test_when_everything_is_missing_the_container_as_long_as_the_text_goes():
     assert (len(text), count_words([text])[0]) == (37, 1)
     out = shorten(text, 1, 0, count_words)
     assert json.loads(out) == {"x": marker(9)}
+
+
+# -- what the budget counts is tokens: a cut that saves tokens is kept ------------------------
+
+def test_a_string_cut_that_saves_tokens_but_no_characters_is_kept():
+    # {"k": "a a ... a"} (50 one-letter words): 51 words. Budget 49: the string may keep
+    # 48; the cut keeps 36 words around a marker of 14 ("[... 14 tokens elided ...]" is
+    # as long as the 28 characters it replaces, but 5 words for 14). The row fits.
+    text = json.dumps({"k": " ".join(["a"] * 50)})
+    out = shorten(text, 51, 49, count_words)
+    assert count_words([out])[0] <= 49
+    kept = json.loads(out)["k"]
+    assert kept.startswith("a a ") and kept.endswith(" a") and "tokens elided" in kept
+
+
+def test_an_array_gives_one_more_item_each_time_it_is_picked_again():
+    # Seven strings of 11 words (77 words). Each item in the run saves 11 words, the one
+    # marker costs 5: k items leave 77 - 11 k + 5. For every budget from 27 (all five
+    # middle items gone) to 76 the array gives just enough: the smallest k that fits,
+    # its first and last items always kept. (The marker, 26 characters and quotes, is
+    # longer than one item, 21: measured in characters the first item could not go; and
+    # a run asked for a few characters more than it already had came out the same, so
+    # the array stopped short.)
+    item = " ".join(["a"] * 11)
+    text = json.dumps([item] * 7)
+    for budget in range(27, 77):
+        k = max(-(-(82 - budget) // 11), 1)
+        out = json.loads(shorten(text, 77, budget, count_words))
+        assert count_words([json.dumps(out)])[0] == 82 - 11 * k, budget
+        assert out[0] == out[-1] == item and len(out) == 7 - k + 1
+
+
+def test_an_array_of_objects_loses_items_from_its_middle_before_any_object_goes_whole():
+    # Four objects of 14 words (56): budget 45. One item leaves 47, two leave 33: items 1
+    # and 2 go; no object is replaced whole (the first and the last stay as they were).
+    items = [{"id": i, "t": " ".join(["a"] * 11)} for i in range(4)]
+    out = json.loads(shorten(json.dumps(items), 56, 45, count_words))
+    assert out == [items[0], marker(28), items[3]]

@@ -230,10 +230,10 @@ def test_a_region_without_a_summary_placed_moves_nothing():
 
 
 def test_an_output_that_cannot_get_shorter_is_not_listed():
-    # A one-line JSON array of 64 numbers (64 words): an item from its middle would give
-    # way to a 5-word marker, and no inner array or object can go: nothing is shorter, so
-    # nothing is elided.
-    text = json.dumps(list(range(64)))
+    # A flat one-line JSON object of 32 numbers (64 words): no string to cut, no array to
+    # lose items, no inner array or object to go whole: nothing is shorter, so nothing is
+    # elided. (An array of 64 numbers could: six middle numbers as the 5-word marker.)
+    text = json.dumps({f"k{i}": i for i in range(32)})
     assert count_words([text])[0] == 64
     assert elide_tool_outputs([text], [0], 1, count_words) == []
 

@@ -252,8 +252,7 @@ def _shorten_json(before: str, value: Any, after: str, style: _Style, budget: in
 
     current = render()
     n = count([current])[0]
-    # A string is always cut from its original text (one marker, counting everything
-    # that went), with a smaller budget each time it is picked again.
+    # A string is always cut from its original (one marker for all that went), less each time.
     cuts: dict[tuple[int, Any], tuple[str, int, int]] = {}  # original, its tokens, budget
     done: set[tuple[int, Any]] = set()
     for _ in range(_ROUNDS):  # the longest strings, each cut by what is still missing
@@ -272,9 +271,10 @@ def _shorten_json(before: str, value: Any, after: str, style: _Style, budget: in
         allowed = max(last - (n - budget), 0)
         shorter = _shorten_plain(original, tokens, allowed, written)
         cuts[where] = (original, tokens, allowed)
-        if allowed == 0 or len(shorter) >= len(text):
+        new, old = written([shorter, text])  # tokens, not characters: what the budget counts
+        if allowed == 0 or new >= old:
             done.add(where)
-        if len(shorter) >= len(text):
+        if new >= old:
             continue
         parent[key] = shorter
         current = render()
@@ -295,11 +295,12 @@ def _shorten_json(before: str, value: Any, after: str, style: _Style, budget: in
         all_items, gone = arrays_cut.get(where, (items, 0))
         dumped = style.dump(items)
         per_token = len(dumped) / max(count([dumped])[0], 1)
-        gone += int((n - budget) * per_token) + 1
+        gone += int((n - budget) * per_token) + 1  # more than the run in place took
+        fewer, gone = _cut_items(all_items, gone, count, style.dump)
         arrays_cut[where] = (all_items, gone)
-        fewer = _cut_items(all_items, gone, count, style.dump)
-        if len(style.dump(fewer)) >= len(dumped):  # nothing more can go
-            done.add(where)
+        if (both := count([style.dump(fewer), dumped]))[0] >= both[1]:  # no token saved yet
+            if len(fewer) <= 3:  # and no longer run to try: the first, the marker, the last
+                done.add(where)
             continue
         parent[key] = fewer
         current = render()
@@ -321,9 +322,9 @@ def _shorten_json(before: str, value: Any, after: str, style: _Style, budget: in
 
 
 def _cut_items(items: list[Any], chars: int, count: Count,
-               dump: Callable[[Any], str]) -> list[Any]:
+               dump: Callable[[Any], str]) -> tuple[list[Any], int]:
     """``items`` with a run from the middle (``chars`` characters or more, an item being its
-    ``dump`` plus 2; at least one, never the first or last) replaced by one marker string."""
+    ``dump`` plus 2; at least one, never the first or last) as one marker, and its chars."""
     sizes = [len(dump(item)) + 2 for item in items]
     mid = lo = hi = len(items) // 2  # the run is items[lo:hi]
     removed = 0
@@ -340,7 +341,7 @@ def _cut_items(items: list[Any], chars: int, count: Count,
     if hi == lo:
         hi = lo + 1
     gone = dump(items[lo:hi])
-    return [*items[:lo], marker(count([gone])[0]), *items[hi:]]
+    return [*items[:lo], marker(count([gone])[0]), *items[hi:]], sum(sizes[lo:hi])
 
 
 def _strings(value: Any) -> Iterator[tuple[Any, Any, str]]:
