@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Any
 
@@ -150,7 +150,7 @@ def compress_on_ray(
             owned = _init(ray, address)
             workers = _pool_size(ray, config, actors, len(pending))
             job = run.job(dialect=dialect, workers=workers)
-            for result in _execute(ray, job, pending, workers):
+            for result in in_input_order(_execute(ray, job, pending, workers), pending):
                 _check(result)
                 run.record(result)
                 progress.shard(result)
@@ -175,6 +175,26 @@ def _execute(ray: Any, job: ShardJob, pending: list[Shard], workers: int
         compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
     for row in dataset.iter_rows():
         yield ShardResult.from_json(row["result"])
+
+
+def in_input_order(results: Iterable[ShardResult], pending: list[Shard]
+                   ) -> Iterator[ShardResult]:
+    """``results`` as the shards finish, but a failed shard's only once every shard before
+    it (in input order) is back, and then the earliest failure, the one a local run stops
+    at: with several bad inputs (``--strict``), which one the run names does not depend on
+    which shard finished first. The shards after it are not waited for."""
+    waiting = {shard.index for shard in pending}
+    failed: ShardResult | None = None
+    for result in results:
+        waiting.discard(result.index)
+        if result.error is None:
+            yield result  # recorded: a resume after the error does not redo it
+        elif failed is None or result.index < failed.index:
+            failed = result
+        if failed is not None and not any(i < failed.index for i in waiting):
+            break
+    if failed is not None:
+        yield failed
 
 
 def _check(result: ShardResult) -> None:
