@@ -23,6 +23,11 @@ def words(n: int) -> str:
     return "word" + " word" * (n - 1)
 
 
+def count_words(texts: list[str]) -> list[int]:
+    """A stand-in token counter for pure tests: one token a whitespace-separated word."""
+    return [len(t.split()) for t in texts]
+
+
 def row(row_id: str, roles: str, sizes: list[int]) -> dict:
     assert len(roles) == len(sizes)
     return {"id": row_id, "conversations": [{"from": ROLES[r], "value": words(n)}

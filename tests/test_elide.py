@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.cli_helpers import read_jsonl, run_cli
-from tests.fixtures_runs import compress_run, words, write_jsonl
+from tests.fixtures_runs import compress_run, count_words, words, write_jsonl
 from tests.property_budget import examples
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.elide import (
@@ -31,10 +31,6 @@ from trajectory_compressor.dialects.messages import Messages
 from trajectory_compressor.dialects.sharegpt import SHAREGPT
 from trajectory_compressor.engine.compressor import RowResult, TrajectoryCompressor
 from trajectory_compressor.engine.validate import Validation, validate_output
-
-
-def count_words(texts: list[str]) -> list[int]:
-    return [len(t.split()) for t in texts]
 
 
 def lines(n: int, tag: str = "line") -> list[str]:

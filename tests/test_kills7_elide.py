@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from tests.fixtures_runs import count_words
 from trajectory_compressor.core.elide import (
     _CharCut,
     _cut_items,
@@ -18,10 +19,6 @@ from trajectory_compressor.core.elide import (
     marker,
     shorten,
 )
-
-
-def count_words(texts: list[str]) -> list[int]:
-    return [len(t.split()) for t in texts]
 
 
 def kept_by(cutter: _LineCut | _CharCut, keep: int) -> tuple[str, str]:

@@ -20,6 +20,7 @@ import sys
 
 import pytest
 
+from tests.fixtures_runs import count_words
 from trajectory_compressor.app.gates import GATE_EXIT, Gate, GateResult, finish
 from trajectory_compressor.core.conversation import json_type
 from trajectory_compressor.core.distill import blobs, distill_text, long_lines, rules_for
@@ -52,10 +53,6 @@ from trajectory_compressor.core.metrics import Distribution
 from trajectory_compressor.core.plan import Region
 from trajectory_compressor.dialects.openai import sharegpt_to_openai
 from trajectory_compressor.dialects.sharegpt import ShareGPTVariant
-
-
-def count_words(texts: list[str]) -> list[int]:
-    return [len(t.split()) for t in texts]
 
 
 def _shorten_json(value, budget: int):
