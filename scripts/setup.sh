@@ -22,6 +22,10 @@ if [ ! -f "$stamp" ]; then
                     "first time (about 7 minutes on two cores; later installs reuse it)" >&2 ;;
   esac
   echo "setup: the full log is in $log" >&2
+  # A llama.cpp built for the build machine's own CPU (-march=native, its default) has
+  # died with SIGILL on machines whose CPU advertises instructions the sandbox refuses
+  # (AVX-512/AMX). A portable build runs everywhere; a CMAKE_ARGS of your own wins.
+  export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
   start=$SECONDS
   { .venv/bin/python -m pip install --disable-pip-version-check --upgrade pip &&
     .venv/bin/python -m pip install --disable-pip-version-check -e ".[${extras}]"; } \
