@@ -134,7 +134,9 @@ def row_kind(row: Any, column: str | None = None) -> str | None:
         return "openai"
     if not isinstance(turns, list):
         return None
-    roles = {t.get("from") for t in turns if isinstance(t, dict)}
+    # Only text roles vote: a list or object as a role (unhashable) is that row's reject,
+    # said by its dialect's checks, never an error of the vote.
+    roles = {role for t in turns if isinstance(t, dict) and isinstance(role := t.get("from"), str)}
     if roles & VARIANT_TAGS:
         return "sharegpt-variant"
     if "tool" in roles:
