@@ -6,6 +6,11 @@ into the same output refuses at once (exit 2) naming the holder. The kernel drop
 ``flock`` when its holder dies, so a lock left by a killed run is stale by construction
 and is taken over; where ``flock`` does not work (some network file systems) the pid and
 host decide: a lock naming a pid that is no longer alive on this host is stale.
+
+A run checks that its lock is still its own (`check_held`: the same file, by device and
+inode, with the same content) before each checkpoint and before it commits. Deleting a
+live run's lock lets a second run in; the first then refuses to commit (`LockLost`, exit
+2) and touches no file by name again, so the output is the second run's alone.
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ class OutputLocked(ConfigError):
     """Another run holds the output (exit code 2)."""
 
 
+class LockLost(ConfigError):
+    """This run's lock file was deleted or replaced while it ran (exit code 2)."""
+
+
+# The locks this process holds: path -> (device, inode, content written into it).
+_HELD: dict[str, tuple[int, int, bytes]] = {}
+
+
 def lock_path(stem_path: Path) -> Path:
     """The lock file of the outputs whose sidecars start with ``stem_path``."""
     return stem_path.with_name(f".{stem_path.name}.lock")
@@ -40,13 +53,55 @@ def lock_path(stem_path: Path) -> Path:
 def output_lock(path: Path, output: Path, choose: str = _CHOOSE) -> Iterator[None]:
     """Hold the lock ``path`` for ``output`` while the block runs; `OutputLocked` if
     another live run holds it (``choose`` ends the message: what to do instead)."""
-    fd = _acquire(path, output, choose)
+    fd, content = _acquire(path, output, choose)
+    st = os.fstat(fd)
+    key = str(path.absolute())
+    _HELD[key] = (st.st_dev, st.st_ino, content)
     try:
         yield
     finally:
-        # Unlinked before it is released: a run waiting on this inode re-checks the name.
-        with contextlib.suppress(OSError):
-            path.unlink()
+        _HELD.pop(key, None)
+        # Unlinked before it is released (a run waiting on this inode re-checks the name),
+        # and only while it is still this run's: another run's lock is never removed.
+        if _still_own(path, (st.st_dev, st.st_ino, content)):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        os.close(fd)
+
+
+def check_held(path: Path, output: Path | str) -> None:
+    """Raise `LockLost` when this process took the lock ``path`` and it is no longer the
+    same file with the same content (someone deleted it; another run may hold a new one).
+    A lock this process never took (a library caller without one) is not checked."""
+    held = _HELD.get(str(path.absolute()))
+    if held is None or _still_own(path, held):
+        return
+    raise LockLost(
+        f"the lock file {path} of this run was deleted or replaced while it was writing "
+        f"{output}, so another run may be writing there now; nothing of this run was "
+        "committed and no file was renamed or removed (its temporary files and checkpoint "
+        "are left as they are). Never delete the lock file of a live run: a lock left by a "
+        "run that died is taken over by the next run on its own. Check what the other run "
+        "wrote, then rerun (or --resume) when no other run is writing")
+
+
+def lost(path: Path) -> bool:
+    """Whether this process took the lock ``path`` and has lost it since."""
+    held = _HELD.get(str(path.absolute()))
+    return held is not None and not _still_own(path, held)
+
+
+def _still_own(path: Path, held: tuple[int, int, bytes]) -> bool:
+    device, inode, content = held
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        return (st.st_dev, st.st_ino) == (device, inode) and \
+            os.pread(fd, len(content) + 1, 0) == content
+    finally:
         os.close(fd)
 
 
@@ -72,7 +127,7 @@ def probe(paths: list[Path], output: Path, choose: str = _CHOOSE) -> None:
             os.close(fd)  # releases the flock taken to test it
 
 
-def _acquire(path: Path, output: Path, choose: str) -> int:
+def _acquire(path: Path, output: Path, choose: str) -> tuple[int, bytes]:
     path.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(50):
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -89,9 +144,10 @@ def _acquire(path: Path, output: Path, choose: str) -> int:
                 continue
             holder = {"pid": os.getpid(), "host": socket.gethostname(),
                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "output": str(output)}
+            content = json.dumps(holder).encode("utf-8") + b"\n"
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(holder).encode("utf-8") + b"\n", 0)
-            return fd
+            os.pwrite(fd, content, 0)
+            return fd, content
         except BaseException:
             with contextlib.suppress(OSError):
                 os.close(fd)

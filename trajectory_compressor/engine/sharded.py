@@ -29,6 +29,7 @@ from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings
 from .count import tokenizer_identity
 from .layout import OutputLayout
 from .local import RunResult
+from .lock import check_held
 from .options import RunOptions
 from .paths import Written, check_writes, run_record
 from .shard import CACHE, Shard, ShardJob, ShardResult, finished, shard_dir
@@ -160,7 +161,13 @@ class ShardedRun:
             lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24), b""))
         return list(range(self.block_lines, lines, self.block_lines))
 
+    def _check_lock(self) -> None:
+        """`LockLost` when the run's lock is no longer its own (`lock.check_held`)."""
+        check_held(self.layout.lock, next(iter(self.layout.outputs.values()),
+                                          self.layout.stem_path))
+
     def _save(self) -> None:
+        self._check_lock()
         write_atomic(self.layout.checkpoint, jsonio.dumps({
             "version": MANIFEST_VERSION, "inputs": self._prints[0], "settings": self._prints[1],
             "started": self.started, "elapsed": self.elapsed(),
@@ -209,6 +216,7 @@ class ShardedRun:
         shards and the metrics file, then drop the manifest and the shards folder. Safe to
         repeat after a crash part-way."""
         assert len(self.results) == len(self.shards)
+        self._check_lock()
         sidecars = [self._join(self.layout.over_limit, "part_over_limit.jsonl"),
                     self._join(self.layout.rejects, "part_rejects.jsonl")]
         for i, source in enumerate(self.inputs):

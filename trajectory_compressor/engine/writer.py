@@ -25,10 +25,14 @@ from ..formats.registry import open_sink
 from .checkpoint import Checkpoint
 from .compressor import RowResult
 from .layout import OutputLayout
+from .lock import check_held, lost
 from .progress import Progress
 from .resume_guard import ConsumedDigest
 
 MAX_WARNINGS = 20
+# Seconds between two checks that the run's lock is still its own, besides the checks at
+# each checkpoint and at the commit (a deleted lock stops the run within this time).
+LOCK_CHECK_SECONDS = 0.5
 
 
 class StrictStop(CompressorError):
@@ -67,6 +71,7 @@ class RunWriter:
             self.elapsed_before = resume.elapsed
         self._started = time.monotonic()
         self._last_checkpoint = self._started
+        self._last_lock_check = self._started
         self._since_checkpoint = 0
         self._writing = False
         self._moved = False  # a row or a file was finished since the run (re)started
@@ -203,13 +208,22 @@ class RunWriter:
         """Processing seconds, including those before a resume."""
         return self.elapsed_before + time.monotonic() - self._started
 
+    def check_lock(self) -> None:
+        """`LockLost` when the run's lock file is no longer its own (`lock.check_held`)."""
+        self._last_lock_check = time.monotonic()
+        check_held(self.layout.lock, next(iter(self.layout.outputs.values()),
+                                          self.layout.stem_path))
+
     def _maybe_checkpoint(self) -> None:
+        if time.monotonic() - self._last_lock_check >= LOCK_CHECK_SECONDS:
+            self.check_lock()
         if (self._since_checkpoint >= self.config.checkpoint_rows
                 or time.monotonic() - self._last_checkpoint >= self.config.checkpoint_seconds):
             self.checkpoint()
 
     def checkpoint(self) -> None:
         """Make everything written durable and record the cut."""
+        self.check_lock()  # a checkpoint of a run that lost its lock would be another's
         output = self.sink.flush() if self.sink is not None else None
         Checkpoint(
             inputs=self._inputs_print,
@@ -236,14 +250,22 @@ class RunWriter:
         return [*self._done, *current, self.over_limit, self.rejects]
 
     def commit(self) -> None:
-        """Rename every output to its final name, then drop the checkpoint."""
+        """Rename every output to its final name, then drop the checkpoint; `LockLost`
+        (nothing renamed) when the run's lock is no longer its own."""
+        self.check_lock()
         for sink in self._sinks():
             sink.commit()
         self.layout.checkpoint.unlink(missing_ok=True)
 
     def stop(self) -> bool:
         """The run was interrupted: checkpoint if the sinks are at a cut, and keep the
-        temporary files for `--resume` if there is a checkpoint. True if kept."""
+        temporary files for `--resume` if there is a checkpoint. True if kept.
+
+        A run that lost its lock only closes its files: the names may be another run's."""
+        if lost(self.layout.lock):
+            for sink in self._sinks():
+                sink.close_keep()
+            return True
         if self._moved and not self._writing:
             # If this fails the previous checkpoint still stands.
             with contextlib.suppress(OSError, CompressorError):
@@ -256,7 +278,12 @@ class RunWriter:
         return False
 
     def abandon(self) -> None:
-        """Delete every temporary file and the checkpoint (a `--strict` stop)."""
+        """Delete every temporary file and the checkpoint (a `--strict` stop); only close
+        them when the run lost its lock (the names may be another run's)."""
+        if lost(self.layout.lock):
+            for sink in self._sinks():
+                sink.close_keep()
+            return
         for sink in self._sinks():
             sink.discard()
         self.layout.checkpoint.unlink(missing_ok=True)

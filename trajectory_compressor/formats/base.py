@@ -8,8 +8,10 @@ the state a resumed run reopens it with), ``finish`` (complete under the tempora
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
+import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +113,28 @@ def temp_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.partial")
 
 
+def unique_temp_path(final: Path) -> Path:
+    """An in-progress name of ``final`` no other run uses (this process's id and a random
+    token): for files written in one go, which no `--resume` needs to find again."""
+    stem = os.fsdecode(os.fsencode(final.name)[:200])  # within NAME_MAX with the suffix
+    return final.with_name(f".{stem}.{os.getpid()}-{secrets.token_hex(4)}.partial")
+
+
+def create_exclusive(path: Path) -> IO[bytes]:
+    """``path`` opened for writing as a new file of this run's own: an older file of that
+    name (an interrupted run's, or one a run whose lock was deleted still writes) is
+    unlinked first, never truncated, so two runs never write into one file."""
+    for _ in range(20):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            continue  # another process created it between the two calls: again
+        return os.fdopen(fd, "wb")
+    raise OutputError(f"cannot create {path}: another process keeps creating it")
+
+
 def replace_file(temp: Path, final: Path) -> None:
     """Rename ``temp`` to ``final``, never onto something that is not a regular file: a
     rename onto ``/dev/null`` or a FIFO would put a regular file in its place."""
@@ -127,9 +151,10 @@ def replace_file(temp: Path, final: Path) -> None:
 class AtomicFile:
     """A binary file written under `temp_path` and renamed to its final name on `commit`."""
 
-    def __init__(self, final: Path, gzip_level: int | None = None, resume_at: int | None = None):
+    def __init__(self, final: Path, gzip_level: int | None = None, resume_at: int | None = None,
+                 *, unique: bool = False):
         self.final = final
-        self.temp = temp_path(final)
+        self.temp = unique_temp_path(final) if unique else temp_path(final)
         final.parent.mkdir(parents=True, exist_ok=True)
         if resume_at is not None:
             self._raw: IO[bytes] = open(self.temp, "r+b")  # noqa: SIM115
@@ -140,7 +165,7 @@ class AtomicFile:
             self._raw.truncate(resume_at)
             self._raw.seek(resume_at)
         else:
-            self._raw = open(self.temp, "wb")  # noqa: SIM115
+            self._raw = create_exclusive(self.temp)
         self._gzip = gzip_level
         self._out: IO[bytes] = self._raw if gzip_level is None else self._gzip_member()
         self.closed = False
@@ -228,8 +253,9 @@ class FinishedFile:
 
 
 def write_atomic(final: Path, data: bytes) -> None:
-    """Write a small file in one go, atomically and durably (temporary name, fsync, rename)."""
-    f = AtomicFile(final)
+    """Write a small file in one go, atomically and durably (a temporary name of its own,
+    fsync, rename)."""
+    f = AtomicFile(final, unique=True)
     f.write(data)
     f.flush()
     f.commit()
