@@ -244,6 +244,9 @@ def analyze(
     json_path: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--json", help="Also write the figures as JSON to this file ('-' prints the JSON instead "
         "of the text).")] = None,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="Replace an existing --json file that is not an analysis this "
+        "tool wrote (without it such a file is never replaced).")] = False,
     reading: Reading,
     tool_outputs: ToolOutputs,
     debug: DebugOpt = False,
@@ -261,7 +264,8 @@ def analyze(
     from .commands import analyze_input
 
     return analyze_input(input, cfg, options, targets=target_list, prices=prices,
-                         json_path=json_path, probe=probe, seconds_per_call=seconds_per_call)
+                         json_path=json_path, probe=probe, seconds_per_call=seconds_per_call,
+                         overwrite=overwrite)
 
 
 @command()
@@ -282,6 +286,9 @@ def report(
         "over-limit table, each listed row's timeline.")] = None,
     max_rows: Annotated[int, typer.Option("--max-rows", help="Over-limit and failed rows "
                                           "the --html page lists (the worst).", min=1)] = 200,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="Replace an existing --html file that is not a page this tool "
+        "wrote (without it only an earlier report page is replaced).")] = False,
     config: ConfigOpt = None,
     budget: Budget,
     gates: CIGates,
@@ -297,7 +304,7 @@ def report(
 
     return report_output(output, base, budget.overrides(), show=show, as_json=as_json,
                          limit=limit, fallback=lambda: _load_config(None), html=html,
-                         max_rows=max_rows, gates=gates.parsed())
+                         max_rows=max_rows, gates=gates.parsed(), overwrite=overwrite)
 
 
 @command()

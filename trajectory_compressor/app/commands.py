@@ -16,6 +16,7 @@ from ..dialects import row_turns
 from ..engine.job import compress_dataset
 from ..engine.local import RunResult
 from ..engine.options import RunOptions
+from ..engine.ours import is_analysis, is_report_page, refuse_foreign
 from ..engine.paths import check_written_file, recorded_inputs
 from ..formats import jsonio
 from ..formats.base import write_atomic
@@ -134,6 +135,7 @@ def analyze_input(
     json_path: str | None = None,
     probe: int | None = None,
     seconds_per_call: float | None = None,
+    overwrite: bool = False,
 ) -> int:
     """A dry run: count and plan every row ``options`` selects, print what compression
     would do and how long it would take; return the exit code: 1 when every row was
@@ -150,6 +152,7 @@ def analyze_input(
             raise ConfigError(f"--json {json_path}: folder {Path(json_path).parent} does not "
                               "exist")
         check_written_file(Path(json_path), input_spec, "--json file")
+        refuse_foreign(Path(json_path), "--json file", is_analysis, overwrite=overwrite)
     analysis = analyze(input_spec, config, targets=targets, options=options,
                        probe_requests=probe, seconds_per_call=seconds_per_call)
     if json_path == "-":
@@ -179,6 +182,7 @@ def report_output(
     html: str | None = None,
     max_rows: int = 200,
     gates: list[Gate] | None = None,
+    overwrite: bool = False,
 ) -> int:
     """Print a finished run's figures and flagged rows, or one row's timeline (``show``);
     return the exit code: 3 when one of ``gates`` failed (one line each on stderr), else 0.
@@ -213,7 +217,7 @@ def report_output(
         if show is not None:
             raise ConfigError("give --html or --show, not both (the page holds the timeline "
                               "of every row it lists)")
-        _write_html(report, config, Path(html), max_rows, quiet=as_json)
+        _write_html(report, config, Path(html), max_rows, quiet=as_json, overwrite=overwrite)
         if not as_json:
             return finish(checked)
     if show is None:
@@ -238,7 +242,7 @@ def report_output(
 
 
 def _write_html(report: RunReport, config: CompressionConfig, path: Path, max_rows: int,
-                quiet: bool = False) -> None:
+                quiet: bool = False, overwrite: bool = False) -> None:
     """``report --html``: check the path, gather the page's data, write it atomically."""
     from .html_report import render_html
     from .report_data import collect_report_data
@@ -253,6 +257,8 @@ def _write_html(report: RunReport, config: CompressionConfig, path: Path, max_ro
     # The run's own inputs too: its metrics name them, and the page must not replace one.
     check_written_file(path, str(report.output), "--html file",
                        protected=recorded_inputs(report.metrics))
+    # Whatever the metrics say (disabled, deleted): only a page of ours is replaced.
+    refuse_foreign(path, "--html file", is_report_page, overwrite=overwrite)
     counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     data = collect_report_data(report, config, counter, max_rows)
     write_atomic(path, render_html(data).encode("utf-8"))

@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..engine.ours import HTML_MARKER
 from .fixes import head_help, rows_text
 from .html_assets import CSS, JS
 from .report_data import Histogram, ReportData, ShownRow
@@ -58,6 +59,7 @@ def render_html(data: ReportData) -> str:
 <html lang="en">
 <head>
 <meta charset="utf-8">
+{HTML_MARKER}
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">

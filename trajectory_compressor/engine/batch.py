@@ -48,8 +48,9 @@ from .compressor import TrajectoryCompressor
 from .job import compress_dataset
 from .layout import plan_layout
 from .local import RunResult
-from .lock import output_lock, probe
+from .lock import check_held, lost, output_lock, probe
 from .options import RunKeywords, RunOptions, run_options
+from .ours import MANIFEST_FORMAT, is_manifest, manifest_files, refuse_foreign
 from .paths import Written, check_writes
 from .stream import RowStream
 
@@ -131,6 +132,11 @@ class RequestFiles:
             f.commit()
         return self.files
 
+    def close(self) -> None:
+        """Close every file, deleting and renaming nothing."""
+        for f in self._open:
+            f.close_keep()
+
     def discard(self) -> None:
         """Delete what was written (the final names are never touched)."""
         for f in self._open:
@@ -175,6 +181,7 @@ def export_batch(
     folder = _batch_folder(batch_dir, input_spec)
     config = _with_cache_path(input_spec, inputs, output, config)
     _check_batch_writes(folder, inputs)
+    _check_batch_ours(folder, options.overwrite)
     # One export per folder at a time: another's partial files are not stale.
     with output_lock(_batch_lock(folder), folder / MANIFEST, _ANOTHER_DIR):
         counter = TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
@@ -187,17 +194,22 @@ def export_batch(
         stream = RowStream(dialect or partial(detect, config=config),
                            sample_percent=options.sample_percent, seed=options.seed,
                            batch_rows=config.batch_rows)
+        lock = _batch_lock(folder)
         try:
             rows, rejected = run_blocking(lambda: _walk(compressor, inputs, stream))
+            check_held(lock, folder / MANIFEST)  # its lock deleted: another export's folder
             written = files.commit()
         except BaseException:
-            files.discard()
+            if lost(lock):
+                files.close()  # the names may be another export's now: left alone
+            else:
+                files.discard()
             raise
         finally:
             cached.close()
         run = batch_fingerprint(inputs, config, options)
         manifest = {
-            "format": "trajectory-compressor batch requests", "version": VERSION,
+            "format": MANIFEST_FORMAT, "version": VERSION,
             "model": exporter.model, "url": ENDPOINT_PATH,
             "fingerprint": _digest(run),
             "files": [asdict(f) for f in written],
@@ -208,6 +220,7 @@ def export_batch(
         }
         path = folder / MANIFEST
         old = _read_json(path)
+        check_held(lock, path)
         write_atomic(path, jsonio.dumps_pretty(manifest))
         names = {f.name for f in written}
         for entry in (old or {}).get("files", []):  # files of the previous export, no more
@@ -379,6 +392,18 @@ def _check_batch_writes(folder: Path, inputs: list[InputFile]) -> None:
                for p in sorted(folder.glob(f".{stem}*.jsonl.partial"))]
     writes.append(Written(_batch_lock(folder), "lock file of the batch folder", "temp"))
     check_writes(inputs, writes, _ANOTHER_DIR)
+
+
+def _check_batch_ours(folder: Path, overwrite: bool) -> None:
+    """The manifest and request files an export replaces are an earlier export's (its
+    manifest lists them), unless ``overwrite``: a file merely named like them is kept."""
+    manifest = folder / MANIFEST
+    refuse_foreign(manifest, "batch manifest", is_manifest, overwrite=overwrite)
+    listed = manifest_files(manifest)
+    stem = REQUEST_FILE.partition("{")[0]
+    for path in sorted(folder.glob(stem + "*.jsonl")):
+        refuse_foreign(path, "batch request file", lambda p: p.name in listed,
+                       overwrite=overwrite)
 
 
 def _batch_lock(folder: Path) -> Path:
