@@ -27,6 +27,7 @@ from ..engine.remedies import WhatWouldFix
 from ..engine.run_fixes import Flagged, run_fixes
 from ..formats import jsonio
 from ..formats.base import Location
+from ..formats.bounded import SidecarUnreadable, bounded_lines
 from ..formats.registry import discover_inputs, read_records
 from .fixes import fix_lines
 from .gates import Counts, counts_of
@@ -128,31 +129,41 @@ def load_report(output: str | Path) -> RunReport:
 def _over_limit_rows(path: Path) -> Iterator[FlaggedRow]:
     if not path.exists():
         return
-    with path.open("rb") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                entry = jsonio.loads(line)
-            except ValueError as exc:
-                raise InputError(f"{path}:{number}: not a JSON line ({exc})") from None
-            problem = over_limit_entry_problem(entry)
-            if problem is not None:
-                raise InputError(f"{path}:{number}: {problem}; the file is damaged, edited or "
-                                 "not one compress wrote")
-            metrics = entry.get("metrics") or {}
-            flagged = TrajectoryMetrics.from_dict(metrics)
-            # `reason` is the code since §16 (with `reason_text`); before, the sentence.
-            raw = str(entry.get("reason") or "")
-            text = str(entry.get("reason_text") or raw)
-            numbers = entry.get("reason_numbers")
-            yield FlaggedRow(
-                Location(entry.get("file", entry.get("location", "?")), entry.get("line"),
-                         entry.get("row")),
-                entry.get("id"), text, flagged, metrics, entry.get("trajectory"),
-                code_of(raw or text, flagged.failed),
-                dict(numbers) if isinstance(numbers, dict) else {}, number,
-            )
+    for number, line in _bounded(path, "over-limit file"):
+        if not line.strip():
+            continue
+        try:
+            entry = jsonio.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{path}:{number}: not a JSON line ({exc})") from None
+        problem = over_limit_entry_problem(entry)
+        if problem is not None:
+            raise InputError(f"{path}:{number}: {problem}; the file is damaged, edited or "
+                             "not one compress wrote")
+        metrics = entry.get("metrics") or {}
+        flagged = TrajectoryMetrics.from_dict(metrics)
+        # `reason` is the code since §16 (with `reason_text`); before, the sentence.
+        raw = str(entry.get("reason") or "")
+        text = str(entry.get("reason_text") or raw)
+        numbers = entry.get("reason_numbers")
+        yield FlaggedRow(
+            Location(entry.get("file", entry.get("location", "?")), entry.get("line"),
+                     entry.get("row")),
+            entry.get("id"), text, flagged, metrics, entry.get("trajectory"),
+            code_of(raw or text, flagged.failed),
+            dict(numbers) if isinstance(numbers, dict) else {}, number,
+        )
+
+
+def _bounded(path: Path, what: str) -> Iterator[tuple[int, bytes]]:
+    """`formats.bounded.bounded_lines`, its refusal (or an unreadable file) an
+    `InputError`."""
+    try:
+        yield from bounded_lines(path, what)
+    except SidecarUnreadable as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
 
 
 def output_rows(output: Path) -> Iterator[tuple[Location, Row]]:
@@ -192,8 +203,8 @@ def report_counts(report: RunReport) -> Counts:
         return counts_of(report.metrics)
     rejected = 0
     if report.layout.rejects.exists():
-        with report.layout.rejects.open("rb") as f:
-            rejected = sum(1 for line in f if line.strip())
+        rejected = sum(1 for _, line in _bounded(report.layout.rejects, "rejects file")
+                       if line.strip())
     moved = sum(r.row is not None for r in report.rows)
     return Counts(sum(1 for _ in output_rows(report.output)) + moved,
                   sum(r.metrics.still_over_limit for r in report.rows),

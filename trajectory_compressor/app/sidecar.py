@@ -16,6 +16,7 @@ from typing import Any
 from ..core.config import CompressionConfig
 from ..core.errors import ConfigError, InputError
 from ..core.metrics import AggregateMetrics, TrajectoryMetrics
+from ..formats.bounded import METRICS_CAP, SidecarUnreadable, read_bounded
 
 # Sections a metrics file holds, with the type each must have when present, and the keys
 # inside them that `report`, `validate` and the gates read as numbers.
@@ -39,7 +40,9 @@ def read_metrics(path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_bounded(path, "metrics file", METRICS_CAP))
+    except SidecarUnreadable as exc:
+        raise InputError(str(exc)) from None
     except OSError as exc:
         raise InputError(f"cannot read the metrics file {path}: {exc.strerror or exc}") \
             from None

@@ -16,6 +16,7 @@ from ..core.errors import ResumeError
 from ..core.extractive import clip
 from ..formats import jsonio
 from ..formats.base import InputFile, write_atomic
+from ..formats.bounded import CHECKPOINT_CAP, read_bounded
 
 VERSION = 1
 _RESTART = "run without --resume to start over"
@@ -48,7 +49,7 @@ class Checkpoint:
     def load(cls, path: Path) -> Checkpoint:
         """Read a checkpoint; `ResumeError` if it is unreadable or from another version."""
         try:
-            data = jsonio.loads(path.read_bytes())
+            data = jsonio.loads(read_bounded(path, "checkpoint", CHECKPOINT_CAP))
             if data.get("version") != VERSION:
                 raise ResumeError(f"cannot resume: the checkpoint {path} was written by an "
                                   f"incompatible version; {_RESTART}")

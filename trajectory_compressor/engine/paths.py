@@ -25,6 +25,7 @@ from ..core.config import CompressionConfig
 from ..core.errors import ConfigError
 from ..formats import jsonio
 from ..formats.base import InputFile, temp_path
+from ..formats.bounded import METRICS_CAP, read_bounded
 from ..formats.hf_card import card_path
 from ..formats.registry import discover_inputs
 from .layout import OutputLayout
@@ -255,7 +256,7 @@ def check_existing(inputs: list[InputFile], layout: OutputLayout, config: Compre
 def _recorded(metrics: Path) -> dict[str, Any] | None:
     """The ``run`` section of a metrics file, or None when there is none to read."""
     try:
-        data = jsonio.loads(metrics.read_bytes())
+        data = jsonio.loads(read_bounded(metrics, "metrics file", METRICS_CAP))
     except (OSError, ValueError):
         return None
     run = data.get("run") if isinstance(data, dict) else None
@@ -265,7 +266,8 @@ def _recorded(metrics: Path) -> dict[str, Any] | None:
 def _first_difference(metrics: Path, config: CompressionConfig) -> str:
     """`` (section.key was X, now Y)`` for the first recorded setting that changed."""
     try:
-        old = jsonio.loads(metrics.read_bytes()).get("settings") or {}
+        old = jsonio.loads(read_bounded(metrics, "metrics file", METRICS_CAP)).get(
+            "settings") or {}
     except (OSError, ValueError, AttributeError):
         return ""
     for section, values in config.run_settings().items():

@@ -23,6 +23,7 @@ from ..core.errors import OutputError, ResumeError
 from ..core.metrics import AggregateMetrics, aggregate_from_state
 from ..formats import jsonio
 from ..formats.base import AtomicFile, InputFile, replace_file, write_atomic
+from ..formats.bounded import CHECKPOINT_CAP, read_bounded
 from ..formats.hf_card import card_path, dataset_card
 from ..formats.registry import read_records
 from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
@@ -125,7 +126,7 @@ class ShardedRun:
             self.notes.append(f"no checkpoint at {path}; starting from the beginning")
             return None
         try:
-            data = jsonio.loads(path.read_bytes())
+            data = jsonio.loads(read_bounded(path, "checkpoint", CHECKPOINT_CAP))
         except (OSError, ValueError) as exc:
             raise ResumeError(f"cannot resume: the checkpoint {path} is unreadable ({exc}); "
                               f"{_RESTART}") from None

@@ -106,11 +106,11 @@ def _written_by_a_run(record: Path, looks_right: Callable[[dict[str, Any]], bool
     """Whether ``record`` (a run's metrics file, or its hidden resume checkpoint) is a
     small JSON object that ``looks_right``."""
     try:
-        if record.stat().st_size > 64 << 20:  # a run's record is small; this is data
-            return False
         from . import jsonio
+        from .bounded import METRICS_CAP, read_bounded
 
-        data = jsonio.loads(record.read_bytes())
+        # A run's record is small and a regular file; anything else is data.
+        data = jsonio.loads(read_bounded(record, "metrics file", METRICS_CAP))
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and looks_right(data)
