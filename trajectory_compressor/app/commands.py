@@ -20,6 +20,7 @@ from ..engine.ours import is_analysis, is_report_page, refuse_foreign
 from ..engine.paths import check_written_file, recorded_inputs
 from ..formats import jsonio
 from ..formats.base import write_atomic
+from ..formats.links import resolve
 from .textfmt import one_line, reject_lines
 
 if TYPE_CHECKING:
@@ -251,7 +252,7 @@ def _write_html(report: RunReport, config: CompressionConfig, path: Path, max_ro
         raise ConfigError(f"--html {path}: folder {path.parent} does not exist")
     layout = report.layout
     for sidecar in (layout.metrics, layout.over_limit, layout.rejects):
-        if path.resolve() == sidecar.resolve():
+        if resolve(path, "--html file") == resolve(sidecar):
             raise ConfigError(f"--html {path} would overwrite the run's {sidecar.name}; "
                               "choose another file name")
     # The run's own inputs too: its metrics name them, and the page must not replace one.

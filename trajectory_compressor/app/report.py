@@ -28,6 +28,7 @@ from ..engine.run_fixes import Flagged, run_fixes
 from ..formats import jsonio
 from ..formats.base import Location
 from ..formats.bounded import SidecarUnreadable, bounded_lines
+from ..formats.links import LOOP, is_link_loop
 from ..formats.registry import discover_inputs, read_records
 from .fixes import fix_lines
 from .gates import Counts, counts_of
@@ -111,6 +112,8 @@ def load_report(output: str | Path) -> RunReport:
     """
     output = Path(output)
     if not output.exists():
+        if is_link_loop(output):
+            raise InputError(f"{output} is {LOOP}; give the file or folder compress wrote")
         raise InputError(f"output not found: {output}")
     layout = finished_layout(output)
     if not layout.metrics.exists() and not layout.over_limit.exists():

@@ -147,9 +147,8 @@ class CompressionConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> CompressionConfig:
-        """Load a YAML file in the reference's shape; missing keys keep their defaults."""
-        import yaml
-
+        """Load a YAML file in the reference's shape; missing keys keep their defaults
+        (a key given twice in one section is an error naming both lines)."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -159,10 +158,9 @@ class CompressionConfig:
             raise ConfigError(f"config file {path} is not a YAML text file (byte "
                               f"0x{exc.object[exc.start]:02x} at offset {exc.start} is not "
                               "UTF-8)") from None
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        from .yaml_strict import load_config_yaml
+
+        data = load_config_yaml(text, str(path)) or {}
         return cls.from_dict(data, source=str(path))
 
     @classmethod

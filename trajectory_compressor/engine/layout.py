@@ -8,6 +8,7 @@ from pathlib import Path
 from ..core.config import CompressionConfig
 from ..core.errors import ConfigError
 from ..formats.base import InputFile
+from ..formats.links import resolve
 from ..formats.registry import (
     file_format,
     file_stem,
@@ -55,7 +56,7 @@ class OutputLayout:
         """Held by the run writing these outputs: one run per output at a time. Named
         from the resolved path, so runs naming one folder by two spellings (a symbolic
         link) share it."""
-        return _lock_of(self.stem_path.resolve())
+        return _lock_of(resolve(self.stem_path, "the output"))
 
     def neighbour_locks(self) -> list[Path]:
         """The locks of other runs that may write the files this run writes: for a folder

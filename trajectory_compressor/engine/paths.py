@@ -27,6 +27,7 @@ from ..formats import jsonio
 from ..formats.base import InputFile, temp_path
 from ..formats.bounded import METRICS_CAP, read_bounded
 from ..formats.hf_card import card_path
+from ..formats.links import resolve
 from ..formats.registry import discover_inputs
 from .layout import OutputLayout
 
@@ -130,8 +131,8 @@ def _identity(path: Path) -> tuple[Path, tuple[int, int] | None]:
     try:
         st = path.stat()
     except OSError:
-        return path.resolve(), None
-    return path.resolve(), (st.st_dev, st.st_ino)
+        return resolve(path), None
+    return resolve(path), (st.st_dev, st.st_ino)
 
 
 def _check_kind(item: Written) -> None:

@@ -11,6 +11,40 @@ from typing import IO, Any
 from . import jsonio
 from .base import AtomicFile, InputFile, Location, Record
 
+GZIP_MAGIC = b"\x1f\x8b"
+# Compressions a file named .jsonl may hold that are not read: the hint names the tool.
+_OTHER_MAGIC = ((b"\x28\xb5\x2f\xfd", "zstd", "zstd -d"), (b"\xfd7zXZ\x00", "xz", "xz -d"),
+                (b"BZh", "bzip2", "bzip2 -d"))
+
+
+def magic(path: Path) -> bytes:
+    """The first bytes of ``path`` (empty when it is no regular file or cannot be read)."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, 8) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def compressed_hint(path: Path) -> str | None:
+    """Why a plain JSON lines file cannot be read when it is compressed in a format the
+    reader does not open (zstd, xz, bzip2), with the command that decompresses it."""
+    head = magic(path)
+    for prefix, name, command in _OTHER_MAGIC:
+        if head.startswith(prefix) and (name != "bzip2" or head[3:4].isdigit()):
+            return (f"the file is {name}-compressed although its name says JSON lines; "
+                    f"decompress it first ({command} {path.name}), or give the "
+                    "decompressed file (gzip is read as it is, whatever the name)")
+    return None
+
 
 def _open_binary(source: InputFile) -> IO[bytes]:
     if source.format == "jsonl.gz":
@@ -27,6 +61,11 @@ def read_jsonl(source: InputFile, skip_lines: int = 0) -> Iterator[Record]:
     """
     name = str(source.path)
     number = 0
+    hint = compressed_hint(source.path) if source.format == "jsonl" else None
+    if hint is not None:
+        if skip_lines == 0:
+            yield Record(Location(name), error=hint)
+        return
     try:
         with _open_binary(source) as f:
             for number, line in enumerate(f, start=1):
@@ -79,7 +118,8 @@ def _record(location: Location, raw: bytes) -> Record:
 def _broken_file(source: InputFile, exc: BaseException) -> str:
     if source.format == "jsonl.gz":
         if isinstance(exc, gzip.BadGzipFile):
-            return "not a gzip file (named .gz)"
+            return ("not a gzip file (named .gz)" if source.path.name.lower().endswith(".gz")
+                    else "not a gzip file")
         if isinstance(exc, EOFError):
             return "the gzip stream is truncated"
         return f"the gzip stream is corrupt ({exc})"

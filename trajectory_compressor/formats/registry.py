@@ -7,6 +7,7 @@ recognised, read, counted and written. A new container is one module plus one ro
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import stat
@@ -18,6 +19,7 @@ from typing import Any
 
 from ..core.errors import ConfigError, InputError
 from .base import InputFile, Record, Sink, text_chars
+from .links import LOOP, is_link_loop
 
 
 def _lazy(module: str, name: str) -> Callable[..., Any]:
@@ -120,8 +122,8 @@ def _kind_of(path: Path) -> str:
     """What a path that is neither file nor folder is, for a message."""
     try:
         mode = path.stat().st_mode
-    except OSError:
-        return "a symbolic link to nothing"
+    except OSError as exc:
+        return LOOP if exc.errno == errno.ELOOP else "a symbolic link to nothing"
     if stat.S_ISFIFO(mode):
         return "a FIFO (named pipe)"
     if stat.S_ISSOCK(mode):
@@ -142,9 +144,18 @@ def file_format(path: Path) -> str | None:
                 from .json_array import first_char
 
                 if first_char(path) not in (b"[", b""):
-                    return "jsonl"
+                    container = "jsonl"
+            if container == "jsonl" and _gzip_inside(path):
+                return "jsonl.gz"  # gzip named .jsonl: read as what it is
             return container
     return None
+
+
+def _gzip_inside(path: Path) -> bool:
+    """Whether the regular file ``path`` starts with gzip's magic bytes."""
+    from .jsonl import GZIP_MAGIC, magic
+
+    return magic(path).startswith(GZIP_MAGIC)
 
 
 def file_stem(path: Path) -> str:
@@ -259,6 +270,9 @@ def discover_inputs(
         found = sorted(path.iterdir())
     elif any(ch in spec for ch in "*?["):
         found = sorted(Path(p) for p in glob.glob(spec, recursive=True))
+    elif is_link_loop(path):
+        raise InputError(f"{spec} is {LOOP}, not a file or folder; remove the link or "
+                         "point it at the data")
     elif file_format(path) is None and hf.looks_like_dataset_name(spec):
         return hf.stream_inputs(spec, None, None)
     elif os.path.lexists(spec):

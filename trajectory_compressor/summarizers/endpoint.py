@@ -24,6 +24,15 @@ def display_url(base_url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
+def chat_url(base_url: str) -> str:
+    """The chat-completions URL of ``base_url``: ``/chat/completions`` after its path,
+    its query kept after that (``https://h/v1?api-version=2`` ->
+    ``https://h/v1/chat/completions?api-version=2``); a fragment is never sent."""
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/") + "/chat/completions"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
 class Endpoint:
     """Runtime state of one endpoint: request URL, headers, load, limits and circuit.
 
@@ -42,7 +51,7 @@ class Endpoint:
         self.model = config.model
         self.name = display_url(config.base_url)
         self.key_env = config.api_key_env if api_key is not None else None
-        self.url = URL(config.base_url.rstrip("/") + "/chat/completions")
+        self.url = URL(chat_url(config.base_url))
         self.headers = {"Content-Type": "application/json"}
         if api_key is not None:
             self.headers["Authorization"] = f"Bearer {api_key}"
