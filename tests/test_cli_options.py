@@ -20,7 +20,7 @@ PROTECT_FLAGS = {"--protect-last-n-turns", "--protect-first-system",
                  "--no-protect-first-human", "--protect-first-gpt", "--no-protect-first-gpt",
                  "--protect-first-tool", "--no-protect-first-tool"}
 # Read off each command's --help before its options were grouped (issue 26): the same
-# flags must stay, in the same panels.
+# flags must stay, in the same panels (`--overwrite` of analyze and report: issue 36).
 HELP = {
     "compress": {
         "Options": {
@@ -45,7 +45,7 @@ HELP = {
             "--api-key-env", "--max-concurrent-requests", "--local-model", "--sample-percent",
             "--seed", "--targets", "--price-in", "--price-out", "--json", "--split",
             "--data-files", "--format", "--token-counting", "--chat-template", "--distill",
-            "--over-limit-strategy", "--debug", "--help"},
+            "--over-limit-strategy", "--overwrite", "--debug", "--help"},
         PROTECTED: PROTECT_FLAGS,
     },
     "validate": {
@@ -58,8 +58,8 @@ HELP = {
     "report": {
         "Options": {
             "--show", "--json", "--limit", "--html", "--max-rows", "--config", "-c",
-            "--target-max-tokens", "--summary-target-tokens", "--tokenizer", "--debug",
-            "--help"},
+            "--target-max-tokens", "--summary-target-tokens", "--tokenizer", "--overwrite",
+            "--debug", "--help"},
         GATES: GATE_FLAGS,
     },
 }
