@@ -169,3 +169,44 @@ def test_a_run_that_lost_its_lock_commits_nothing_and_removes_nothing(tmp_path, 
         b = _run_b(b_src, out)
         assert b.returncode == 1, b.stderr
         _assert_only_b(tmp_path, out, b_src)
+
+
+# The pieces, in this process.
+
+def test_a_lock_replaced_by_another_run_is_lost_and_never_removed(tmp_path):
+    from trajectory_compressor.engine.lock import LockLost, check_held, lost, output_lock
+
+    lock, out = tmp_path / ".out.lock", tmp_path / "out.jsonl"
+    with output_lock(lock, out):
+        check_held(lock, out)  # its own: no error
+        assert not lost(lock)
+        content = lock.read_bytes()
+        lock.unlink()
+        lock.write_bytes(content)  # same content, another inode: not its own either
+        assert lost(lock)
+        with pytest.raises(LockLost, match=NEVER):
+            check_held(lock, out)
+        lock.write_bytes(b'{"pid": 1, "host": "another run"}\n')
+    # Leaving the block removed nothing: the file there is not this run's.
+    assert lock.read_bytes() == b'{"pid": 1, "host": "another run"}\n'
+    check_held(lock, out)  # a lock this process does not hold is not checked
+
+
+def test_a_new_temporary_file_never_writes_into_one_another_run_has_open(tmp_path):
+    from trajectory_compressor.formats.base import AtomicFile, temp_path, write_atomic
+
+    final = tmp_path / "out.jsonl"
+    first = AtomicFile(final)
+    first.write(b'{"run": "A"}\n')
+    first.flush()
+    second = AtomicFile(final)  # the same name: a new file, A's is unlinked, not truncated
+    second.write(b'{"run": "B"}\n')
+    first.write(b'{"run": "A", "late": true}\n')
+    first.flush()
+    second.commit()
+    assert final.read_bytes() == b'{"run": "B"}\n'
+    assert not temp_path(final).exists()
+    first.close_keep()
+    # Files written in one go take a name of their own: none is left behind.
+    write_atomic(tmp_path / "m.json", b"{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "out.jsonl"]
