@@ -163,3 +163,25 @@ def test_a_batch_export_keeps_files_it_did_not_write(tmp_path: Path, foreign: st
     assert [f["name"] for f in manifest["files"]] == ["requests-00001.jsonl"]
     # The next export replaces the files of this one without the flag.
     assert invoke_cli(*batch).returncode == 0
+
+
+def test_a_cache_path_naming_another_programs_database_is_never_written(tmp_path: Path):
+    import sqlite3
+
+    from trajectory_compressor.core.errors import ConfigError
+    from trajectory_compressor.summarizers.cache import SummaryCache
+
+    path = tmp_path / "app.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE accounts (name TEXT)")
+    db.execute("INSERT INTO accounts VALUES ('keep me')")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(ConfigError, match="SQLite database of something else"):
+        SummaryCache(path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.sqlite"]
+    # A cache of ours (or an empty file, a new cache) opens as before.
+    SummaryCache(tmp_path / "new.sqlite").close()
+    SummaryCache(tmp_path / "new.sqlite").close()

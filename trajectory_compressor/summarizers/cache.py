@@ -82,6 +82,7 @@ class SummaryCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level="DEFERRED")
+            self._check_ours()
             # WAL with synchronous=NORMAL makes a commit cheap; losing the last few
             # entries in a power cut only costs a few repeated requests.
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -104,6 +105,19 @@ class SummaryCache:
                 f"cannot use the summary cache {self.path}: {exc}; choose another file with "
                 "--cache-path or turn the cache off with --no-cache"
             ) from None
+
+    def _check_ours(self) -> None:
+        """`ConfigError` when the file is another program's SQLite database (tables, none
+        of them ``summaries``): a cache is never written into it (issue 36)."""
+        tables = [r[0] for r in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 6")]
+        if tables and "summaries" not in tables:
+            self._db.close()
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise ConfigError(f"the summary cache {self.path} is an SQLite database of "
+                              f"something else (tables {shown}); nothing was written to it; "
+                              "choose another file with --cache-path or turn the cache off "
+                              "with --no-cache")
 
     def _check_identity(self, identity: dict[str, Any]) -> None:
         mine = json.dumps(identity, sort_keys=True)
