@@ -248,7 +248,7 @@ def _references(lines: list[str], memory: RowMemory) -> list[str | _Ref]:
         places = index.get(line) if len(line) >= ANCHOR else None
         best = (0, 0, 0)  # output, start, length
         if places:
-            for k, start in reversed(places):
+            for k, start in places:  # the first showing wins a tie: fewer chains
                 source = sources[k - 1]
                 m = 1
                 while i + m < n and start + m < len(source) and source[start + m] == lines[i + m]:
@@ -257,6 +257,15 @@ def _references(lines: list[str], memory: RowMemory) -> list[str | _Ref]:
                     best = (k, start, m)
         k, start, m = best
         if m >= MIN_BLOCK:
+            numbered = _numbered_part(lines, i, m)
+            if numbered is not None:
+                # A file view in the block: its header lines as they are, the numbered
+                # lines as their own reference (file lines), what follows anew.
+                skip, m = numbered
+                if skip:
+                    items.extend(lines[i:i + skip])
+                    i += skip
+                    continue
             block = lines[i:i + m]
             ref = _reference(block, k, start, sources[k - 1])
             if len(ref.text) + BLOCK_MARGIN < sum(map(len, block)) + m - 1:
@@ -266,6 +275,20 @@ def _references(lines: list[str], memory: RowMemory) -> list[str | _Ref]:
         items.append(line)
         i += 1
     return items
+
+
+def _numbered_part(lines: list[str], i: int, m: int) -> tuple[int, int] | None:
+    """(lines before, numbered lines) of the block ``lines[i:i+m]`` when it holds a run of
+    `MIN_BLOCK`+ consecutively numbered lines within its first three, else None."""
+    for skip in range(min(3, m)):
+        first = notation.line_number(lines[i + skip])
+        if first is None:
+            continue
+        n = 1
+        while skip + n < m and notation.line_number(lines[i + skip + n]) == first + n:
+            n += 1
+        return (skip, n) if n >= MIN_BLOCK else None
+    return None
 
 
 def _reference(block: list[str], k: int, start: int, source: list[str]) -> _Ref:

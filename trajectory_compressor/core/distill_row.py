@@ -53,6 +53,8 @@ class DistillStats:
     tokens_after: int = 0
     turns: int = 0  # tool turns changed
     rules: dict[str, RuleSaving] = field(default_factory=dict)
+    # Why the distilled row did not read back (`verify_turns`): it was written undistilled.
+    verify_failed: str | None = None
 
     @property
     def saved(self) -> int:
@@ -70,7 +72,8 @@ class DistillStats:
                 "tokens_after": self.tokens_after, "turns": self.turns,
                 "rules": {name: {"tokens_before": s.tokens_before,
                                  "tokens_after": s.tokens_after, "turns": s.turns}
-                          for name, s in self.rules.items()}}
+                          for name, s in self.rules.items()},
+                **({"verify_failed": self.verify_failed} if self.verify_failed else {})}
 
     @classmethod
     def from_dict(cls, data: Any) -> DistillStats | None:
@@ -79,11 +82,13 @@ class DistillStats:
         rules = data.get("rules")
         if not isinstance(rules, dict):
             rules = {}
+        failed = data.get("verify_failed")
         return cls(data["level"], int(data.get("tokens_before", 0)),
                    int(data.get("tokens_after", 0)), int(data.get("turns", 0)),
                    {str(k): RuleSaving(int(v.get("tokens_before", 0)),
                                        int(v.get("tokens_after", 0)), int(v.get("turns", 0)))
-                    for k, v in rules.items() if isinstance(v, dict)})
+                    for k, v in rules.items() if isinstance(v, dict)},
+                   failed if isinstance(failed, str) else None)
 
 
 class _Output:
