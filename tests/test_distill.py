@@ -343,3 +343,12 @@ def test_safe_reads_back_every_realistic_terminal_log(counter):
         assert verify_turns(texts, out) is None
         checked += len(texts)
     assert checked > 100 and saved > 0
+
+
+def test_the_notation_is_written_as_itself_inside_a_hermes_body():
+    # An ASCII-only body stays ASCII-only but for the notation's marks: "\u27ea" spelled
+    # out would cost several tokens a mark.
+    text = hermes("caf\u00e9\n" + "\n".join(["waiting for the job to finish"] * 6))
+    out, _ = distill_turns([text], "safe", counts)
+    assert '"content": "café\\n⟪×6⟫ waiting for the job to finish"' in (out[0] or "")
+    assert verify_turns([text], out) is None

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .distill import ORDER, RowMemory, distill_output
-from .distill_notation import NotationError, expand
+from .distill_notation import OPEN, NotationError, expand
 from .terminal_view import terminal_view
 
 _OPEN, _CLOSE = "<tool_response>", "</tool_response>"
@@ -142,7 +142,9 @@ def _body_pieces(body: str) -> list[str | _Output]:
 def _encode(text: str, lexeme: str, original: str, ascii_only: bool) -> str:
     if text == original:
         return lexeme  # unchanged: as written
-    return json.dumps(text, ensure_ascii=ascii_only)
+    # The notation's marks are written as themselves: "\\u27ea\\u00d75\\u27eb" would cost
+    # a reader (and the count) several tokens per mark.
+    return json.dumps(text, ensure_ascii=ascii_only and OPEN not in text)
 
 
 _WS = re.compile(r"[ \t\n\r]*")  # JSON's whitespace
