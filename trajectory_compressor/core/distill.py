@@ -18,7 +18,9 @@ showed for the original (`core.terminal_view`); its rules, in order:
   ``git status`` again) as a reference to those lines;
 - ``repeats``: runs of consecutive lines identical or differing only in numbers as one
   line with a count, the numbers that differ listed in order (``⟪×5⟫ Exit status
-  {0,0,1,0,0}``).
+  {0,0,1,0,0}``);
+- ``columns``: 4+ consecutive lines of a table with the same text at the same column
+  (``ls -l``'s owner and group) written without it under a note that puts it back.
 
 `all` adds rules that drop information on purpose:
 
@@ -49,13 +51,13 @@ from .terminal_view import strip_inert, terminal_view
 
 LEVELS = ("off", "safe", "all")
 SAFE_RULES = ("control", "redraws", "same_output", "json", "file_views", "blocks",
-              "repeats")
+              "repeats", "columns")
 LOSSY_RULES = ("table", "blobs", "long_lines")
 RULES = (*SAFE_RULES, *LOSSY_RULES)
 SAME_OUTPUT = "same_output"
 # Every stage name in the order a row adds them up: "escape" is a text whose only change
 # is the notation's escape of its lines that start with "⟪".
-ORDER = (*SAFE_RULES[:-1], "repeats", "escape", *LOSSY_RULES)
+ORDER = (*SAFE_RULES, "escape", *LOSSY_RULES)
 
 MIN_SAME = 64  # characters of an output worth a reference
 MIN_BLOCK = 3  # lines of a block worth a reference
@@ -212,13 +214,13 @@ class _Ref:
 
 def _line_stages(lines: list[str], memory: RowMemory, escapes: bool) -> list[tuple[str, str]]:
     items: list[str | _Ref] = _references(lines, memory) if memory.index else list(lines)
-    items = _runs(items)
+    items = _columns(_runs(items))
     used = {item.rule for item in items if isinstance(item, _Ref)}
     if not used:
         return [("escape", _render(items, set()))] if escapes else []
     stages: list[tuple[str, str]] = []
     active: set[str] = set()
-    for rule in ("file_views", "blocks", "repeats"):
+    for rule in ("file_views", "blocks", "repeats", "columns"):
         if rule in used:
             active.add(rule)
             stages.append((rule, _render(items, active)))
@@ -312,6 +314,67 @@ def _runs(items: list[str | _Ref]) -> list[str | _Ref]:
         out.append(item)
     out += _fold(texts)
     return out
+
+
+MIN_TABLE = 4  # lines of a table worth a column note
+MIN_COLUMN = 8  # characters of a constant column worth one
+_FIELD = re.compile(r"\S+")
+
+
+def _columns(items: list[str | _Ref]) -> list[str | _Ref]:
+    """Runs of `MIN_TABLE`+ text lines that hold the same text at the same column (space
+    before it, space or the end after it) written without it under a
+    `notation.column_note`."""
+    out: list[str | _Ref] = []
+    i, n = 0, len(items)
+    while i < n:
+        item = items[i]
+        if isinstance(item, str) and i + MIN_TABLE <= n and len(item) > MIN_COLUMN:
+            span = _shared_span(item, items[i + 1])
+            if span is not None:
+                a, b = span
+                text = item[a:b]
+                j = i + 1
+                while j < n and isinstance(line := items[j], str) and line[a:b] == text \
+                        and (len(line) == b or line[b] == " "):
+                    j += 1
+                count = j - i
+                lines = [str(x) for x in items[i:j]]
+                note = notation.column_note(count, text, a)
+                if count >= MIN_TABLE and len(note) + 16 < (count - 1) * len(text):
+                    body = [notation.literal(line[:a] + line[b:]) for line in lines]
+                    out.append(_Ref("columns", "\n".join([note, *body]), lines))
+                    i = j
+                    continue
+        out.append(item)
+        i += 1
+    return out
+
+
+def _shared_span(first: str, second: str | _Ref) -> tuple[int, int] | None:
+    """The longest run of whole fields (and the spaces between them) ``first`` and
+    ``second`` have at the same column, `MIN_COLUMN`+ characters and not at the start."""
+    if not isinstance(second, str) or len(second) <= MIN_COLUMN:
+        return None
+    best: tuple[int, int] | None = None
+    start = end = -1
+    for match in _FIELD.finditer(first):
+        a, b = match.span()
+        shared = a > 0 and second[a - 1:b] == first[a - 1:b] and \
+            (len(second) == b or second[b:b + 1] == " ")
+        if shared and start >= 0 and second[end:a] == first[end:a]:
+            end = b  # the run goes on
+        elif shared:
+            start, end = a - 1, b
+        else:
+            start = end = -1
+            continue
+        if end - start >= MIN_COLUMN and (best is None or end - start > best[1] - best[0]):
+            best = (start, end)
+    if best is None or notation.OPEN in first[best[0]:best[1]] \
+            or notation.CLOSE in first[best[0]:best[1]]:
+        return None
+    return best
 
 
 def _fold(lines: list[str]) -> list[str | _Ref]:

@@ -11,6 +11,8 @@ line; a line that starts with ``⟪`` is notation, every other line is itself:
 - ``⟪lines a-b of tool output #k⟫``: lines a to b (1-based) of that output.
 - ``⟪file lines a-b as in tool output #k⟫``: the lines numbered a to b (``a:``,
   ``cat -n``/``nl -ba`` tab) of the file view in that output, numbers included.
+- ``⟪next N lines have "text" at column c⟫``: each of the N text lines after it is
+  read with ``text`` put back at column c (0-based), as a table's constant column;
 - a first line ``⟪json indent N⟫``: the rest is a JSON document written without
   whitespace, to be laid out with N-space indents as ``json.dumps(indent=N)`` and
   ``JSON.stringify(v, null, N)`` do (then any whitespace after it).
@@ -34,6 +36,7 @@ _SAME = re.compile(r"⟪same as tool output #(\d+) above⟫")
 _LINES = re.compile(r"⟪lines (\d+)-(\d+) of tool output #(\d+)⟫")
 _FILE_LINES = re.compile(r"⟪file lines (\d+)-(\d+) as in tool output #(\d+)⟫")
 _JSON = re.compile(r"⟪json indent (\d+)⟫")
+_COLUMN = re.compile(r"⟪next (\d+) lines have \"(.*)\" at column (\d+)⟫", re.DOTALL)
 _TEMPLATE = re.compile(r"\\(.)|\{([^{}]*)\}|([^\\{}]+)", re.DOTALL)
 _NUMBERED = re.compile(r" *(\d+)(?::|\t)")
 _JSON_LEXEME = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:,]|[^"{}\[\]:,\s]+|\s+',
@@ -91,6 +94,11 @@ def lines_of(first: int, last: int, k: int) -> str:
 def file_lines(first: int, last: int, k: int) -> str:
     """The file view lines numbered ``first``..``last`` in output ``k``."""
     return f"{OPEN}file lines {first}-{last} as in tool output #{k}{CLOSE}"
+
+
+def column_note(count: int, text: str, column: int) -> str:
+    """The next ``count`` lines hold ``text`` at ``column`` (0-based), taken out."""
+    return f'{OPEN}next {count} lines have "{text}" at column {column}{CLOSE}'
 
 
 def json_header(indent: int) -> str:
@@ -168,12 +176,26 @@ def expand(distilled: str, earlier: Sequence[str] = ()) -> str:
             body = rest.rstrip()
             return layout_json(body, int(match.group(1))) + rest[len(body):]
     out: list[str] = []
+    column: tuple[int, str, int] | None = None  # lines left, text, where
     for line in text.split("\n"):
         if not line.startswith(OPEN):
-            out.append(line[1:] if line.startswith("\\") and _NEEDS_ESCAPE.match(line)
-                       else line)
+            if line.startswith("\\") and _NEEDS_ESCAPE.match(line):
+                line = line[1:]
+            if column is not None:
+                left, put, at = column
+                line = line[:at] + put + line[at:]
+                column = (left - 1, put, at) if left > 1 else None
+            out.append(line)
+            continue
+        if column is not None:
+            raise NotationError("a column note over a notation line")
+        match = _COLUMN.fullmatch(line)
+        if match:
+            column = (int(match.group(1)), match.group(2), int(match.group(3)))
             continue
         out.extend(_expand_line(line, earlier))
+    if column is not None:
+        raise NotationError(f"a column note for {column[0]} more lines than there are")
     return "\n".join(out)
 
 

@@ -231,7 +231,7 @@ def distill_turns(texts: Sequence[str | None], level: str,
                               for text in (texts[i] or "", stages[i][-1][1])]))
     for i in order:
         before, after = next(counts), next(counts)
-        if after > before:
+        if after > before and _reads_as_itself(texts[i] or ""):
             continue  # it would grow: the turn stays as it was
         out[i] = stages[i][-1][1]
         stats.turns += 1
@@ -245,6 +245,20 @@ def distill_turns(texts: Sequence[str | None], level: str,
                 RuleSaving(previous, previous - share, 1))
             previous -= share
     return out, stats
+
+
+def _reads_as_itself(text: str) -> bool:
+    """Whether a turn left as it was reads back as its terminal view: not when a line of
+    it looks like notation (its distilled form escapes that line, so it is kept)."""
+    if OPEN not in text:
+        return True
+    for output in tool_outputs([text]):
+        try:
+            if expand(output) != terminal_view(output):
+                return False
+        except NotationError:
+            return False
+    return True
 
 
 def tool_outputs(texts: Sequence[str | None]) -> list[str]:
