@@ -85,6 +85,7 @@ def measure(counter: TokenCounter, rows: list[list[str | None]]) -> dict[str, An
     after: dict[str, dict[str, int]] = {m: {} for m in METHODS}
     failures = invented = outputs_total = untouched = 0
     cpu = {"off": 0.0, "safe": 0.0, "baseline": 0.0}
+    by_rule: dict[str, dict[str, int]] = {"safe": {}, "all": {}}
     for texts in rows:
         originals = tool_outputs(texts)
         kinds = [kind(o) for o in originals]
@@ -94,7 +95,10 @@ def measure(counter: TokenCounter, rows: list[list[str | None]]) -> dict[str, An
             if method == "baseline":
                 done = baseline_outputs(originals)
             else:
-                out, _ = distill_turns(texts, method, counter.count_many)
+                out, stats = distill_turns(texts, method, counter.count_many)
+                for rule, saving in stats.rules.items():
+                    by_rule[method][rule] = by_rule[method].get(rule, 0) \
+                        + saving.tokens_before - saving.tokens_after
                 done = tool_outputs(out)
                 if method == "safe" and verify_turns(texts, out) is not None:
                     failures += 1
@@ -128,6 +132,8 @@ def measure(counter: TokenCounter, rows: list[list[str | None]]) -> dict[str, An
             "saved": sum(saved.values()),
             "share": round(sum(saved.values()) / max(total, 1), 4),
             "share_by_type": {k: round(saved[k] / max(before[k], 1), 4) for k in sorted(before)}}
+    for method, rules in by_rule.items():  # turn tokens (Hermes wrapper included)
+        result[method]["turn_tokens_saved_by_rule"] = dict(sorted(rules.items()))
     result["safe"]["rows_not_reading_back"] = failures
     result["baseline"]["outputs_shown_wrong"] = invented
     result["safe"]["outputs_left_as_they_are"] = round(untouched / max(outputs_total, 1), 4)
