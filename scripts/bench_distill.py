@@ -1,20 +1,24 @@
-"""Distill (§18) side by side with `--distill off`, on the terminal-heavy sample set.
+"""Distill (§18) round 2: `safe` and `all` against `off` and a 50-line baseline.
 
-    .venv/bin/python scripts/bench_distill.py [--runs 3] [--skip-rows 2000] [--json PATH]
+    .venv/bin/python scripts/bench_distill.py [--runs 3] [--skip-rows 2000]
+        [--real /work/realdata/sweagent.jsonl] [--json PATH]
 
-Figures (BENCHMARKS.md "Distill"):
+Figures (BENCHMARKS.md "Distill, round 2"), per data set (the terminal-heavy sample
+data_samples/terminal_hermes.jsonl, and real agent trajectories when ``--real`` names
+them; their text is never written anywhere):
 
-- tool-output tokens saved per rule, for `safe` and `all`, over every tool turn of
-  data_samples/terminal_hermes.jsonl (made by scripts/make_terminal_samples.py);
-- identifier retention of the distilled outputs: the fidelity extractor's items of each
-  original output found in its distilled form (a reference resolved to the output it
-  names), against the output as a terminal shows it (`core.distill.rendered`) and
-  against the raw text (progress-bar states a terminal overwrote count as lost there);
-- the CLI with the extractive summarizer at the default target: rows that need a
-  summary (= LLM calls with an LLM backend), rows still over, tokens written;
-- the skip path: the CLI over rows all under the target, `off` against `safe`, runs
-  interleaved, on bench.py's skip rows (little to distill) and on the terminal set
-  (every row distilled).
+- tool-output tokens saved by `safe`, `all` and `scripts/distill_baseline.py`, in all
+  and per output type (terminal: escapes or CRs; file_view: numbered lines; json; other);
+  each output's tokens counted alone, before and after;
+- reconstruction failures: `safe` rows whose outputs do not read back (`verify_turns`),
+  and outputs where the baseline's "what the terminal showed" (ANSI stripped, last CR
+  segment) is not what a terminal showed (`terminal_view`);
+- the share of tool outputs `safe` leaves as they are (the early exit), and in-process
+  CPU of counting the tool turns (`off`) against distilling them and counting the result
+  (`safe`, baseline);
+- the CLI's skip path (every row under the target), `off` against `safe`, runs
+  interleaved, CPU seconds of the process: on bench.py's plain rows, the terminal sample
+  and the real set.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -37,71 +42,103 @@ sys.path.insert(0, str(ROOT / "scripts"))
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from bench import unique_rows, write_jsonl  # noqa: E402
+from distill_baseline import baseline_outputs, shown_by_baseline  # noqa: E402
 
-from trajectory_compressor.core.distill import rendered  # noqa: E402
-from trajectory_compressor.core.distill_row import DistillStats, distill_turns  # noqa: E402
-from trajectory_compressor.core.fidelity import measure_fidelity  # noqa: E402
+from trajectory_compressor.core.config import CompressionConfig  # noqa: E402
+from trajectory_compressor.core.distill import RowMemory, distill_output  # noqa: E402
+from trajectory_compressor.core.distill_row import (  # noqa: E402
+    distill_turns,
+    tool_outputs,
+    verify_turns,
+)
+from trajectory_compressor.core.terminal_view import terminal_view  # noqa: E402
 from trajectory_compressor.counting.tokens import TokenCounter  # noqa: E402
+from trajectory_compressor.dialects import detect  # noqa: E402
 
 SAMPLE = ROOT / "data_samples" / "terminal_hermes.jsonl"
 CLI = [sys.executable, "-m", "trajectory_compressor"]
-REFERENCE = "[same output as tool output #"
+_NUMBERED = re.compile(r"^ *\d+(?::|\t)", re.MULTILINE)
+METHODS = ("safe", "all", "baseline")
 
 
-def content(turn: str) -> str:
-    body = turn.split("<tool_response>", 1)[1].rsplit("</tool_response>", 1)[0]
-    return str(json.loads(body)["content"])
+def tool_texts(path: Path) -> list[list[str | None]]:
+    """Each row's turn texts, None for a turn that is no tool turn."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    dialect = detect(rows[:5], CompressionConfig())
+    return [[t["value"] if t["from"] == "tool" and isinstance(t.get("value"), str) else None
+             for t in dialect.turns(row)] for row in rows]
 
 
-def retention(original: str, distilled: str) -> tuple[int, int]:
-    """(items, kept) of ``original`` in ``distilled``, 20 lines at a time (the extractor
-    keeps at most 200 items per call)."""
-    lines = original.split("\n")
-    items = kept = 0
-    for start in range(0, len(lines), 20):
-        f = measure_fidelity(["\n".join(lines[start:start + 20])], [], distilled)
-        items += f.items
-        kept += f.kept
-    return items, kept
+def kind(output: str) -> str:
+    if "\x1b" in output or "\r" in output.replace("\r\n", ""):
+        return "terminal"
+    lines = output.count("\n") + 1
+    if lines >= 3 and len(_NUMBERED.findall(output)) * 2 >= lines:
+        return "file_view"
+    if output.lstrip()[:1] in ("{", "["):
+        return "json"
+    return "other"
 
 
-def rules_and_retention(counter: TokenCounter) -> dict[str, Any]:
-    rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
-    out: dict[str, Any] = {}
-    tool_tokens = 0
-    for level in ("safe", "all"):
-        total = DistillStats(level)
-        shown = [0, 0]
-        raw = [0, 0]
-        for row in rows:
-            texts = [t["value"] for t in row["conversations"] if t["from"] == "tool"]
-            if level == "safe":
-                tool_tokens += sum(counter.count_many(texts))
-            distilled, stats = distill_turns(texts, level, counter.count_many)
-            total.add(stats)
-            outputs: list[str] = []
-            for before, after in zip(texts, distilled, strict=True):
-                kept = content(after or "")
-                if kept.startswith(REFERENCE):
-                    kept = outputs[int(kept[len(REFERENCE):].split(" ")[0]) - 1]
-                outputs.append(kept)
-                for acc, original in ((shown, rendered(content(before))),
-                                      (raw, content(before))):
-                    items, found = retention(original, kept)
-                    acc[0] += items
-                    acc[1] += found
-        out[level] = {
-            "tokens_saved": total.saved,
-            "share_of_tool_tokens": round(total.saved / tool_tokens, 4),
-            "saved_by_rule": {r: s.tokens_before - s.tokens_after
-                              for r, s in sorted(total.rules.items())},
-            "retention_vs_shown": round(shown[1] / max(shown[0], 1), 4),
-            "retention_vs_raw": round(raw[1] / max(raw[0], 1), 4),
-            "items_shown": shown[0],
-        }
-    out["tool_tokens"] = tool_tokens
-    out["rows"] = len(rows)
-    return out
+def measure(counter: TokenCounter, rows: list[list[str | None]]) -> dict[str, Any]:
+    before: dict[str, int] = {}
+    after: dict[str, dict[str, int]] = {m: {} for m in METHODS}
+    failures = invented = outputs_total = untouched = 0
+    cpu = {"off": 0.0, "safe": 0.0, "baseline": 0.0}
+    by_rule: dict[str, dict[str, int]] = {"safe": {}, "all": {}}
+    for texts in rows:
+        originals = tool_outputs(texts)
+        kinds = [kind(o) for o in originals]
+        for k, n in zip(kinds, counter.count_many(originals), strict=True):
+            before[k] = before.get(k, 0) + n
+        for method in METHODS:
+            if method == "baseline":
+                done = baseline_outputs(originals)
+            else:
+                out, stats = distill_turns(texts, method, counter.count_many)
+                for rule, saving in stats.rules.items():
+                    by_rule[method][rule] = by_rule[method].get(rule, 0) \
+                        + saving.tokens_before - saving.tokens_after
+                done = tool_outputs(out)
+                if method == "safe" and verify_turns(texts, out) is not None:
+                    failures += 1
+            for k, n in zip(kinds, counter.count_many(done), strict=True):
+                after[method][k] = after[method].get(k, 0) + n
+        invented += sum(shown_by_baseline(o) != terminal_view(o) for o in originals)
+        memory = RowMemory()
+        for o in originals:
+            outputs_total += 1
+            untouched += not distill_output(o, "safe", memory)
+        # In-process CPU of the skip path's extra work, each with a fresh count memo.
+        turns = [t for t in texts if t is not None]
+        for method in cpu:
+            fresh = TokenCounter.load()
+            start = time.process_time()
+            if method == "safe":
+                out, _ = distill_turns(texts, "safe", fresh.count_many)
+                fresh.count_many([t for t in out if t is not None])
+            elif method == "baseline":
+                fresh.count_many(turns)
+                fresh.count_many(baseline_outputs(originals))
+            else:
+                fresh.count_many(turns)
+            cpu[method] += time.process_time() - start
+    total = sum(before.values())
+    result: dict[str, Any] = {"rows": len(rows), "tool_outputs": outputs_total,
+                              "tool_tokens": total, "tokens_by_type": before}
+    for method in METHODS:
+        saved = {k: before[k] - after[method].get(k, 0) for k in before}
+        result[method] = {
+            "saved": sum(saved.values()),
+            "share": round(sum(saved.values()) / max(total, 1), 4),
+            "share_by_type": {k: round(saved[k] / max(before[k], 1), 4) for k in sorted(before)}}
+    for method, rules in by_rule.items():  # turn tokens (Hermes wrapper included)
+        result[method]["turn_tokens_saved_by_rule"] = dict(sorted(rules.items()))
+    result["safe"]["rows_not_reading_back"] = failures
+    result["baseline"]["outputs_shown_wrong"] = invented
+    result["safe"]["outputs_left_as_they_are"] = round(untouched / max(outputs_total, 1), 4)
+    result["in_process_cpu_vs_off"] = {m: round(cpu[m] / cpu["off"], 3) for m in cpu}
+    return result
 
 
 def run_cli(args: list[str]) -> float:
@@ -119,20 +156,6 @@ def run_cli_timed(args: list[str]) -> tuple[float, float]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
-
-
-def cli_runs(work: Path) -> dict[str, Any]:
-    out = {}
-    for level in ("off", "safe", "all"):
-        target = work / f"summaries_{level}.jsonl"
-        run_cli(["compress", str(SAMPLE), "-o", str(target), "--summarizer", "extractive",
-                 "--distill", level, "--quiet"])
-        m = json.loads(target.with_name(f"summaries_{level}_metrics.json").read_text())
-        out[level] = {"rows_needing_a_summary": m["summary"]["trajectories_compressed"],
-                      "still_over_limit": m["summary"]["trajectories_still_over_limit"],
-                      "tokens_planned": m["tokens"]["total_before"],
-                      "tokens_written": m["tokens"]["total_after"]}
-    return out
 
 
 def skip_path(work: Path, data: Path, runs: int, name: str) -> dict[str, Any]:
@@ -161,17 +184,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-rows", type=int, default=2000)
+    parser.add_argument("--real", type=Path, help="real trajectories (any dialect)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     counter = TokenCounter.load()
     results: dict[str, Any] = {"load_average": os.getloadavg()}
-    results["rules"] = rules_and_retention(counter)
+    sets = {"terminal_sample": SAMPLE, **({"real": args.real} if args.real else {})}
+    for name, path in sets.items():
+        results[name] = measure(counter, tool_texts(path))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        results["cli"] = cli_runs(work)
         plain = write_jsonl(work / "skip.jsonl", unique_rows(args.skip_rows, 1))
         results["skip_plain"] = skip_path(work, plain, args.runs, "plain")
-        results["skip_terminal"] = skip_path(work, SAMPLE, args.runs, "terminal")
+        for name, path in sets.items():
+            results[f"skip_{name}"] = skip_path(work, path, args.runs, name)
     results["load_average_after"] = os.getloadavg()
     print(json.dumps(results, indent=2))
     if args.json:

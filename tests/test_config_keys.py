@@ -419,6 +419,33 @@ def _tokenizer_dir(tmp: Path, template: str | None = None) -> str:
     return str(make_tokenizer_dir(tmp / "tok", template or CHATML))
 
 
+def verified(cfg: CompressionConfig, _tmp: Path) -> Any:
+    """The row written when a distill rule has a bug (one line dropped, planted here):
+    `verify_distill` decides whether the row is written undistilled, its failure noted."""
+    from trajectory_compressor.core import distill_row
+    from trajectory_compressor.engine import compressor as compressor_module
+
+    def lossy(texts: Any, level: str, count_many: Any) -> Any:
+        out, stats = distill_row.distill_turns(texts, level, count_many)
+        return [t if t is None else t.split("\n", 1)[-1] for t in out], stats
+
+    row = {"id": "v", "conversations": [
+        {"from": "human", "value": "run the tests"}, {"from": "gpt", "value": "running"},
+        {"from": "tool", "value": "\x1b[32mstart\x1b[0m\n" + "waiting for it\n" * 20}]}
+
+    async def go() -> RowResult:
+        async with TrajectoryCompressor(cfg, summarizer=Recording(),
+                                        counter=counter()) as compressor:
+            return await compressor.compress_row(row)
+
+    real = compressor_module.distill_turns
+    compressor_module.distill_turns = lossy  # type: ignore[assignment]
+    try:
+        return json.dumps(asyncio.run(go()).row, sort_keys=True)
+    finally:
+        compressor_module.distill_turns = real
+
+
 PROBES: dict[str, Probe] = {
     "tokenizer.name": ("<tok>", tokenizer_load, {}),
     "tokenizer.trust_remote_code": (True, tokenizer_load, {"tokenizer": {"name": "<tok>"}}),
@@ -429,6 +456,7 @@ PROBES: dict[str, Probe] = {
     "compression.summary_target_tokens": (2000, compressed, {}),
     "compression.over_limit_strategy": ("elide_tool_outputs", second_pass, {}),
     "compression.distill": ("safe", distilled, {}),
+    "compression.verify_distill": (True, verified, {"compression": {"distill": "safe"}}),
     "protected_turns.first_system": (False, planned("HGTGSGGGGGGG"), {}),
     "protected_turns.first_human": (False, planned("SGTGHGGGGGGG"), {}),
     "protected_turns.first_gpt": (False, planned("SHTHGHHHHHHH"), {}),

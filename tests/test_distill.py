@@ -1,6 +1,7 @@
-"""Distill rules (§18, `core.distill`, `core.distill_row`): each rule on hand-written
-outputs, the Hermes wrapper, references, and the properties (idempotent, never grows,
-`safe` keeps every identifier and number of what the terminal showed)."""
+"""Distill rules (§18, `core.distill`, `core.distill_row`, `core.distill_notation`): each
+rule on hand-written outputs with the distilled text worked out by hand, the hostile
+cases of issue 38 as regressions, and the property that makes `safe` lossless:
+``expand(distill(x)) == terminal_view(x)``, for single outputs and for whole rows."""
 
 from __future__ import annotations
 
@@ -14,114 +15,216 @@ from hypothesis import strategies as st
 
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.distill import (
+    RowMemory,
     blobs,
-    compact_json,
-    control,
+    distill,
+    distill_output,
     distill_text,
-    keeps_items,
     long_lines,
-    missing_items,
-    redraws,
-    rendered,
-    repeats,
     table,
 )
-from trajectory_compressor.core.distill_row import DistillStats, distill_turns
+from trajectory_compressor.core.distill_notation import (
+    NotationError,
+    expand,
+    expand_outputs,
+    layout_json,
+)
+from trajectory_compressor.core.distill_row import (
+    DistillStats,
+    _reads_as_itself,
+    distill_turns,
+    tool_outputs,
+    verify_turns,
+)
 from trajectory_compressor.core.errors import ConfigError
+from trajectory_compressor.core.terminal_view import terminal_view
 
 
-def final(text: str, level: str = "safe") -> str:
-    stages = distill_text(text, level)
-    return stages[-1][1] if stages else text
+def row_distilled(outputs: list[str], level: str = "safe") -> list[str]:
+    memory = RowMemory()
+    out = []
+    for text in outputs:
+        stages = distill_output(text, level, memory)
+        out.append(stages[-1][1] if stages else text)
+    return out
 
 
 # rules, by hand
 
 
-def test_control_removes_colours_cursor_moves_and_titles():
-    text = "\x1b[1m\x1b[31mFAILED\x1b[0m tests/test_api.py::test_get\x1b[K\n\x1b]0;title\x07ok\x00"
-    assert control(text) == "FAILED tests/test_api.py::test_get\nok"
+def test_control_and_redraws_leave_what_the_terminal_shows():
+    text = "\x1b[1m\x1b[31mFAILED\x1b[0m tests/test_api.py::test_get\x1b[K\n\x1b]0;t\x07ok\x00"
+    assert distill(text) == "FAILED tests/test_api.py::test_get\nok"
+    assert distill("10%\r50%\r100%\nnext") == "100%\nnext"
+    assert distill("one\r\ntwo\r\n") == "one\ntwo\n"
+    stages = distill_text("\x1b[32m10%\x1b[0m\r100%", "safe")
+    assert [rule for rule, _ in stages] == ["control", "redraws"]
 
 
-def test_control_resolves_backspace_overstrikes():
-    assert control("N\bNA\bAM\bME\bE") == "NAME"  # man-page bold
+def test_identical_runs_are_one_line_with_a_count():
+    line = 'Waiting for deployment "api" rollout to finish: 1 of 3 updated replicas...'
+    assert distill("start\n" + "\n".join([line] * 6) + "\ndone") == \
+        f"start\n⟪×6⟫ {line}\ndone"
 
 
-def test_redraws_keep_what_the_terminal_shows_last():
-    assert redraws("10%\r50%\r100%\nnext") == "100%\nnext"
-    # a shorter redraw only covers the start of the line
-    assert redraws("abcdef\rxy") == "xycdef"
-    assert redraws("one\r\ntwo\r\n") == "one\ntwo\n"  # CRLF is a line end
+def test_lines_differing_in_numbers_list_every_number():
+    text = "\n".join(f"attempt {k}/60: Connection refused on localhost" for k in range(1, 9))
+    assert distill(text) == \
+        "⟪×8⟫ attempt {1,2,3,4,5,6,7,8}/60: Connection refused on localhost"
+    # a version and a clock are one number each
+    text = "\n".join(f"pkg v1.2.{k} eta 0:00:0{k} ready" for k in (3, 4, 5))
+    assert distill(text) == "⟪×3⟫ pkg v{1.2.3,1.2.4,1.2.5} eta {0:00:03,0:00:04,0:00:05} ready"
 
 
-def test_json_is_compacted_with_numbers_keys_and_escapes_as_written():
-    text = '{\n    "b": 1.50,\n    "a": [1e5, -0.0, 12345678901234567890],\n' \
-           '    "s": "caf\\u00e9 \\"q\\"  x",\n    "b": null\n}'
-    assert compact_json(text) == \
-        '{"b":1.50,"a":[1e5,-0.0,12345678901234567890],"s":"caf\\u00e9 \\"q\\"  x","b":null}'
+def test_braces_and_backslashes_in_a_folded_line_are_escaped():
+    text = "\n".join([r"   Compiling foo {x} C:\build"] * 4)
+    out = distill(text)
+    assert out == r"⟪×4⟫    Compiling foo \{x\} C:\\build"
+    assert expand(out) == text
 
 
-def test_json_on_one_line_json_lines_and_non_json_are_left_alone():
-    # Dropping the space after ':' and ',' would rewrite the turn for almost no tokens.
-    assert compact_json('{"a": 1, "b": [1, 2]}') == '{"a": 1, "b": [1, 2]}'
-    assert compact_json('{"a": 1}\n{"a": 2}\n') == '{"a": 1}\n{"a": 2}\n'
-    assert compact_json("{not json} and words") == "{not json} and words"
-    assert compact_json('{"a":\n 1') == '{"a":\n 1'  # laid out, but not JSON
-    # Laid out over lines, even only once: compacted.
-    assert compact_json('{"a": 1,\n "b": 2}') == '{"a":1,"b":2}'
-    assert distill_text('{"a": 1, "b": 2}', "safe") == []
+def test_a_text_line_that_looks_like_notation_is_escaped():
+    text = "⟪×3⟫ hi\n\\⟪x⟫\n" + "\n".join(["repeated line of text here"] * 3)
+    out = distill(text)
+    assert out == "\\⟪×3⟫ hi\n\\\\⟪x⟫\n⟪×3⟫ repeated line of text here"
+    assert expand(out) == text
 
 
-def test_identical_runs_fold_to_first_and_last_with_a_count():
-    line = "Waiting for deployment \"api\" rollout to finish: 1 of 3 updated replicas..."
-    text = "start\n" + "\n".join([line] * 6) + "\ndone"
-    assert repeats(text) == f"start\n{line}\n[… 4 identical lines …]\n{line}\ndone"
+def test_standard_json_layout_is_compacted_under_a_header_and_laid_out_again():
+    doc = {"b": 1.5, "a": [1, {}, [], "x, y: z"], "s": 'caf\u00e9 "q"', "n": None}
+    for indent in (2, 4):
+        text = json.dumps(doc, indent=indent) + "\n"
+        out = distill(text)
+        assert out == f"⟪json indent {indent}⟫\n" + json.dumps(doc, separators=(",", ":")) + "\n"
+        assert expand(out) == text
+    # numbers as written, which a parse and dump would change
+    text = '{\n  "version": 1.50,\n  "weight": 1e3,\n  "when": [\n    "now"\n  ]\n}'
+    assert distill(text) == '⟪json indent 2⟫\n{"version":1.50,"weight":1e3,"when":["now"]}'
+    # any other layout is not reconstructible from the compact form: left as it is
+    assert distill('{"a": 1,\n "b": 2}') == '{"a": 1,\n "b": 2}'
+    assert distill('{"a": 1, "b": [1, 2]}') == '{"a": 1, "b": [1, 2]}'
+    assert layout_json('{"a":[]}', 2) == '{\n  "a": []\n}'
 
 
-def test_counter_only_runs_fold_when_no_item_is_lost():
-    polling = "\n".join(f"attempt {k}/60: Connection refused on localhost" for k in range(1, 9))
-    assert repeats(polling) == ("attempt 1/60: Connection refused on localhost\n"
-                                "[… 6 similar lines …]\n"
-                                "attempt 8/60: Connection refused on localhost")
-    # each line has its own ID (a timestamp, a request id): nothing may go
-    ids = "\n".join(f"2024-11-23T10:15:{k:02d}Z request req_{k}a9 done" for k in range(8))
-    assert repeats(ids) == ids
+def test_file_views_already_shown_become_line_ranges():
+    words = ["alpha", "beta", "gamma", "delta", "epsilon"]
+    view = "\n".join(f"{n}:    {words[n % 5]}_{n} = compute({n}, {words[n % 3]!r})"
+                     for n in range(1, 41))
+    first = "[File: /repo/app.py (40 lines total)]\n" + view
+    again = "[File: /repo/app.py (40 lines total)]\n" + "\n".join(view.split("\n")[9:30])
+    out = row_distilled([first, again])
+    assert out[0] == first
+    assert out[1] == "[File: /repo/app.py (40 lines total)]\n" \
+        "⟪file lines 10-30 as in tool output #1⟫"
+    assert expand_outputs(out) == [first, again]
 
 
-def test_short_runs_stay():
-    assert repeats("ok\nok\nok") == "ok\nok\nok"  # the marker would be longer
+def test_cat_n_views_and_other_blocks_are_referenced():
+    cat = "\n".join(f"{n:6d}\tline {n} of the module text" for n in range(1, 21))
+    listing = "\n".join(f"-rw-r--r-- 1 root root {n * 100} Nov 28 file_{n}.py" for n in range(8))
+    outs = [cat, listing, "$ cat -n a.py\n" + "\n".join(cat.split("\n")[4:12]),
+            "$ ls -l\n" + listing + "\ntotal 8"]
+    out = row_distilled(outs)
+    assert out[2] == "$ cat -n a.py\n⟪file lines 5-12 as in tool output #1⟫"
+    assert out[3] == "$ ls -l\n⟪lines 1-8 of tool output #2⟫\ntotal 8"
+    assert expand_outputs(out) == outs
 
 
-def test_table_turns_same_keyed_objects_into_columns_and_rows():
-    text = json.dumps({"items": [{"name": "web-1", "cpu": 0.50, "ready": True},
-                                 {"name": "web-2", "cpu": 1.25, "ready": False},
-                                 {"name": "web-3", "cpu": 2, "ready": True}]})
-    assert table(text) == ('{"items":{"columns":["name","cpu","ready"],"rows":'
-                           '[["web-1",0.5,true],["web-2",1.25,false],["web-3",2,true]]}}')
-    assert table('[{"a": 1}, {"b": 2}]') == '[{"a": 1}, {"b": 2}]'  # not uniform
+def test_a_constant_column_of_a_table_is_a_note():
+    names = ["app.py", "models", "README.md", "setup.cfg", "tests", "utils.py"]
+    perms = ["-rw-r--r--", "drwxr-xr-x", "-rw-r--r--", "-rw-r--r--", "drwxr-xr-x", "-rwx------"]
+    text = "total 48\n" + "\n".join(f"{p}  1 agent staff {n * 113:6d} Nov 2 {x}"
+                                     for n, (p, x) in enumerate(zip(perms, names, strict=True)))
+    assert distill(text) == (
+        'total 48\n⟪next 6 lines have " 1 agent staff" at column 11⟫\n'
+        "-rw-r--r--       0 Nov 2 app.py\ndrwxr-xr-x     113 Nov 2 models\n"
+        "-rw-r--r--     226 Nov 2 README.md\n-rw-r--r--     339 Nov 2 setup.cfg\n"
+        "drwxr-xr-x     452 Nov 2 tests\n-rwx------     565 Nov 2 utils.py")
+    assert expand(distill(text)) == text
+    with pytest.raises(NotationError):
+        expand('⟪next 3 lines have " x" at column 1⟫\na\nb')
 
 
-def test_table_keeps_numbers_as_written():
-    assert table('[{"v": 1.50}, {"v": 1e3}]') == '{"columns":["v"],"rows":[[1.50],[1e3]]}'
+def test_an_output_seen_before_is_a_reference():
+    body = "def handle(request):\n    return request.app.state.pool.fetch(key)\n" * 3
+    assert row_distilled([body, "x", body])[2] == "⟪same as tool output #1 above⟫"
+    short = "x" * 63
+    assert row_distilled([short, short]) == [short, short]
 
 
-def test_blobs_become_length_and_hash():
+def test_references_that_name_nothing_do_not_read_back():
+    with pytest.raises(NotationError):
+        expand("⟪same as tool output #2 above⟫", ["one"])
+    with pytest.raises(NotationError):
+        expand("⟪lines 3-9 of tool output #1⟫", ["a\nb\nc"])
+    with pytest.raises(NotationError):
+        expand("⟪×3⟫ n {1,2}")
+    with pytest.raises(NotationError):
+        expand("⟪something else⟫")
+
+
+# the hostile cases of issue 38
+
+
+@pytest.mark.parametrize(("text", "distilled"), [
+    ("Exit status 0\nExit status 0\nExit status 1\nExit status 0\nExit status 0",
+     "⟪×5⟫ Exit status {0,0,1,0,0}"),
+    ("\n".join(f"GET /api/v1/items/{k} {500 if k == 4 else 200} 12ms" for k in range(7)),
+     "⟪×7⟫ GET /api/v1/items/{0,1,2,3,4,5,6} {200,200,200,200,500,200,200} 12ms"),
+    ("Waiting: 1 of 3 updated replicas are available...\n" * 3
+     + "Waiting: 2 of 3 updated replicas are available...\n" * 3,
+     "⟪×3⟫ Waiting: 1 of 3 updated replicas are available...\n"
+     "⟪×3⟫ Waiting: 2 of 3 updated replicas are available...\n"),
+    ("100%|██████████| 3/3 [00:01<00:00, 2.1it/s] eta 0:00:07\r\x1b[Keta 0:00:00\n",
+     "eta 0:00:00\n"),
+    ("   Building [=====>    ] 3/19: rand, chrono\r\x1b[K   Compiling rand v0.8.5\n"
+     "   Building [======>   ] 4/19: chrono\r\x1b[K   Compiling chrono v0.4.31\n",
+     "   Compiling rand v0.8.5\n   Compiling chrono v0.4.31\n"),
+])
+def test_hostile_cases_keep_every_number(text, distilled):
+    assert distill(text) == distilled
+    assert expand(distilled) == terminal_view(text)
+
+
+def test_psql_tables_and_diffs_keep_every_row():
+    psql = (" id |  name  | created    \n----+--------+------------\n"
+            + "\n".join(f"  {k} | user_{k} | 2024-01-{k:02d}" for k in range(1, 8))
+            + "\n(7 rows)")
+    out = distill(psql)
+    assert expand(out) == psql
+    for k in range(1, 8):
+        assert f"2024-01-{k:02d}" in out or f"{k:02d}" in out
+    diff = "@@ -1,4 +1,4 @@\n-    retries = 3\n+    retries = 5\n     timeout = 30\n-x = 1\n+x = 2"
+    assert distill(diff) == diff
+
+
+def test_a_bare_cr_file_keeps_every_record():
+    text = "name,size\rone,1\rtwo,22\rthree,333\r"
+    assert distill(text) == "name,size\none,1\ntwo,22\nthree,333\n"
+
+
+def test_all_keeps_digests_that_name_things_and_the_punctuation_around_a_blob():
+    digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    for text in (f"image sha256:{digest} pulled", f"alpine@sha256:{digest}",
+                 f"containerd://{digest}", f'{{"checksum": "{digest}"}}',
+                 f"digest: {digest}", f'"id":"{digest}"', f"layer_id={digest}",
+                 f"md5:{digest[:32]} ok", f"commit@{digest[:40]}"):
+        assert blobs(text) == text
     blob = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA" * 2
-    out = blobs(f"image: {blob} end")
-    assert re.fullmatch(r"image: \[blob 144 chars sha256:[0-9a-f]{8}\] end", out)
-    assert blobs("-" * 100) == "-" * 100  # a rule line is no blob
+    out = blobs(f"data=//{blob}// end")
+    assert re.fullmatch(r"data=//\[blob 144 chars sha256:[0-9a-f]{8}\]// end", out)
+    assert blobs("-" * 100) == "-" * 100
+    # a hex run of a hash length with nothing naming it is still a blob
+    assert blobs(f"dump {digest} end").startswith("dump [blob 64 chars")
 
 
-def test_long_lines_are_cut_in_the_middle():
+def test_all_keeps_its_lossy_rules():
+    text = json.dumps({"items": [{"name": "web-1", "cpu": 0.50}, {"name": "web-2", "cpu": 2}]})
+    assert table(text) == '{"items":{"columns":["name","cpu"],"rows":[["web-1",0.5],["web-2",2]]}}'
     line = "a" * 500 + "b" * 600 + "c" * 500
-    out = long_lines(line)
-    assert out == "a" * 400 + "[… 800 chars cut …]" + "c" * 400
-
-
-def test_safe_never_runs_lossy_rules():
-    text = "x" * 2000
-    assert final(text, "safe") == text
-    assert final(text, "all") != text
+    assert long_lines(line) == "a" * 400 + "[… 800 chars cut …]" + "c" * 400
+    assert distill("x" * 2000, "safe") == "x" * 2000
+    assert distill("x" * 2000, "all") != "x" * 2000
 
 
 # the row stage
@@ -137,27 +240,27 @@ def hermes(content: str, call_id: str = "call_1") -> str:
 
 
 def test_hermes_wrapper_is_kept_and_only_the_content_rewritten():
-    # "done" covers the first four characters of "step 1": a terminal shows "done 1"
     text = hermes("\x1b[32mPASSED\x1b[0m tests/test_a.py\n" + "step 1\r" * 3 + "done")
     out, stats = distill_turns([text], "safe", counts)
     assert out[0] == ('<tool_response>\n{"tool_call_id": "call_1", "name": "terminal", '
                       '"content": "PASSED tests/test_a.py\\ndone 1"}\n</tool_response>')
     assert stats.turns == 1 and set(stats.rules) == {"control", "redraws"}
+    assert verify_turns([text], out) is None
 
 
-def test_a_json_body_without_content_is_compacted_inside_the_tags():
-    text = '<tool_response>\n{\n  "status": "ok",\n  "port": 8080\n}\n</tool_response>'
-    out, _ = distill_turns([text], "safe", counts)
-    assert out[0] == '<tool_response>\n{"status":"ok","port":8080}\n</tool_response>'
-
-
-def test_an_output_seen_before_becomes_a_reference():
+def test_a_row_reads_back_and_a_tampered_one_does_not():
     body = "def handle(request):\n    return request.app.state.pool.fetch(key)\n" * 3
-    out, stats = distill_turns([hermes(body, "c1"), None, hermes(body, "c2")], "safe", counts)
-    assert out[0] == hermes(body, "c1")
-    assert out[1] is None
-    assert out[2] == hermes("[same output as tool output #1 above]", "c2")
+    texts = [hermes(body, "c1"), None, hermes(body, "c2")]
+    out, stats = distill_turns(texts, "safe", counts)
+    assert out[2] == hermes("⟪same as tool output #1 above⟫", "c2").replace(
+        "\\u27ea", "⟪").replace("\\u27eb", "⟫")  # the marks as themselves
     assert stats.rules["same_output"].turns == 1
+    assert verify_turns(texts, out) is None
+    assert tool_outputs(out) == [body, "⟪same as tool output #1 above⟫"]
+    bad = [out[0], None, hermes("⟪same as tool output #2 above⟫", "c2")]  # no #2 before
+    assert "does not read back" in (verify_turns(texts, bad) or "")
+    worse = [out[0], None, hermes(body + "x", "c2")]
+    assert "other than the terminal showed" in (verify_turns(texts, worse) or "")
 
 
 def test_rule_tokens_add_up_to_the_turn_totals():
@@ -167,18 +270,13 @@ def test_rule_tokens_add_up_to_the_turn_totals():
     assert stats.tokens_after == counts([out[0] or ""])[0]
     steps = sum(s.tokens_before - s.tokens_after for s in stats.rules.values())
     assert steps == stats.saved > 0
-    again = DistillStats.from_dict(json.loads(json.dumps(stats.to_dict())))
-    assert again == stats
+    assert DistillStats.from_dict(json.loads(json.dumps(stats.to_dict()))) == stats
 
 
 def test_a_turn_that_would_count_more_tokens_is_left_alone():
     text = "\x1b[31mx\x1b[0m"
     out, stats = distill_turns([text], "safe", lambda ts: [10 - len(t) for t in ts])
     assert out == [text] and stats.turns == 0
-
-
-def test_off_changes_nothing():
-    text = "\x1b[31mx\x1b[0m"
     assert distill_turns([text], "off", counts) == ([text], DistillStats("off"))
 
 
@@ -189,63 +287,66 @@ def test_config_names_the_valid_levels():
     assert CompressionConfig.from_dict({"compression": {"distill": "all"}}).distill == "all"
 
 
-# properties
+# the property: safe is lossless
 
-FRAGMENTS = st.sampled_from([
-    "\x1b[32m", "\x1b[0m", "\x1b[2K", "\x1b]0;t\x07", "\r", "\n", "\r\n", "\b", "\t", " ",
-    "ok", "FAILED", "tests/test_api.py", "::", "KeyError: 'user_id'", "42", "3.14", "99%",
-    "512 MB", "req_8f2k", "v1.2.3", "10.0.0.7:8080", "https://example.org/a?b=1", "{", "}",
-    '"k": ', "[", "]", ",", "━━━━", "attempt 3/60", "deadbeef" * 9, "x" * 300,
-])
-TEXTS = st.lists(FRAGMENTS, max_size=60).map("".join) | st.text(max_size=300)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(TEXTS, st.sampled_from(["safe", "all"]))
-def test_rules_are_idempotent_and_never_lengthen(text, level):
-    once = final(text, level)
-    assert len(once) <= len(text)
-    assert final(once, level) == once
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(TEXTS)
-def test_safe_keeps_every_item_the_terminal_showed(text):
-    assert missing_items(rendered(text), final(text)) == []
-
-
-LINES = st.sampled_from([
-    "tick 12:00:03", "step 1 of 9", "GET /api/v1/users/42 200 12ms", "", "ok",
-    "tests/test_api.py:12", "KeyError: 'user_3'", "<tool_response>", "</tool_response>",
-    "<tool_call>", "progress 45% eta 0:00:07", "build #123 done", "a3f9c2e1 --flag=3",
-    '<tool_response>{"job_7": 1,', '"n": 2}</tool_response>',
-]) | st.integers(0, 99).map(lambda n: f"worker job_{n} started")
+SPINNER = st.sampled_from(["|", "/", "-", "\\"]).map(lambda c: c + "\r")
+PROGRESS = st.integers(0, 100).map(
+    lambda p: f"[{'#' * (p // 10):<10}] {p}% eta 0:00:{p % 60:02d}\r")
+TABLE_ROW = st.tuples(st.integers(0, 3), st.sampled_from([200, 200, 200, 500])).map(
+    lambda t: f"GET /api/items/{t[0]} {t[1]} 12ms\n")
+DIFF = st.sampled_from(["-    retries = 3\n", "+    retries = 5\n", "     timeout = 30\n",
+                        "@@ -1,4 +1,4 @@\n"])
+LS_ROW = st.tuples(st.sampled_from(["-rw-r--r--", "drwxr-xr-x"]), st.integers(0, 99999),
+                   st.sampled_from(["a.py", "models", "README.md", "⟪x", "{y}"])).map(
+    lambda t: f"{t[0]}  1 agent staff {t[1]:6d} Nov 28 11:55 {t[2]}\n")
+JSON_DOC = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.sampled_from(["a", "x, y", "{", "⟪"]),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["k", "id", "n"]), inner, max_size=3),
+    max_leaves=6).map(lambda v: json.dumps(v, indent=2) + "\n")
+FRAGMENT = st.sampled_from([
+    "\x1b[32m", "\x1b[0m", "\x1b[K", "\x1b[2K", "\x1b[1K", "\x1b[4G", "\x1b]0;t\x07", "\r",
+    "\n", "\r\n", "\b", "\t", " ", "ok", "FAILED", "Exit status 0\n", "Exit status 1\n",
+    "tests/test_api.py", "42", "3.14", "{", "}", "\\", "⟪", "⟫", "⟪×2⟫ ", "⟪json indent 2⟫\n",
+    "⟪same as tool output #1 above⟫", "Compiling foo v1.0\n", "x" * 70,
+]) | SPINNER | PROGRESS | TABLE_ROW | DIFF | JSON_DOC | LS_ROW
+STREAMS = st.lists(FRAGMENT, max_size=40).map("".join) | st.text(max_size=200)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(LINES, min_size=1, max_size=45), st.lists(LINES, max_size=3))
-# A JSON key is no item, but the first line alone does not know it is one.
-@example(['<tool_response>{"job_7": 1,', '"n": 2}</tool_response>', "ok"], [])
-# An item only in the second chunk of 20 lines.
-@example(["ok"] * 21 + ["worker job_5 started"], [])
-def test_keeps_items_answers_as_missing_items_does(lines, kept):
-    # `keeps_items` stops early (the first line, then chunk by chunk); `missing_items`
-    # looks at everything: the answers must agree, tool tags and 20-line chunks included.
-    original = "\n".join(lines)
-    for distilled in ("\n".join(kept), original, "\n".join(lines[:1] + kept),
-                      "\n".join(lines[:20])):
-        assert keeps_items(original, distilled) == (missing_items(original, distilled) == [])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(STREAMS)
+@example("Exit status 0\nExit status 0\nExit status 1\nExit status 0\nExit status 0\n")
+@example("eta 0:00:07\r\x1b[Keta 0:00:00")
+@example("⟪×2⟫ a\n⟪×2⟫ a\n⟪×2⟫ a\n")
+def test_safe_reads_back_as_the_terminal_showed_it(text):
+    distilled = distill(text)
+    assert expand(distilled) == terminal_view(text)
+    assert distill(distilled) == distilled or expand(distill(distilled)) == distilled
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(STREAMS | st.sampled_from([
+    "\n".join(f"{n}:line {n} of the file, some code" for n in range(1, 30)),
+    "\n".join(f"{n}:line {n} of the file, some code" for n in range(5, 20)),
+    "\n".join(f"{n:6d}\tline {n} of the file, some code" for n in range(3, 12)),
+    "On branch main\nChanges not staged for commit:\n\tmodified:   a.py\n\tmodified:   b.py\n",
+]), min_size=1, max_size=5))
+def test_a_row_of_outputs_reads_back_as_the_terminal_showed_it(outputs):
+    assert expand_outputs(row_distilled(outputs)) == [terminal_view(t) for t in outputs]
+    texts = [hermes(t, f"c{i}") if i % 2 else t for i, t in enumerate(outputs)]
+    out, _ = distill_turns(texts, "safe", counts)
+    assert verify_turns(texts, out) is None
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(TEXTS, min_size=1, max_size=4), st.sampled_from(["safe", "all"]))
-def test_turns_never_grow_in_tokens_and_settle_after_one_pass(counter, texts, level):
+@given(st.lists(STREAMS, min_size=1, max_size=4), st.sampled_from(["safe", "all"]))
+def test_turns_never_grow_in_tokens(counter, texts, level):
     wrapped = [hermes(t, f"c{i}") if i % 2 else t for i, t in enumerate(texts)]
     out, _stats = distill_turns(wrapped, level, counter.count_many)
     for before, after in zip(wrapped, out, strict=True):
-        assert counter.count(after or "") <= counter.count(before)
-    again, _ = distill_turns(out, level, counter.count_many)
-    assert again == out
+        # but for a turn whose own lines look like notation: escaped, it may grow
+        assert counter.count(after or "") <= counter.count(before) \
+            or not _reads_as_itself(before)
 
 
 # realistic logs
@@ -256,45 +357,20 @@ def tool_turns(path):
     return [[t["value"] for t in row["conversations"] if t["from"] == "tool"] for row in rows]
 
 
-REFERENCE = re.compile(r"\[same output as tool output #(\d+) above\]")
-
-
-def content(text: str) -> str:
-    body = text.split("<tool_response>", 1)[1].rsplit("</tool_response>", 1)[0]
-    return json.loads(body)["content"]
-
-
-def test_safe_keeps_every_item_of_the_realistic_terminal_logs(counter):
+def test_safe_reads_back_every_realistic_terminal_log(counter):
     checked = saved = 0
     for texts in tool_turns(SAMPLES / "terminal_hermes.jsonl"):
         out, stats = distill_turns(texts, "safe", counter.count_many)
         saved += stats.saved
-        outputs: list[str] = []  # the row's distilled outputs, by number
-        for before, after in zip(texts, out, strict=True):
-            kept = content(after or "")
-            reference = REFERENCE.fullmatch(kept)
-            if reference:
-                kept = outputs[int(reference[1]) - 1]
-            outputs.append(kept)
-            assert missing_items(rendered(content(before)), kept) == []
-            checked += 1
+        assert verify_turns(texts, out) is None
+        checked += len(texts)
     assert checked > 100 and saved > 0
 
 
-def test_a_turns_saving_is_shared_by_characters_removed():
-    from trajectory_compressor.core.distill_row import _shares
-
-    assert _shares(10, [3, 1]) == [8, 2]  # 7.5 and 2.5: the tie goes to the first
-    assert _shares(7, [1, 1, 1]) == [3, 2, 2]
-    assert _shares(0, [5, 5]) == [0, 0]
-    assert _shares(4, [0, 0]) == [4, 0]
-
-
-def test_a_fold_must_save_at_least_one_character():
-    # Three identical lines fold to first, marker, last: the marker replaces the middle
-    # line and its line break. Equal lengths save nothing, so the lines stay.
-    marker = "[… 1 identical lines …]"
-    same = "a" * (len(marker) - 1)  # the middle line + its "\n" is as long as the marker
-    assert repeats("\n".join([same] * 3)) == "\n".join([same] * 3)
-    longer = "a" * len(marker)  # one character more: folding saves one
-    assert repeats("\n".join([longer] * 3)) == f"{longer}\n{marker}\n{longer}"
+def test_the_notation_is_written_as_itself_inside_a_hermes_body():
+    # An ASCII-only body stays ASCII-only but for the notation's marks: "\u27ea" spelled
+    # out would cost several tokens a mark.
+    text = hermes("caf\u00e9\n" + "\n".join(["waiting for the job to finish"] * 6))
+    out, _ = distill_turns([text], "safe", counts)
+    assert '"content": "café\\n⟪×6⟫ waiting for the job to finish"' in (out[0] or "")
+    assert verify_turns([text], out) is None

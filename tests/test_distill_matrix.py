@@ -5,8 +5,9 @@ or content parts: the text rewritten, an image part kept), in JSONL, a .json arr
 Parquet.
 
 The expected outputs are worked out by hand from README "Distill": escape sequences go,
-a progress line keeps what the terminal showed last, JSON loses its insignificant white
-space; every other turn, and every other field, is written as it was.
+a progress line keeps what the terminal showed last, standard-layout JSON is written
+compact under the header that lays it out again; every other turn, and every other
+field, is written as it was.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ LOG_SHOWN = "$ pytest -q\ncollected 40 items\n" + "." * 40 + "\n40 passed in 1.2
 # ... and a pretty-printed JSON answer.
 PODS = '{\n  "pods": [\n    {\n      "name": "web-7d4f8b9c6d-x2k4p",\n      "ready": true,\n' \
        '      "restarts": 0\n    }\n  ]\n}'
-PODS_SHOWN = '{"pods":[{"name":"web-7d4f8b9c6d-x2k4p","ready":true,"restarts":0}]}'
+PODS_SHOWN = "⟪json indent 2⟫\n" \
+    '{"pods":[{"name":"web-7d4f8b9c6d-x2k4p","ready":true,"restarts":0}]}'
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 SYSTEM = "You run shell commands for the user."
 ASK = "Run the tests, then list the pods."

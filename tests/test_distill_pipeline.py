@@ -241,7 +241,7 @@ def test_report_and_html_page_show_what_distill_saved(tmp_path):
     page = tmp_path / "page.html"
     assert run_cli("report", str(out), "--html", str(page)).returncode == 0
     html = page.read_text(encoding="utf-8")
-    assert ">Distilled<" in html and "tool turns; control " in html
+    assert ">Distilled<" in html and "tool turns; " in html and "control " in html
 
 
 def test_a_failing_rule_warns_and_the_row_goes_on_undistilled(tmp_path, monkeypatch):

@@ -404,7 +404,7 @@ def test_level_off_runs_no_rule():
 
 # -- core/distill_row.py -------------------------------------------------------------------
 
-SAME_1 = "[same output as tool output #1 above]"
+SAME_1 = "⟪same as tool output #1 above⟫"
 
 
 def test_an_identical_output_of_64_characters_becomes_a_reference():
@@ -498,13 +498,14 @@ def test_each_rule_starts_where_the_one_before_it_ended():
     assert repeats.tokens_before == control.tokens_after
     assert repeats.tokens_after == stats.tokens_after
     assert control.tokens_before >= control.tokens_after >= repeats.tokens_after
-    # The saving (23 - 12 words) shared by characters removed, largest remainder first:
-    # control removed the two escapes (9 characters), repeats the rest.
-    assert (stats.tokens_before, stats.tokens_after) == (23, 12)
+    # The saving (23 - 6 words: "⟪×10⟫ compiling module" is 3) shared by characters
+    # removed, largest remainder first: control removed the two escapes (9 characters),
+    # repeats the rest.
+    assert (stats.tokens_before, stats.tokens_after) == (23, 6)
     after_control = turn.replace("\x1b[32m", "").replace("\x1b[0m", "")
     by_control, by_repeats = len(turn) - len(after_control), len(after_control) - len(out)
     assert by_control == 9
-    saving = 11
+    saving = 17
     shares = [saving * by_control // (by_control + by_repeats),
               saving * by_repeats // (by_control + by_repeats)]
     if sum(shares) < saving:  # one left over: to the larger remainder

@@ -99,10 +99,18 @@ class ToolOutputs(Flags):
 
     distill: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--distill", metavar="LEVEL", help="Shrink tool outputs before planning "
-        "(compression.distill): off (the default), safe (control sequences, progress "
-        "redraws, repeated lines, compact JSON, repeated outputs by reference; every "
-        "identifier and number kept) or all (safe plus lossy rules: JSON tables, blobs by "
-        "hash, long lines cut). Applies to every row; see README \"Distill\".")] = None
+        "(compression.distill): off (the default), safe (lossless: what the terminal "
+        "showed, with colours gone and progress redraws applied; runs of alike lines as "
+        "one line with a count and every number that differs; standard-layout JSON "
+        "compacted; outputs, file views and blocks the row already showed by reference; "
+        "every output reads back exactly) or all (safe plus lossy rules: JSON tables, "
+        "blobs by hash, long lines cut). Applies to every row; see README \"Distill\".")] = None
+    verify_distill: Annotated[Switch, typer.Option(
+        "--verify-distill/--no-verify-distill", show_default=False,
+        help="Read every distilled row back and compare it with what a terminal showed "
+        "for its original outputs (compression.verify_distill): a row that differs is "
+        "written undistilled, the failure in its metrics (distill.verify_failed) and the "
+        "run's warnings. Costs about one more pass over the tool outputs.")] = None
     over_limit_strategy: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--over-limit-strategy", metavar="STRATEGY", help="A row still over the target "
         "after its summary (compression.over_limit_strategy): keep (as it is; the default) "

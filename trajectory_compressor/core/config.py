@@ -70,6 +70,10 @@ class CompressionConfig:
     summary_target_tokens: int = 750
     over_limit_strategy: str = "keep"
     distill: str = "off"
+    # Read every distilled row back (`core.distill_row.verify_turns`): one that does not
+    # read back as the terminal showed its outputs is written undistilled, the failure
+    # recorded in its metrics (§18).
+    verify_distill: bool = False
     # protected_turns
     protect_first_system: bool = True
     protect_first_human: bool = True
@@ -448,6 +452,7 @@ SECTIONS: dict[str, dict[str, str]] = {
         "summary_target_tokens": "summary_target_tokens",
         "over_limit_strategy": "over_limit_strategy",
         "distill": "distill",
+        "verify_distill": "verify_distill",
     },
     "protected_turns": {
         "first_system": "protect_first_system",
@@ -524,7 +529,7 @@ SECTIONS: dict[str, dict[str, str]] = {
 _FIELD_TYPES: dict[str, str] = {
     "tokenizer_name": "str", "trust_remote_code": "bool",
     "target_max_tokens": "int", "summary_target_tokens": "int", "over_limit_strategy": "str",
-    "distill": "str",
+    "distill": "str", "verify_distill": "bool",
     "protect_first_system": "bool", "protect_first_human": "bool",
     "protect_first_gpt": "bool", "protect_first_tool": "bool", "protect_last_n_turns": "int",
     "summarization_model": "str", "base_url": "str", "api_key_env": "str?",

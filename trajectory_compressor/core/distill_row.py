@@ -4,9 +4,9 @@ row-level ``same_output`` rule, and what each rule saved in tokens.
 A tool turn's outputs are its ``<tool_response>`` bodies (Hermes): of a body that is a
 JSON object with a string ``content``, that string is the output and the wrapper is kept
 byte for byte around it; other bodies are the output themselves, their whitespace kept.
-A turn without those tags is one output. Outputs are numbered in row order; one
-identical to an earlier output (after its rules, 64+ characters) becomes a reference
-``[same output as tool output #k above]``.
+A turn without those tags is one output. Outputs are numbered in row order (every
+output of every tool turn); the references of `core.distill_notation` name them so, and
+`verify_turns` reads a distilled row back to check it.
 
 A turn whose distilled text counts more tokens than the original keeps the original, so
 distilling never grows a turn. A turn's tokens before and after are counted; each rule's
@@ -22,10 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .distill import SAME_OUTPUT, distill_text, rules_for
+from .distill import ORDER, RowMemory, distill_output
+from .distill_notation import OPEN, NotationError, expand
+from .terminal_view import terminal_view
 
 _OPEN, _CLOSE = "<tool_response>", "</tool_response>"
-MIN_SAME = 64
 CountMany = Callable[[list[str]], list[int]]
 
 
@@ -52,6 +53,8 @@ class DistillStats:
     tokens_after: int = 0
     turns: int = 0  # tool turns changed
     rules: dict[str, RuleSaving] = field(default_factory=dict)
+    # Why the distilled row did not read back (`verify_turns`): it was written undistilled.
+    verify_failed: str | None = None
 
     @property
     def saved(self) -> int:
@@ -69,7 +72,8 @@ class DistillStats:
                 "tokens_after": self.tokens_after, "turns": self.turns,
                 "rules": {name: {"tokens_before": s.tokens_before,
                                  "tokens_after": s.tokens_after, "turns": s.turns}
-                          for name, s in self.rules.items()}}
+                          for name, s in self.rules.items()},
+                **({"verify_failed": self.verify_failed} if self.verify_failed else {})}
 
     @classmethod
     def from_dict(cls, data: Any) -> DistillStats | None:
@@ -78,11 +82,13 @@ class DistillStats:
         rules = data.get("rules")
         if not isinstance(rules, dict):
             rules = {}
+        failed = data.get("verify_failed")
         return cls(data["level"], int(data.get("tokens_before", 0)),
                    int(data.get("tokens_after", 0)), int(data.get("turns", 0)),
                    {str(k): RuleSaving(int(v.get("tokens_before", 0)),
                                        int(v.get("tokens_after", 0)), int(v.get("turns", 0)))
-                    for k, v in rules.items() if isinstance(v, dict)})
+                    for k, v in rules.items() if isinstance(v, dict)},
+                   failed if isinstance(failed, str) else None)
 
 
 class _Output:
@@ -136,7 +142,9 @@ def _body_pieces(body: str) -> list[str | _Output]:
 def _encode(text: str, lexeme: str, original: str, ascii_only: bool) -> str:
     if text == original:
         return lexeme  # unchanged: as written
-    return json.dumps(text, ensure_ascii=ascii_only)
+    # The notation's marks are written as themselves: "\\u27ea\\u00d75\\u27eb" would cost
+    # a reader (and the count) several tokens per mark.
+    return json.dumps(text, ensure_ascii=ascii_only and OPEN not in text)
 
 
 _WS = re.compile(r"[ \t\n\r]*")  # JSON's whitespace
@@ -193,40 +201,26 @@ def distill_turns(texts: Sequence[str | None], level: str,
     out: list[str | None] = list(texts)
     if level == "off":
         return out, stats
-    rules = rules_for(level)
     # Per turn: its stages, (rule, turn text after the rule), in order.
     stages: dict[int, list[tuple[str, str]]] = {}
-    turn_pieces: dict[int, list[str | _Output]] = {}
-    seen: dict[str, int] = {}
-    number = 0
+    memory = RowMemory()
     for i, text in enumerate(texts):
         if text is None:
             continue
         pieces = _pieces(text)
-        turn_pieces[i] = pieces
         outputs = [p for p in pieces if isinstance(p, _Output)]
-        per_output = [dict(distill_text(o.text, level)) for o in outputs]
+        per_output = [dict(distill_output(o.text, level, memory)) for o in outputs]
+        if not any(per_output):
+            continue
         turn_stages: list[tuple[str, str]] = []
-        for rule in rules:
+        for rule in ORDER:
             changed = False
             for output, done in zip(outputs, per_output, strict=True):
                 if rule in done:
                     output.text, changed = done[rule], True
             if changed:
                 turn_stages.append((rule, _join(pieces)))
-        referenced = False
-        for output in outputs:
-            number += 1
-            earlier = seen.get(output.text)
-            reference = f"[same output as tool output #{earlier} above]"
-            if earlier is not None and len(output.text) >= MIN_SAME:
-                output.text, referenced = reference, True
-            else:
-                seen.setdefault(output.text, number)
-        if referenced:
-            turn_stages.append((SAME_OUTPUT, _join(pieces)))
-        if turn_stages:
-            stages[i] = turn_stages
+        stages[i] = turn_stages
     if not stages:
         return out, stats
     order = sorted(stages)
@@ -237,20 +231,60 @@ def distill_turns(texts: Sequence[str | None], level: str,
                               for text in (texts[i] or "", stages[i][-1][1])]))
     for i in order:
         before, after = next(counts), next(counts)
-        if after > before:
+        if after > before and _reads_as_itself(texts[i] or ""):
             continue  # it would grow: the turn stays as it was
         out[i] = stages[i][-1][1]
         stats.turns += 1
         stats.tokens_before += before
         stats.tokens_after += after
         lengths = [len(texts[i] or ""), *(len(text) for _, text in stages[i])]
-        removed = [a - b for a, b in itertools.pairwise(lengths)]
+        removed = [max(a - b, 0) for a, b in itertools.pairwise(lengths)]
         previous = before
         for (rule, _), share in zip(stages[i], _shares(before - after, removed), strict=True):
             stats.rules.setdefault(rule, RuleSaving()).add(
                 RuleSaving(previous, previous - share, 1))
             previous -= share
     return out, stats
+
+
+def _reads_as_itself(text: str) -> bool:
+    """Whether a turn left as it was reads back as its terminal view: not when a line of
+    it looks like notation (its distilled form escapes that line, so it is kept)."""
+    if OPEN not in text:
+        return True
+    for output in tool_outputs([text]):
+        try:
+            if expand(output) != terminal_view(output):
+                return False
+        except NotationError:
+            return False
+    return True
+
+
+def tool_outputs(texts: Sequence[str | None]) -> list[str]:
+    """The tool outputs of a row's turns (None: not a tool turn), in row order: the
+    numbering references use."""
+    return [p.text for text in texts if text is not None
+            for p in _pieces(text) if isinstance(p, _Output)]
+
+
+def verify_turns(originals: Sequence[str | None],
+                 distilled: Sequence[str | None]) -> str | None:
+    """Why the distilled turns do not read back (`expand`) as what a terminal showed for
+    the originals (`terminal_view`), or None when every output does."""
+    before, after = tool_outputs(originals), tool_outputs(distilled)
+    if len(before) != len(after):
+        return f"{len(after)} tool outputs where there were {len(before)}"
+    expanded: list[str] = []
+    for number, (original, text) in enumerate(zip(before, after, strict=True), 1):
+        try:
+            shown = expand(text, expanded)
+        except NotationError as exc:
+            return f"tool output #{number} does not read back: {exc}"
+        expanded.append(shown)
+        if shown != terminal_view(original):
+            return f"tool output #{number} reads back other than the terminal showed it"
+    return None
 
 
 def _shares(total: int, weights: list[int]) -> list[int]:

@@ -15,12 +15,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .conversation import Turn
+from .distill_notation import OPEN, NotationError, expand
 from .summary import (
     Summarizer,
     Summary,
     SummaryRequest,
     finish_summary_text,
 )
+from .terminal_view import terminal_view
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*(?:</tool_response>|$)", re.DOTALL)
@@ -107,13 +109,27 @@ def response_text(payload: str, depth: int = 0) -> tuple[str, int | None]:
 
 def _readable(role: str, value: str, visible: str) -> str:
     """The turn's text with its JSON tool calls and responses decoded: inside them a line
-    break is the two characters `\\n`, and `\\ntests/a.py` is not the path `ntests/a.py`."""
+    break is the two characters `\\n`, and `\\ntests/a.py` is not the path `ntests/a.py`.
+    A tool's output reads as a terminal showed it (`shown`)."""
     if role == "tool":
         outside, payloads = "", _TOOL_RESPONSE.findall(value) or [value]
-    else:
-        outside, payloads = _TOOL_CALL.sub("\n", visible), _TOOL_CALL.findall(visible)
+        return "\n".join(shown(text) for payload in payloads
+                         for text in _strings(_parse_json(payload), payload))
+    outside, payloads = _TOOL_CALL.sub("\n", visible), _TOOL_CALL.findall(visible)
     decoded = ("\n".join(_strings(_parse_json(payload), payload)) for payload in payloads)
     return "\n".join([outside, *decoded])
+
+
+def shown(output: str) -> str:
+    """A tool output as a terminal showed it: escapes applied (`terminal_view`), and a
+    distilled output read back where it reads back alone (a reference to another output
+    stays as it is written)."""
+    if OPEN in output:
+        try:
+            return expand(output)
+        except NotationError:
+            pass
+    return terminal_view(output)
 
 
 def _strings(data: Any, raw: str) -> list[str]:
@@ -167,6 +183,7 @@ def _collect(turns: Sequence[Turn], first_index: int) -> dict[str, _Notes]:
             payloads = _TOOL_RESPONSE.findall(value) or [value]
             for payload in payloads:
                 body, exit_code = response_text(payload)
+                body = shown(body)
                 codes = [exit_code] if exit_code is not None else [
                     int(c) for c in _EXIT_CODE.findall(body)]
                 for code in codes:

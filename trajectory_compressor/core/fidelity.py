@@ -44,6 +44,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .terminal_view import terminal_view
+
 MAX_ITEMS = 200
 # How deep JSON inside a JSON string is read (a tool result whose content is itself the
 # JSON text of an object, as Hermes rows store them).
@@ -85,6 +87,7 @@ _KNOWN_FILES = frozenset({"dockerfile", "makefile", "gemfile", "procfile", "jenk
                           "vagrantfile", "rakefile", "justfile"})
 _COMMAND_KEYS = frozenset({"command", "cmd"})
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what `terminal_view` may change
 _SPACES = re.compile(r"\s")  # what str.split() splits at: both use Py_UNICODE_ISSPACE
 _TAG = re.compile(r"</?[A-Za-z][\w-]{0,40}>")
 _URL = re.compile(r"\b(?:https?|ftp|wss?|file)://[^\s<>\"'`|\\^{}]+", re.IGNORECASE)
@@ -189,7 +192,10 @@ class Fidelity:
 
 
 def normalize_text(text: str) -> str:
-    """Text as matching sees it: NFKC, case-folded, quote marks as spaces, spaces collapsed."""
+    """Text as matching sees it: as a terminal shows it (items are read so), NFKC,
+    case-folded, quote marks as spaces, spaces collapsed."""
+    if _CONTROL.search(text):
+        text = terminal_view(text)
     text = unicodedata.normalize("NFKC", text).casefold().translate(_QUOTE_CHARS)
     if len(text) <= _BLOCK_CHARS:
         return " ".join(text.split())
@@ -454,7 +460,11 @@ def _free_text_items(text: str) -> Iterator[str]:
 
     A long text goes a block of lines at a time: no pattern here reads across a line
     break, so the items are the same, and a caller that stops at `MAX_ITEMS` never
-    holds the items of a 60 MB tool output at once."""
+    holds the items of a 60 MB tool output at once. Text with terminal escapes is read
+    as a terminal showed it (`terminal_view`): ``\x1b[1msrc/a.c`` holds the path
+    ``src/a.c``, never the fragment ``1msrc/a.c``."""
+    if _CONTROL.search(text):
+        text = terminal_view(text)
     start = 0
     while len(text) - start > _BLOCK_CHARS:
         cut = text.find("\n", start + _BLOCK_CHARS)

@@ -319,6 +319,7 @@ class AggregateMetrics:
     distill_tokens_before: int = 0
     distill_tokens_after: int = 0
     distill_saved_by_rule: dict[str, int] = field(default_factory=dict)
+    distill_verify_failed: int = 0  # rows written undistilled by --verify-distill
     processing_start_time: str = ""
     processing_end_time: str = ""
     processing_duration_seconds: float = 0.0
@@ -360,6 +361,8 @@ class AggregateMetrics:
         self.trajectories_failed += m.failed
         self.tokens_before.add(m.original_tokens)
         self.tokens_after.add(m.compressed_tokens)
+        if m.distill is not None and m.distill.verify_failed:
+            self.distill_verify_failed += 1
         if m.distill is not None and m.distill.turns:
             self.distill_rows += 1
             self.distill_turns += m.distill.turns
@@ -470,7 +473,8 @@ class AggregateMetrics:
                 "tool_outputs_elided": self.tool_outputs_elided,
                 "tokens_elided": self.tokens_elided,
             },
-            **({"distill": self.distill_summary()} if self.distill_rows else {}),
+            **({"distill": self.distill_summary()}
+               if self.distill_rows or self.distill_verify_failed else {}),
         }
 
     def distill_summary(self) -> dict[str, Any]:
@@ -483,6 +487,8 @@ class AggregateMetrics:
             "tokens_after": self.distill_tokens_after,
             "tokens_saved": self.distill_tokens_before - self.distill_tokens_after,
             "saved_by_rule": dict(sorted(self.distill_saved_by_rule.items())),
+            **({"verify_failed_rows": self.distill_verify_failed}
+               if self.distill_verify_failed else {}),
         }
 
     def fidelity_summary(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from ..core.assemble import assemble, base_metrics, compressed_metrics, notice_i
 from ..core.config import CompressionConfig
 from ..core.conversation import Row, Trajectory
 from ..core.deadline import Deadline
-from ..core.distill_row import DistillStats, distill_turns
+from ..core.distill_row import DistillStats, distill_turns, verify_turns
 from ..core.errors import RowError
 from ..core.explain import RowReason, explain
 from ..core.extractive import ExtractiveSummarizer
@@ -161,6 +161,11 @@ class TrajectoryCompressor:
         distilled, stats = distill_turns(texts, level, self.counter.count_many)
         if not stats.turns:
             return None
+        if self.config.verify_distill and level == "safe":
+            failed = verify_turns(texts, distilled)
+            if failed is not None:
+                # Written as it came, the failure in its metrics (§18).
+                return row, turns, DistillStats(level, verify_failed=failed)
         dialect = dialect or self.dialect
         new_turns = [turn if text is None or text == turn["value"] else {**turn, "value": text}
                      for turn, text in zip(turns, distilled, strict=True)]

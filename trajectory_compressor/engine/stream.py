@@ -57,6 +57,9 @@ class Entry:
             return f"distill failed, the row goes on undistilled: {one_line_error(exc)}"
         if done is not None:
             self.record.row, self.turns, self.distill = done
+            if self.distill.verify_failed:
+                return ("distilled row does not read back, written undistilled: "
+                        f"{self.distill.verify_failed}")
             self.record.raw = None
         return None
 

@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..core.distill import RULES
+from ..core.distill import ORDER
 from ..core.errors import CompressorError
 from ..core.extractive import clip
 from ..core.metrics import METRICS_KEY
@@ -82,7 +82,8 @@ METRICS_TYPE = pa.struct([
     # `datasets` features have no map type), null for the rules that changed nothing
     ("distill", pa.struct([("level", pa.string()), ("tokens_before", _INT),
                            ("tokens_after", _INT), ("turns", _INT),
-                           ("rules", pa.struct([(rule, _SAVING) for rule in RULES]))])),
+                           ("rules", pa.struct([(rule, _SAVING) for rule in ORDER])),
+                           ("verify_failed", pa.string())])),
 ])
 # The schema of an output whose input told nothing about its columns (e.g. all rejected).
 MINIMAL_SCHEMA = pa.schema([
