@@ -16,7 +16,14 @@ from ..core.config import CompressionConfig
 from ..core.errors import ConfigError
 from ..engine.options import DataFiles, RunOptions, run_options
 from .flags import Flags
-from .gates import Gate, MaxFailedOpt, MaxOverLimitOpt, MaxRejectedOpt, parse_gates
+from .gates import (
+    Gate,
+    MaxFailedOpt,
+    MaxFallbackShareOpt,
+    MaxOverLimitOpt,
+    MaxRejectedOpt,
+    parse_gates,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -318,9 +325,11 @@ class CIGates(Flags):
     max_over_limit: MaxOverLimitOpt = None
     max_failed: MaxFailedOpt = None
     max_rejected: MaxRejectedOpt = None
+    max_fallback_share: MaxFallbackShareOpt = None
 
     def parsed(self) -> list[Gate]:
-        return parse_gates(self.max_over_limit, self.max_failed, self.max_rejected)
+        return parse_gates(self.max_over_limit, self.max_failed, self.max_rejected,
+                           self.max_fallback_share)
 
 
 def config_overrides(*groups: Flags) -> dict[str, Any]:
