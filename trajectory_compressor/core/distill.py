@@ -36,6 +36,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from . import json_text
 from .fidelity import measure_fidelity
 
 LEVELS = ("off", "safe", "all")
@@ -111,7 +112,7 @@ def compact_json(text: str) -> str:
 
 def _is_json(text: str) -> bool:
     try:
-        json.loads(text)
+        json_text.loads(text)
     except ValueError:
         return False
     return True
@@ -164,7 +165,7 @@ def table(text: str) -> str:
     if not stripped.startswith(("{", "[")):
         return text
     try:
-        value = json.loads(stripped, parse_float=_Raw, parse_int=_Raw,
+        value = json_text.loads(stripped, parse_float=_Raw, parse_int=_Raw,
                            parse_constant=_Raw, object_pairs_hook=_Pairs)
     except ValueError:
         return text

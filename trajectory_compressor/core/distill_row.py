@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import json_text
 from .distill import SAME_OUTPUT, distill_text, rules_for
 
 _OPEN, _CLOSE = "<tool_response>", "</tool_response>"
@@ -152,7 +153,7 @@ def _content_span(body: str) -> tuple[int, int, str] | None:
     if not body.startswith("{"):
         return None
     try:
-        parsed = json.loads(body)
+        parsed = json_text.loads(body)
     except ValueError:
         return None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("content"), str):

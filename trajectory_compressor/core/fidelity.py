@@ -44,6 +44,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import json_text
+
 MAX_ITEMS = 200
 # How deep JSON inside a JSON string is read (a tool result whose content is itself the
 # JSON text of an object, as Hermes rows store them).
@@ -385,7 +387,7 @@ def _items_of_text(text: str) -> Iterator[str]:
 
 def _parse_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json_text.loads(text)
     except (ValueError, RecursionError):
         return None
 
