@@ -246,8 +246,10 @@ class Allowances(Flags):
 
     allow_fallback: Annotated[bool, typer.Option(
         "--allow-fallback", help="Keep going with extractive summaries when an endpoint "
-        "fails its first requests (wrong model or URL, rejected key, unreachable) instead "
-        "of stopping with exit code 2.")] = False
+        "fails its first requests (wrong model or URL, rejected key, unreachable) or the "
+        "local server dies, instead of stopping with exit code 2; and accept a run none of "
+        "whose summaries came from the LLM (every request failed: else exit 2 once "
+        "everything is written).")] = False
     allow_insecure_http: Annotated[bool, typer.Option(
         "--allow-insecure-http", help="Allow sending an API key over plain http to an "
         "address other than this machine.")] = False
