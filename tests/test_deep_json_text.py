@@ -97,10 +97,18 @@ def openai(deep: str, in_arguments: bool = False) -> list[dict]:
     return rows
 
 
+def llamafactory_call(deep: str) -> list[dict]:
+    """The deep text as a function_call's value (a tool call that is no JSON)."""
+    rows = llamafactory(LINES)
+    rows[1]["conversations"][3]["value"] = deep
+    return rows
+
+
 CASES = {
     "hermes-arrays": hermes(DEEP_ARRAYS),
     "hermes-objects": hermes(DEEP_OBJECTS),
     "llamafactory-arrays": llamafactory(DEEP_ARRAYS),
+    "llamafactory-function-call": llamafactory_call(DEEP_ARRAYS),
     "openai-arrays": openai(DEEP_ARRAYS),
     "openai-arguments": openai(DEEP_OBJECTS, in_arguments=True),
 }
