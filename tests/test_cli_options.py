@@ -14,7 +14,7 @@ from trajectory_compressor.engine.writer import StrictStop
 
 PROTECTED = "Protected turns (never summarized; default: the last 4 and each role's first)"
 GATES = "CI gates (exit code 3 when exceeded; N rows or P% of the rows)"
-GATE_FLAGS = {"--max-over-limit", "--max-failed", "--max-rejected"}
+GATE_FLAGS = {"--max-over-limit", "--max-failed", "--max-rejected", "--max-fallback-share"}
 PROTECT_FLAGS = {"--protect-last-n-turns", "--protect-first-system",
                  "--no-protect-first-system", "--protect-first-human",
                  "--no-protect-first-human", "--protect-first-gpt", "--no-protect-first-gpt",

@@ -343,6 +343,21 @@ def row_outcome(server_kwargs: dict[str, Any]) -> Observe:
     return observe
 
 
+def exit_code(server_kwargs: dict[str, Any]) -> Observe:
+    """The exit code of a whole run (`compress_input`, as the CLI runs it) of one row to
+    compress with the `openai` backend against a fake endpoint."""
+    from trajectory_compressor.app.commands import compress_input
+    from trajectory_compressor.engine.options import RunOptions
+
+    def observe(cfg: CompressionConfig, tmp: Path) -> Any:
+        src = write_jsonl(tmp / "gate.jsonl", [sized_row(
+            "r", "SHGTGTGTGTGT", [10, 5, 5, 5, 40, 40, 40, 40, 5, 5, 5, 5])])
+        with FakeLLMServer(**server_kwargs).in_thread() as server:
+            return compress_input(str(src), str(tmp / "gate_out.jsonl"),
+                                  on_fake(cfg, server.url), RunOptions(quiet=True))
+    return observe
+
+
 def breaker_rest(cfg: CompressionConfig, _tmp: Path) -> Any:
     """How often 8 summaries in a row try a dead endpoint listed before a live one."""
     async def go() -> Any:
@@ -488,6 +503,10 @@ PROBES: dict[str, Probe] = {
     "summarization.summary_references": ("off", fidelity_seen, {}),
     "summarization.max_invented": (0, invented_seen, {}),
     "summarization.allow_fallback": (True, row_outcome({"models": {"only-this"}}), FAST_RETRY),
+    # A fallback: 3 (the gate), not 2 (no LLM summary at all, accepted by allow_fallback).
+    "summarization.max_fallback_share": ("0%", exit_code({"faults": {"http500": 1.0}}), {
+        "summarization": {"retry_delay": 0.01, "max_retries": 1, "allow_fallback": True},
+        "compression": {"target_max_tokens": 100, "summary_target_tokens": 20}}),
     "summarization.breaker_failures": (1, breaker_rest, {}),
     "summarization.breaker_cooldown": (0.001, breaker_rest,
                                        {"summarization": {"breaker_failures": 1}}),

@@ -65,11 +65,12 @@ def test_another_number_with_a_unit_is_found_only_as_itself():
 
 def test_the_precision_range_includes_its_ends():
     # README: `1.5 GB` stands for 1.45-1.55 GB, both ends included. The code widens the
-    # range by a hair (a billionth of it) for float rounding: `2s` stands for
-    # 2 +- 0.5 x (1 + 1e-9) s, so 2.5000000005 s is its upper end, 2.500000001 s beyond it.
-    assert invented("It slept 2.5000000005 seconds.", "slept 2s then") == []
-    assert invented("It slept 1.4999999995 seconds.", "slept 2s then") == []
-    assert invented("It slept 2.500000001 seconds.", "slept 2s then") == ["2s"]
+    # range by a hair (a billionth of it) for float rounding: `20s` stands for
+    # 20 +- 0.5 x (1 + 1e-9) s, so 20.5000000005 s is its upper end, 20.500000001 s beyond
+    # it. (20 s, not 2 s: 2 s for 1.5 s would be a third off, past MAX_ROUNDING.)
+    assert invented("It slept 20.5000000005 seconds.", "slept 20s then") == []
+    assert invented("It slept 19.4999999995 seconds.", "slept 20s then") == []
+    assert invented("It slept 20.500000001 seconds.", "slept 20s then") == ["20s"]
 
 
 # -- each claim once, words are not claims ----------------------------------------------

@@ -25,6 +25,7 @@ from tests.cli_helpers import ROOT, read_jsonl, run_cli
 from tests.test_local_server import gone, processes_with
 from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
+from trajectory_compressor.core.errors import FatalSummaryError
 from trajectory_compressor.engine.compressor import TrajectoryCompressor
 from trajectory_compressor.summarizers.chat import ChatRequest, Completion
 from trajectory_compressor.summarizers.endpoint import resolve_endpoints
@@ -120,9 +121,7 @@ def test_a_sample_trajectory_gets_a_real_summary_and_the_server_is_gone(counter,
     assert summarizer.servers and all(s.process is None for s in summarizer.servers)
 
 
-def test_killing_the_server_mid_run_turns_into_fallbacks(counter, sample_jsonl):
-    rows = sample_rows(sample_jsonl, 43, 46, 7)
-    config = local_config(max_retries=2)
+def _kill_mid_run(rows, config, counter):
     summarizer = LocalSummarizer(config)
 
     async def main():
@@ -132,10 +131,35 @@ def test_killing_the_server_mid_run_turns_into_fallbacks(counter, sample_jsonl):
             while summarizer.inner.pool.in_flight == 0:  # the first request is being served
                 await asyncio.sleep(0.05)
             [server] = [s for s in summarizer.servers if s.pid is not None]
+            port = server.port
             os.kill(server.pid, signal.SIGKILL)
-            return await asyncio.gather(*tasks), server.port
+            try:
+                return await asyncio.gather(*tasks), port
+            except FatalSummaryError as exc:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                return exc, port
 
-    results, port = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_killing_the_server_mid_run_stops_it_naming_the_signal(counter, sample_jsonl):
+    # Issue 36: a dead server is named as dead, with how it ended; every later row would
+    # only fall back.
+    rows = sample_rows(sample_jsonl, 43, 46, 7)
+    error, port = _kill_mid_run(rows, local_config(max_retries=2), counter)
+    assert isinstance(error, FatalSummaryError)
+    assert "died while the run was using it (killed by signal SIGKILL (killed)); its last "\
+           "log lines:" in str(error)
+    assert refused(port)
+
+
+def test_killing_the_server_mid_run_turns_into_fallbacks_with_allow_fallback(counter,
+                                                                            sample_jsonl):
+    rows = sample_rows(sample_jsonl, 43, 46, 7)
+    results, port = _kill_mid_run(rows, local_config(max_retries=2, allow_fallback=True),
+                                  counter)
     assert len(results) == len(rows)
     for row, result in zip(rows, results, strict=True):
         m = result.metrics

@@ -197,11 +197,11 @@ def compress(
     engine.join()
     from .commands import analyze_input, compress_input
 
+    if gates.parsed() and (dry_run or cfg.summarizer == "batch" or batch.given):
+        raise ConfigError("--max-over-limit/--max-failed/--max-rejected/--max-fallback-share "
+                          "gate a finished run: not --dry-run; for --summarizer batch, give "
+                          "them to report OUTPUT after phase 2")
     limits = gates.parsed()
-    if limits and (dry_run or cfg.summarizer == "batch" or batch.given):
-        raise ConfigError("--max-over-limit/--max-failed/--max-rejected gate a finished "
-                          "run: not --dry-run; for --summarizer batch, give them to "
-                          "report OUTPUT after phase 2")
     if dry_run:
         return analyze_input(input, cfg, options)
     if cfg.summarizer == "batch" or batch.given:

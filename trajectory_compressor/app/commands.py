@@ -41,16 +41,33 @@ def compress_input(
     ``options``; print the summary unless they are quiet; return the exit code.
 
     ``gates`` (CI gates) are checked once everything is written: one line each on stderr
-    that failed, and exit code 3.
+    that failed, and exit code 3. A run none of whose summaries came from the LLM exits 2
+    unless ``config.allow_fallback`` (`no_llm`); 2 wins over 3.
     """
     result = compress_dataset(input_spec, output, config, options=options)
     if not options.quiet:
         print(inert(format_summary(result)))
+    code = result.exit_code
+    metrics = result.metrics.to_dict()
+    if config.max_fallback_share is not None and not any(
+            g.what == "fallback_share" for g in gates or ()):
+        from .gates import parse_gate
+
+        # summarization.max_fallback_share; the flag, when given, replaces it.
+        gates = [*(gates or ()), parse_gate("fallback_share", str(config.max_fallback_share))]
     if gates:
         from .gates import apply_gates, counts_of
 
-        return apply_gates(gates, counts_of(result.metrics.to_dict()), result.exit_code)
-    return result.exit_code
+        code = apply_gates(gates, counts_of(metrics), code)
+    if not config.allow_fallback:
+        from .no_llm import NO_LLM_EXIT, never_answered
+
+        why = never_answered(metrics)
+        if why is not None:
+            sys.stdout.flush()
+            print(inert(f"error: {why}"), file=sys.stderr, flush=True)
+            return NO_LLM_EXIT
+    return code
 
 
 def format_summary(result: RunResult) -> str:
@@ -302,7 +319,7 @@ def validate_output_text(output: str, base: CompressionConfig | None,
         from .gates import Counts, apply_gates
 
         counts = Counts(found.rows - found.unreadable, found.over_limit, found.failed,
-                        found.unreadable)
+                        found.unreadable, found.fallbacks, found.summaries)
         return apply_gates(gates, counts, code)
     return code
 

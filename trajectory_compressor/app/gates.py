@@ -7,7 +7,10 @@ number, or its share greater than the percentage, of:
 - the rows compressed, skipped, over the limit or failed (the run's
   ``total_trajectories``) for over-limit and failed rows (a failed row is written
   unchanged, hence also over the limit, and counts in both);
-- every row read (those plus the rejected ones) for rejected rows.
+- every row read (those plus the rejected ones) for rejected rows;
+- the summaries asked of the LLM (those it wrote, those from the cache, the fallbacks)
+  for ``--max-fallback-share`` (also ``summarization.max_fallback_share``): the
+  extractive fallbacks a failing endpoint leaves behind.
 
 The command still writes everything; then one line per failed gate goes to stderr
 (``gate failed: over-limit rows 7 (3.5%) > 1%``) and the exit code is `GATE_EXIT`, which
@@ -17,17 +20,20 @@ failed but within the gates".
 
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
 import typer
 
+from ..core.config import GATE_VALUE
 from ..core.errors import ConfigError
 from ..core.terminal import inert
 
 GATE_EXIT = 3
+# The summary sources of the summaries asked of an LLM (`core.metrics.SUMMARY_SOURCES`;
+# ``extractive`` is the extractive summarizer's, or a policy's choice).
+LLM_SOURCES = ("llm", "cache", "fallback")
 PANEL = "CI gates (exit code 3 when exceeded; N rows or P% of the rows)"
 
 MaxOverLimitOpt = Annotated[
@@ -41,19 +47,26 @@ MaxFailedOpt = Annotated[
     typer.Option("--max-failed", metavar="N|P%", rich_help_panel=PANEL,
                  help="Most rows whose compression failed (written unchanged)."),
 ]
+MaxFallbackShareOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--max-fallback-share", metavar="N|P%", rich_help_panel=PANEL,
+                 help="Most summaries that are extractive fallbacks because every request "
+                 "for them failed, e.g. 0 or 5% (a share of the summaries asked of the "
+                 "LLM; YAML summarization.max_fallback_share)."),
+]
 MaxRejectedOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option("--max-rejected", metavar="N|P%", rich_help_panel=PANEL,
                  help="Most rows rejected as unreadable (a share of every row read)."),
 ]
 
-_VALUE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*")
+_VALUE = GATE_VALUE
 
 
 @dataclass(frozen=True)
 class Gate:
-    """One limit: on which count (``over_limit``, ``failed``, ``rejected``), a number of
-    rows or a percentage."""
+    """One limit: on which count (``over_limit``, ``failed``, ``rejected``,
+    ``fallback_share``), a number of rows (summaries) or a percentage."""
 
     what: str
     limit: float
@@ -71,7 +84,7 @@ class Gate:
     @property
     def noun(self) -> str:
         return {"over_limit": "over-limit rows", "failed": "failed rows",
-                "rejected": "rejected rows"}[self.what]
+                "rejected": "rejected rows", "fallback_share": "fallback summaries"}[self.what]
 
 
 @dataclass(frozen=True)
@@ -82,9 +95,13 @@ class Counts:
     over_limit: int
     failed: int
     rejected: int
+    fallbacks: int = 0  # summaries that are fallbacks: every request for them failed
+    summaries: int = 0  # summaries asked of the LLM: written by it, cached, fallbacks
 
     def of(self, what: str) -> tuple[int, int]:
         """``(count, total it is a share of)`` for one gate."""
+        if what == "fallback_share":
+            return self.fallbacks, self.summaries
         if what == "rejected":
             return self.rejected, self.rows + self.rejected
         return (self.over_limit if what == "over_limit" else self.failed), self.rows
@@ -136,10 +153,11 @@ def parse_gate(what: str, value: str) -> Gate:
 
 
 def parse_gates(max_over_limit: str | None = None, max_failed: str | None = None,
-                max_rejected: str | None = None) -> list[Gate]:
+                max_rejected: str | None = None,
+                max_fallback_share: str | None = None) -> list[Gate]:
     """The gates given on the command line (None: not given)."""
     given = (("over_limit", max_over_limit), ("failed", max_failed),
-             ("rejected", max_rejected))
+             ("rejected", max_rejected), ("fallback_share", max_fallback_share))
     return [parse_gate(what, value) for what, value in given if value is not None]
 
 
@@ -151,9 +169,12 @@ def counts_of(metrics: dict[str, Any]) -> Counts:
     """The counts of a run from its metrics (`AggregateMetrics.to_dict`, or the metrics
     file)."""
     s = metrics.get("summary") or {}
+    sources = (metrics.get("summarization") or {}).get("summaries_by_source") or {}
+    asked = sum(int(sources.get(k, 0)) for k in LLM_SOURCES)
     return Counts(int(s.get("total_trajectories", 0)),
                   int(s.get("trajectories_still_over_limit", 0)),
-                  int(s.get("trajectories_failed", 0)), int(s.get("rows_rejected", 0)))
+                  int(s.get("trajectories_failed", 0)), int(s.get("rows_rejected", 0)),
+                  int(sources.get("fallback", 0)), asked)
 
 
 def finish(results: list[GateResult], code: int = 0) -> int:

@@ -16,7 +16,14 @@ from ..core.config import CompressionConfig
 from ..core.errors import ConfigError
 from ..engine.options import DataFiles, RunOptions, run_options
 from .flags import Flags
-from .gates import Gate, MaxFailedOpt, MaxOverLimitOpt, MaxRejectedOpt, parse_gates
+from .gates import (
+    Gate,
+    MaxFailedOpt,
+    MaxFallbackShareOpt,
+    MaxOverLimitOpt,
+    MaxRejectedOpt,
+    parse_gates,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -247,8 +254,10 @@ class Allowances(Flags):
 
     allow_fallback: Annotated[bool, typer.Option(
         "--allow-fallback", help="Keep going with extractive summaries when an endpoint "
-        "fails its first requests (wrong model or URL, rejected key, unreachable) instead "
-        "of stopping with exit code 2.")] = False
+        "fails its first requests (wrong model or URL, rejected key, unreachable) or the "
+        "local server dies, instead of stopping with exit code 2; and accept a run none of "
+        "whose summaries came from the LLM (every request failed: else exit 2 once "
+        "everything is written).")] = False
     allow_insecure_http: Annotated[bool, typer.Option(
         "--allow-insecure-http", help="Allow sending an API key over plain http to an "
         "address other than this machine.")] = False
@@ -326,9 +335,11 @@ class CIGates(Flags):
     max_over_limit: MaxOverLimitOpt = None
     max_failed: MaxFailedOpt = None
     max_rejected: MaxRejectedOpt = None
+    max_fallback_share: MaxFallbackShareOpt = None
 
     def parsed(self) -> list[Gate]:
-        return parse_gates(self.max_over_limit, self.max_failed, self.max_rejected)
+        return parse_gates(self.max_over_limit, self.max_failed, self.max_rejected,
+                           self.max_fallback_share)
 
 
 def config_overrides(*groups: Flags) -> dict[str, Any]:

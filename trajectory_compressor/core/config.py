@@ -6,6 +6,7 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +111,9 @@ class CompressionConfig:
     # same repair request, then on_low_fidelity (None: no cap)
     max_invented: int | None = None
     summary_references: str = "tail"
+    # issue 36: a CI gate (exit 3) on the summaries that are fallbacks, N or "P%" (None:
+    # none); `app.gates`
+    max_fallback_share: int | str | None = None
     # output
     add_summary_notice: bool = True
     summary_notice_text: str = DEFAULT_SUMMARY_NOTICE
@@ -245,6 +249,9 @@ class CompressionConfig:
              "summarization.min_fidelity must be between 0 and 1 (or null: no bar)"),
             (self.max_invented is None or self.max_invented >= 0,
              "summarization.max_invented must be a whole number >= 0 (or null: no cap)"),
+            (gate_value_ok(self.max_fallback_share),
+             "summarization.max_fallback_share must be a number of summaries (e.g. 10) or "
+             f"a percentage up to 100% (e.g. '5%'), got {quoted(self.max_fallback_share)}"),
             (
                 self.on_low_fidelity in LOW_FIDELITY_POLICIES,
                 f"summarization.on_low_fidelity must be one of "
@@ -420,7 +427,7 @@ class CompressionConfig:
                          "checkpoint_seconds", "cache_enabled", "cache_path",
                          "metrics_enabled", "metrics_output_file", "max_retries", "retry_delay",
                          "allow_fallback", "allow_insecure_http", "engine", "ray_actors",
-                         "breaker_failures", "breaker_cooldown"):
+                         "breaker_failures", "breaker_cooldown", "max_fallback_share"):
             data.pop(volatile, None)
         # Checkpoints and metrics store this: URLs without their credentials.
         data["base_url"] = strip_url_credentials(data["base_url"])
@@ -484,6 +491,7 @@ SECTIONS: dict[str, dict[str, str]] = {
         "on_low_fidelity": "on_low_fidelity",
         "max_invented": "max_invented",
         "summary_references": "summary_references",
+        "max_fallback_share": "max_fallback_share",
     },
     "output": {
         "add_summary_notice": "add_summary_notice",
@@ -539,7 +547,7 @@ _FIELD_TYPES: dict[str, str] = {
     "local_model": "str?", "summary_tolerance": "number", "allow_fallback": "bool",
     "allow_insecure_http": "bool", "breaker_failures": "int", "breaker_cooldown": "number",
     "min_fidelity": "number?", "on_low_fidelity": "str", "max_invented": "int?",
-    "summary_references": "str",
+    "summary_references": "str", "max_fallback_share": "gate?",
     "add_summary_notice": "bool", "summary_notice_text": "str", "output_suffix": "str",
     "output_format": "str",
     "num_workers": "int", "max_concurrent_requests": "int", "skip_under_target": "bool",
@@ -584,6 +592,22 @@ def _key_env_for(base_url: str, api_key_env: str | None) -> str | None:
     return api_key_env
 
 
+# A CI gate's limit: a number of rows or a percentage (`app.gates`).
+GATE_VALUE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*")
+
+
+def gate_value_ok(value: int | str | None) -> bool:
+    """Whether ``value`` is a gate's limit: None, a whole number >= 0, ``N`` or ``P%``
+    (P at most 100)."""
+    if value is None:
+        return True
+    match = GATE_VALUE.fullmatch(str(value))
+    if match is None or (isinstance(value, int) and value < 0):
+        return False
+    number = float(match.group(1))
+    return number <= 100 if match.group(2) else number.is_integer()
+
+
 def _type_ok(value: Any, expected: str) -> bool:
     if expected.endswith("?"):
         return value is None or _type_ok(value, expected[:-1])
@@ -595,12 +619,15 @@ def _type_ok(value: Any, expected: str) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if expected == "str":
         return isinstance(value, str)
+    if expected == "gate":
+        return _type_ok(value, "int") or isinstance(value, str)
     return isinstance(value, list)
 
 
 def _type_name(expected: str) -> str:
     names = {"bool": "true or false", "int": "a whole number", "number": "a number",
-             "str": "a string", "list": "a list"}
+             "str": "a string", "list": "a list",
+             "gate": "a number of rows (e.g. 10) or a percentage (e.g. '1%')"}
     if expected.endswith("?"):
         return names[expected[:-1]] + " or null"
     return names[expected]

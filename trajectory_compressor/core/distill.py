@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import distill_notation as notation
+from . import json_text
 from .terminal_view import strip_inert, terminal_view
 
 LEVELS = ("off", "safe", "all")
@@ -194,7 +195,7 @@ def _json_stages(view: str, level: str) -> list[tuple[str, str]] | None:
 
 def _is_json(text: str) -> bool:
     try:
-        json.loads(text)
+        json_text.loads(text)
     except ValueError:
         return False
     return True
@@ -424,7 +425,7 @@ def table(text: str) -> str:
     if not stripped.startswith(_JSON_OPEN):
         return text
     try:
-        value = json.loads(stripped, parse_float=_Raw, parse_int=_Raw,
+        value = json_text.loads(stripped, parse_float=_Raw, parse_int=_Raw,
                            parse_constant=_Raw, object_pairs_hook=_Pairs)
     except ValueError:
         return text

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import json_text
 from .distill import ORDER, RowMemory, distill_output
 from .distill_notation import OPEN, NotationError, expand
 from .terminal_view import terminal_view
@@ -160,7 +161,7 @@ def _content_span(body: str) -> tuple[int, int, str] | None:
     if not body.startswith("{"):
         return None
     try:
-        parsed = json.loads(body)
+        parsed = json_text.loads(body)
     except ValueError:
         return None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("content"), str):

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import json_text
 from .plan import Region
 
 Count = Callable[[list[str]], list[int]]
@@ -214,7 +215,7 @@ def _json_parts(text: str) -> tuple[str, Any, str, _Style] | None:
         if body[:1] not in ("{", "[") or body[-1:] not in ("}", "]"):
             continue
         try:
-            value = json.loads(body)
+            value = json_text.loads(body)
         except ValueError:
             continue
         if isinstance(value, (dict, list)):

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import json_text
 from .conversation import Turn
 from .distill_notation import OPEN, NotationError, expand
 from .summary import (
@@ -54,7 +55,7 @@ def clip(text: str, limit: int) -> str:
 
 def _parse_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json_text.loads(text)
     except (ValueError, TypeError):
         return None
 

@@ -44,6 +44,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import json_text
 from .terminal_view import terminal_view
 
 MAX_ITEMS = 200
@@ -391,7 +392,7 @@ def _items_of_text(text: str) -> Iterator[str]:
 
 def _parse_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json_text.loads(text)
     except (ValueError, RecursionError):
         return None
 

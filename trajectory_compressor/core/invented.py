@@ -22,11 +22,20 @@ spaces), with the JSON of tool calls and responses also read decoded (``\\u00e9`
   PB), time (ns … weeks), frequency (Hz … GHz) or percent is found where the row states
   the same quantity in any unit of that kind, equal to the precision the summary wrote it
   in: ``1.5 GB`` stands for 1.45–1.55 GB, so ``1536 MB`` (1.536 GB, or 1.5 GiB) states it,
-  and so do ``1,536 MB`` and ``1536MB``; ``2 s`` is found from ``2345 ms``, ``3 s`` is not;
+  and so do ``1,536 MB`` and ``1536MB``; ``2 s`` is found from ``2345 ms``, ``3 s`` is not.
+  Units convert both ways (``1500 ms`` is found from ``1.5 s``, ``1.5 s`` from ``1500
+  ms``; the row's ``1.5 s`` and ``30 min`` count with a space before a one-letter unit
+  too), and a rounded value stays within `MAX_ROUNDING` (a quarter) of what the row
+  says: ``1 hour`` is not ``30 min``, nor ``1 GB`` ``512 MB`` (each is "1" at the
+  summary's precision, but twice the row's value);
 - a number of countable things (``12 tests``, ``3 failed``, ``400 lines``, ``8 workers``)
-  is found where the row has the same number, with any unit or none (``12 passed``,
-  ``"workers": 8``): the unit is the summary's own word for it;
-- any other number with a unit (``60 fps``, ``4k``, ``2x``) only as the same number and unit.
+  is found where the row has the same number as a count or bare, with any unit or none
+  (``12 passed``, ``"workers": 8``): the unit is the summary's own word for it. A number
+  keeps its kind: the row's port (``port 8080``, ``localhost:8080``), size or duration
+  (``512 MB``, ``30 s``) does not state ``8080 tests`` or ``512 files``;
+- any other number with a unit (``60 fps``, ``4k``, ``2x``) only as the same number and unit;
+- an action (``deleted the production database``) only where a turn shows it
+  (`core.actions`: the verb or a command doing it, and the object's head noun).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from collections.abc import Iterator, Sequence
 from decimal import Decimal, InvalidOperation
 from unicodedata import normalize as unicode_normalize
 
+from .actions import ActionCheck
 from .fidelity import (
     _NUMBER_UNIT,
     _NUMBER_UNIT_PARTS,
@@ -61,6 +71,15 @@ __all__ = ["INVENTED_SHOWN", "InventedCheck", "SummaryCheck", "claims"]
 _ELLIPSIS = "..."
 _HEX_WORD = re.compile(r"[0-9a-f]{7,}")
 _ANY_NUMBER = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])")
+# A rounded quantity stays within this share of the row's: "1 hour" rounds 30 min at
+# its precision, but doubles it.
+MAX_ROUNDING = 0.25
+# What makes a number of the row a port: ``port 8080``, ``port=8080``, ``host:8080``.
+_PORT_BEFORE = re.compile(r"(?:\bports?\b[\s:=#]{0,3}|[\w\].-]:)$")
+# A unit of one letter after a space (``1.5 s``, ``30 m``): read as a quantity in the
+# row's text only (in a summary, ``2 s`` is no claim; in a row it is what it says).
+_SPACED_UNIT = re.compile(r"(?<![\w.,])((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)[ \t]"
+                          r"([smhd])(?![\w'])")
 
 
 def _units(scale: float, *names: str) -> dict[str, tuple[float, ...]]:
@@ -133,6 +152,7 @@ class InventedCheck:
 
     def __init__(self, context_texts: Sequence[str]) -> None:
         self.text = searchable_text(context_texts)
+        self.actions = ActionCheck(self.text)
         self._numbers: set[Decimal] | None = None
         self._quantities: dict[str, list[float]] | None = None
 
@@ -147,6 +167,8 @@ class InventedCheck:
             seen.add(key)
             if not self._states(item, key, open_left, open_right):
                 found.append(item)
+        found.extend(claim for claim in self.actions.invented(summary)
+                     if normalize(claim) not in seen)
         return found
 
     def _states(self, item: str, key: str, open_left: bool, open_right: bool) -> bool:
@@ -167,9 +189,13 @@ class InventedCheck:
         decimals = len(number.partition(".")[2])
         stated = self.quantities().get(dimension, ())
         for scale in scales:
-            # Half a unit of the last digit written, and a hair for float rounding.
+            # Half a unit of the last digit written, and a hair for float rounding; and
+            # never further than MAX_ROUNDING of the row's value.
             tolerance = 0.5 * 10.0 ** -decimals * scale * (1 + 1e-9)
-            if any(abs(value * scale - q) <= tolerance for q in stated):
+            said = value * scale
+            if any(abs(said - q) <= tolerance
+                   and abs(said - q) <= MAX_ROUNDING * abs(q) * (1 + 1e-9) + 1e-12
+                   for q in stated):
                 return True
         return False
 
@@ -177,8 +203,21 @@ class InventedCheck:
         """Every number the context writes, bare or with a unit."""
         if self._numbers is None:
             self._numbers = {n for m in _ANY_NUMBER.finditer(self.text)
-                             if (n := _decimal(m.group())) is not None}
+                             if not self._other_kind(m)
+                             and (n := _decimal(m.group())) is not None}
         return self._numbers
+
+    def _other_kind(self, match: re.Match[str]) -> bool:
+        """Whether the context's number ``match`` is a port, a size or a duration: not
+        something a count can be."""
+        if _PORT_BEFORE.search(self.text, max(match.start() - 12, 0), match.start()):
+            return True
+        after = _NUMBER_UNIT.match(self.text, match.start())
+        if after is not None and after.end() > match.end():
+            parts = _NUMBER_UNIT_PARTS.fullmatch(normalize(after.group()))
+            return parts is not None and parts[2].strip() in _MEASURES
+        spaced = _SPACED_UNIT.match(self.text, match.start())
+        return spaced is not None
 
     def quantities(self) -> dict[str, list[float]]:
         """The measured quantities the context states, in base units, by dimension."""
@@ -192,6 +231,10 @@ class InventedCheck:
                 value = float(parts[1].replace(",", ""))
                 self._quantities.setdefault(measure[0], []).extend(
                     value * scale for scale in measure[1])
+            for m in _SPACED_UNIT.finditer(self.text):
+                dimension, scales = _MEASURES[m.group(2)]
+                value = float(m.group(1).replace(",", ""))
+                self._quantities.setdefault(dimension, []).extend(value * s for s in scales)
         return self._quantities
 
 

@@ -2,8 +2,10 @@
 
 Two layers, always in this order:
 
-* literal: the configured key values (and their JSON-escaped and percent-encoded forms)
-  are replaced wherever they occur, inside words too. This is the guarantee that the key
+* literal: the configured key values (and their JSON-escaped, percent-encoded and
+  reversed forms, and their base64 text at any alignment, standard or URL-safe, so a
+  model's ``Basic`` header or encoded echo goes too) are replaced wherever they occur,
+  inside words too. This is the guarantee that the key
   a run was given never reaches a row, the cache, a checkpoint, a log or a message.
 * patterns (:func:`redact`): key-like strings a model copied out of the trajectory. For
   summaries only; rows keep their original turns exactly (§12: values round-trip).
@@ -30,6 +32,7 @@ Pattern rules chosen against false positives (each one has a near-miss test):
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterable
@@ -38,6 +41,7 @@ from urllib.parse import quote, unquote
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 4
+MIN_BASE64_FORM = 8
 """Configured values shorter than this (after stripping) are ignored: scrubbing them
 would destroy ordinary text."""
 
@@ -146,9 +150,25 @@ def _needles(secrets: Iterable[str]) -> tuple[str, ...]:
             continue
         for raw in {secret, secret.strip()}:
             found.update((raw, json.dumps(raw)[1:-1], json.dumps(raw, ensure_ascii=False)[1:-1],
-                          quote(raw, safe="")))
+                          quote(raw, safe=""), raw[::-1], *_base64_forms(raw)))
     return tuple(sorted((n for n in found if len(n) >= MIN_SECRET_LENGTH),
                         key=lambda n: (-len(n), n)))
+
+
+def _base64_forms(raw: str) -> set[str]:
+    """The base64 text of ``raw`` wherever it sits in an encoded payload (``Basic
+    base64(user:key)``, a base64 JSON body): for each of the 3 alignments of its first
+    byte within a 3-byte group, the characters its bytes alone decide, standard and
+    URL-safe; and its whole encoding with padding."""
+    data = raw.encode("utf-8", "surrogatepass")
+    forms = {base64.b64encode(data).decode("ascii")}
+    for skip in range(3):  # bytes of the key in a group it shares with what precedes
+        rest = data[skip:]
+        whole = len(rest) - len(rest) % 3
+        forms.add(base64.b64encode(rest[:whole]).decode("ascii"))
+    forms |= {f.replace("+", "-").replace("/", "_") for f in forms}
+    # Fewer characters could be found in any base64 text by chance.
+    return {f for f in forms if len(f) >= MIN_BASE64_FORM}
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -207,11 +207,29 @@ def finish_summary_text(text: str, scrubber: Scrubber | None = None) -> str:
     With ``scrubber``, the run's configured secret values go first (literally), then the
     key-like patterns.
     """
-    body = text.strip()
+    body = drop_controls(text).strip()
     while body.upper().startswith(SUMMARY_PREFIX.upper()):
         body = body[len(SUMMARY_PREFIX):].lstrip()
     body = neutralize(scrubber(body) if scrubber is not None else redact(body))
     return f"{SUMMARY_PREFIX} {body}" if body else SUMMARY_PREFIX
+
+
+# Control characters in a summary (issue 36): a terminal escape sequence (ANSI colours,
+# cursor moves, OSC titles) goes whole; CR LF becomes LF and a lone CR a line break; every
+# other C0 or C1 control and DEL is dropped; line breaks and tabs stay. Bidi marks are
+# text (right-to-left scripts need them) and stay; `report --show` spells them out.
+_ESCAPE_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]"
+                              r"|\x1b\][^\x07\x1b\n]{0,200}(?:\x07|\x1b\\)")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def drop_controls(text: str) -> str:
+    """``text`` without control characters, by the rule above (idempotent)."""
+    if not _CONTROL.search(text) and "\r" not in text:
+        return text
+    text = _ESCAPE_SEQUENCE.sub("", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROL.sub("", text)
 
 
 # What a summary must not carry into a training row (§15), whatever a model returned or a

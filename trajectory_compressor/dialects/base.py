@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ..core import json_text
 from ..core.conversation import Row, Trajectory
 from ..core.plan import Boundaries
 
@@ -78,13 +79,12 @@ def plain_messages(turns: Trajectory) -> list[dict[str, Any]]:
 
 def parse_tools(value: Any) -> list[Any] | None:
     """A row's tool schemas: a list, or the same as a JSON string; None when absent."""
-    import json
 
     if isinstance(value, str):
         if not value.strip():
             return None
         try:
-            value = json.loads(value)
+            value = json_text.loads(value)
         except ValueError:
             return None
     return value if isinstance(value, list) and value else None

@@ -20,6 +20,7 @@ import contextlib
 import json
 from typing import Any
 
+from ..core import json_text
 from ..core.conversation import Row, Trajectory, json_type
 from ..core.errors import RowError
 from ..core.plan import ANY_BUT_TOOL, Boundaries
@@ -178,7 +179,7 @@ def _part_call(value: Any, where: str) -> str:
     call = value
     if isinstance(value, str):
         try:
-            call = json.loads(value)
+            call = json_text.loads(value)
         except ValueError:
             raise RowError(f"{where} is a tool_call whose value is not JSON") from None
     if not isinstance(call, dict) or not isinstance(call.get("name"), str):
@@ -203,9 +204,12 @@ def _tool_calls(message: dict[str, Any], where: str) -> list[tuple[str | None, s
         arguments = function.get("arguments", {})
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
-                raise RowError(f"{at}.function.arguments is not valid JSON") from None
+                arguments = json_text.loads(arguments) if arguments.strip() else {}
+            except ValueError as exc:
+                # Say why when it is the depth (`json_text`): the text may look fine.
+                deep = isinstance(exc, json.JSONDecodeError) and exc.msg.startswith("nested")
+                why = f" ({exc.msg})" if isinstance(exc, json.JSONDecodeError) and deep else ""
+                raise RowError(f"{at}.function.arguments is not valid JSON{why}") from None
         call_id = call.get("id")
         out.append((call_id if isinstance(call_id, str) else None,
                     render_tool_call(function["name"], arguments)))
@@ -231,7 +235,7 @@ def _check_tools(value: Any, column: str) -> None:
         if not value.strip():
             return
         try:
-            value = json.loads(value)
+            value = json_text.loads(value)
         except ValueError as exc:
             raise RowError(f"{column!r} is not valid JSON ({exc})") from None
     if not isinstance(value, list):
@@ -292,7 +296,7 @@ def _template_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
         arguments = function.get("arguments", {})
         if isinstance(arguments, str):
             with contextlib.suppress(ValueError):  # kept as text: the row was validated
-                arguments = json.loads(arguments) if arguments.strip() else {}
+                arguments = json_text.loads(arguments) if arguments.strip() else {}
         calls.append({"id": call.get("id"), "type": "function",
                       "function": {"name": function.get("name"), "arguments": arguments}})
     return calls

@@ -38,6 +38,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ..core import json_text
 from ..core.conversation import Turn
 
 Message = dict[str, Any]
@@ -81,7 +82,7 @@ def _parse_calls(value: str) -> tuple[str, list[tuple[str, Any]]]:
     pos = 0
     for match in _CALL_BLOCK.finditer(value):
         try:
-            data = json.loads(match.group(1))
+            data = json_text.loads(match.group(1))
         except ValueError:
             continue
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
@@ -100,7 +101,7 @@ def _parse_calls(value: str) -> tuple[str, list[tuple[str, Any]]]:
 
 def _parse_response(block: str) -> dict[str, Any] | None:
     try:
-        data = json.loads(block)
+        data = json_text.loads(block)
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
@@ -223,7 +224,7 @@ def _arguments(arguments: Any) -> Any:
     """OpenAI arguments (a JSON string) as the object ShareGPT writes, when they parse."""
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments)
+            return json_text.loads(arguments)
         except ValueError:
             return arguments
     return arguments if arguments is not None else {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import json_text
 from ..core.conversation import ROLES, Row, Trajectory, Turn, json_type
 from ..core.errors import RowError
 from ..core.plan import ALTERNATING, ANY_BUT_TOOL, Boundaries
@@ -197,11 +198,10 @@ class ShareGPTVariant:
 
 
 def _check_tools(value: Any, column: str) -> None:
-    import json
 
     if isinstance(value, str) and value.strip():
         try:
-            value = json.loads(value)
+            value = json_text.loads(value)
         except ValueError as exc:
             raise RowError(f"column {column!r} is not valid JSON ({exc})") from None
     if value not in (None, "") and not isinstance(value, (list, dict)):

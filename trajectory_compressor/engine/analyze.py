@@ -398,9 +398,12 @@ async def _outcomes(compressor: TrajectoryCompressor, one: CountedRow, clock: Wo
         clock.plan_seconds[index] += time.perf_counter() - start
         return unchanged, unchanged
     planned = time.perf_counter()
-    exact = await compressor.compress_planned(one.row, one.turns, plan, one.dialect)
+    # A row that fails is counted failed, as compress writes it (`compress_or_fail`).
+    exact = await compressor.compress_or_fail(one.row, one.turns, plan, one.dialect)
     jsonio.dumps(exact.row)  # compress writes it
     clock.plan_seconds[index] += planned - start
     clock.build_seconds[index] += time.perf_counter() - planned
     clock.summarized[index] += 1
+    if exact.metrics.failed:
+        return exact, exact  # the LLM's summary would not change a failure nobody foresaw
     return exact, projected(compressor, one, plan, exact.turns)

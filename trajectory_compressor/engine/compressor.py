@@ -14,7 +14,7 @@ from ..core.config import CompressionConfig
 from ..core.conversation import Row, Trajectory
 from ..core.deadline import Deadline
 from ..core.distill_row import DistillStats, distill_turns, verify_turns
-from ..core.errors import RowError
+from ..core.errors import ConfigError, FatalSummaryError, RowError, one_line_error
 from ..core.explain import RowReason, explain
 from ..core.extractive import ExtractiveSummarizer
 from ..core.fidelity import MISSING_SHOWN, Fidelity
@@ -236,6 +236,22 @@ class TrajectoryCompressor:
         metrics = base_metrics(plan, len(turns))
         metrics.error = error
         return self._with_metrics(row, turns, metrics, plan, dialect)
+
+    async def compress_or_fail(self, row: Row, turns: Trajectory, plan: Plan,
+                               dialect: Dialect | None = None,
+                               origin: str | None = None) -> RowResult:
+        """`compress_planned`, with the rule for a row that fails, the same in `compress`
+        and `analyze`: an error nobody foresaw (a bug, a value no code expected) costs
+        this row's summary, not the run; the row is the `failed` result, unchanged, with
+        ``compression failed: ...`` as its error. What every row would hit
+        (`FatalSummaryError`, `ConfigError`) still stops the run."""
+        try:
+            return await self.compress_planned(row, turns, plan, dialect, origin=origin)
+        except (FatalSummaryError, ConfigError):
+            raise
+        except Exception as exc:
+            message = f"compression failed: {one_line_error(exc)}"
+            return self.failed(row, turns, plan, message, dialect)
 
     async def compress_planned(self, row: Row, turns: Trajectory, plan: Plan,
                                dialect: Dialect | None = None,

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ..core.conversation import Trajectory
 from ..core.distill_row import DistillStats
-from ..core.errors import ConfigError, FatalSummaryError, OutputError, ResumeError, one_line_error
+from ..core.errors import OutputError, ResumeError, one_line_error
 from ..core.metrics import AggregateMetrics
 from ..core.plan import Plan
 from ..counting.identity import tokenizer_identity
@@ -319,16 +319,14 @@ class Pipeline:
         try:
             # The row within this run, the same after a resume (see `SummaryRequest`).
             origin = f"{self.metrics.processing_start_time} {record.location}"
-            return await self.compressor.compress_planned(record.row, turns, plan, dialect,
-                                                          origin=origin)
-        except (FatalSummaryError, ConfigError):
-            raise  # every row would hit it: the run stops
-        except Exception as exc:
-            # A bug or a value nobody foresaw costs this row's summary, not the run: the
-            # row is written unchanged with the error in its metrics.
-            message = f"compression failed: {one_line_error(exc)}"
-            self.writer.warn(f"{record.location}: {message}")
-            return self.compressor.failed(record.row, turns, plan, message, dialect)
+            # A row that fails is written unchanged with its error (`compress_or_fail`,
+            # the rule `analyze` follows too); every row's trouble stops the run.
+            result = await self.compressor.compress_or_fail(record.row, turns, plan,
+                                                            dialect, origin=origin)
+            error = result.metrics.error
+            if error is not None and error.startswith("compression failed: "):
+                self.writer.warn(f"{record.location}: {error}")
+            return result
         finally:
             self._in_flight -= 1
             self.progress.in_flight(self._in_flight)

@@ -44,6 +44,8 @@ class Validation:
     over_limit: int = 0
     failed: int = 0
     unreadable: int = 0
+    fallbacks: int = 0  # rows whose summary is a fallback (every request failed)
+    summaries: int = 0  # rows whose summary was asked of an LLM (llm, cache, fallback)
 
 
 def validate_output(output: str, config: CompressionConfig, found: Validation,
@@ -80,6 +82,9 @@ def _row_problems(row: dict, turns: list, dialect: object, rows: RowCounter,
     metrics = row.get(METRICS_KEY)
     flagged = isinstance(metrics, dict) and bool(metrics.get("still_over_limit"))
     found.failed += isinstance(metrics, dict) and bool(metrics.get("error"))
+    source = metrics.get("summary_source") if isinstance(metrics, dict) else None
+    found.summaries += source in ("llm", "cache", "fallback")
+    found.fallbacks += source == "fallback"
     if isinstance(metrics, dict) and isinstance(metrics.get("compressed_tokens"), int) \
             and isinstance(metrics.get("original_tokens"), int) \
             and metrics["compressed_tokens"] > metrics["original_tokens"]:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import json_text
 from ..core.extractive import ERROR_LINE, KEY_ARGS, clip, response_text
 from .messages import (
     Message,
@@ -112,7 +113,7 @@ def outcome_of(content: str) -> tuple[str, bool]:
 def key_argument(arguments: str) -> str:
     """The argument that says what a call was about (``path=…``, ``command=…``, …)."""
     try:
-        args = json.loads(arguments) if arguments else {}
+        args = json_text.loads(arguments) if arguments else {}
     except ValueError:
         return clip(arguments, _SHOWN_ARG_CHARS)
     if not isinstance(args, dict):
@@ -147,7 +148,7 @@ def truncate_arguments(arguments: str, limit: int = ARGUMENT_MAX_CHARS) -> str:
     string values keeps the JSON valid and the keys readable.
     """
     try:
-        args = json.loads(arguments)
+        args = json_text.loads(arguments)
     except ValueError:
         return f"{arguments[:limit]}…[{len(arguments) - limit} characters cut]"
 

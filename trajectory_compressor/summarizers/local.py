@@ -23,19 +23,20 @@ import dataclasses
 import importlib.util
 import math
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.config import DEFAULT_MAX_INPUT_TOKENS, CompressionConfig, EndpointConfig
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, FatalSummaryError
 from ..core.local_models import LOCAL_MODELS, LocalModel, local_model_named
 from ..core.summary import Summarizer, Summary, SummaryFailed, SummaryRequest, SummaryUsage
 from .choice import BUNDLED_MODEL_PACKAGE as BUNDLED_MODEL_PACKAGE  # re-exported
 from .choice import SERVER_MODULES
-from .local_server import STARTUP_TIMEOUT, LocalServer
-from .openai import OpenAISummarizer
+from .local_server import STARTUP_TIMEOUT, LocalServer, LocalServerError
+from .openai import OpenAISummarizer, _warn
 from .prompt import COMPACT, PromptStyle
 
 # The package is installed from its clone (it is not on PyPI).
@@ -48,6 +49,9 @@ LOCAL_MAX_INPUT_TOKENS = 512
 # English-centric vocabulary); the context leaves that much room for the input.
 CONTEXT_HEADROOM = 3
 THREADS_PER_SERVER = 4
+# How long a failed request waits for a server that dropped it to be seen dead (a dead
+# process closes its connections a moment before it can be reaped).
+SETTLE_SECONDS = 0.5
 MAX_SERVERS = 4
 # A penalty against SmolLM2's loops (`LocalServer` widens its look-back window). No fixed
 # seed: a retry after an echoed prompt must be able to come out differently.
@@ -189,6 +193,7 @@ class LocalSummarizer(Summarizer):
         self.startup_timeout = startup_timeout
         self.servers: list[LocalServer] = []
         self.inner: OpenAISummarizer | None = None
+        self._told_dead = False
 
     def live_counters(self) -> dict[str, int]:
         """The pool's counters once the servers are up."""
@@ -230,15 +235,49 @@ class LocalSummarizer(Summarizer):
             self._stop_servers()
 
     async def summarize(self, request: SummaryRequest) -> Summary:
-        """A summary from the local servers; `SummaryFailed` at once if none is running."""
+        """A summary from the local servers.
+
+        When every server has died (a crash, SIGILL from a build for another CPU), the
+        run stops with `FatalSummaryError` naming how it died and its last log lines:
+        each later row would only fall back. With ``allow_fallback`` that is said once
+        (`notify`) and each row gets `SummaryFailed` at once instead.
+        """
         if self.inner is None:
             raise RuntimeError("the local summarizer is not started; use `async with`")
-        if not any(s.alive() for s in self.servers):
-            # Retrying a dead server only delays the fallback.
-            codes = ", ".join(str(s.process.returncode) for s in self.servers if s.process)
-            raise SummaryFailed(f"the local llama.cpp server exited (exit code {codes})",
-                                SummaryUsage())
-        return await self.inner.summarize(request)
+        self._check_alive()
+        try:
+            return await self.inner.summarize(request)
+        except (SummaryFailed, FatalSummaryError):
+            # A dead server shows as a dropped connection first; the process is reaped
+            # a moment later.
+            await self._settle()
+            self._check_alive()
+            raise
+
+    def _dead(self) -> LocalServerError | None:
+        """Why the servers are dead (the first one's story), None while one is running."""
+        deaths = [s.death() for s in self.servers]
+        if not deaths or any(d is None for d in deaths):
+            return None
+        return deaths[0]
+
+    def _check_alive(self) -> None:
+        dead = self._dead()
+        if dead is None:
+            return
+        if not self.config.allow_fallback:
+            raise FatalSummaryError(str(dead))
+        if not self._told_dead:
+            self._told_dead = True
+            (self.notify or _warn)(f"{dead}\n(--allow-fallback: every row left gets the "
+                                   "extractive fallback)")
+        raise SummaryFailed(str(dead).split(";", 1)[0], SummaryUsage())
+
+    async def _settle(self, wait: float = SETTLE_SECONDS) -> None:
+        """Give a server that just dropped its connections time to be seen dead."""
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(s.alive() for s in self.servers):
+            await asyncio.sleep(0.02)
 
     def _stop_servers(self) -> None:
         for server in self.servers:

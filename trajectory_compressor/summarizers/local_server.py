@@ -47,6 +47,9 @@ POLL_INTERVAL = 0.1
 LOG_LINES = 12
 LOG_TAIL_BYTES = 16384
 PR_SET_PDEATHSIG = 1
+# How a llama.cpp build made for another CPU is rebuilt for any x86-64 (README "local").
+PORTABLE_REBUILD = ('CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall '
+                    '--no-cache-dir llama-cpp-python')
 
 
 class LocalServerError(ConfigError):
@@ -119,6 +122,20 @@ class LocalServer:
     def alive(self) -> bool:
         """Whether the server process is still running."""
         return self.process is not None and self.process.poll() is None
+
+    def exit_status(self) -> int | None:
+        """The server's exit status once it has ended (negative: the signal that ended
+        it), None while it runs or when it was never started."""
+        return self.process.poll() if self.process is not None else None
+
+    def death(self) -> LocalServerError | None:
+        """Why the server is dead, with its exit signal or code and its last log lines
+        (None while it runs, or after `stop`)."""
+        status = self.exit_status()
+        if status is None:
+            return None
+        return self._error(f"died while the run was using it ({how_it_ended(status)})",
+                           status)
 
     def command(self, port: int) -> list[str]:
         """The command line that starts the server on ``port``."""
@@ -208,7 +225,8 @@ class LocalServer:
                 process = self.process
                 if process is None or process.poll() is not None:
                     code = process.returncode if process is not None else None
-                    raise self._error(f"exited while starting (exit code {code})")
+                    ended = how_it_ended(code) if code is not None else "no process"
+                    raise self._error(f"exited while starting ({ended})", code)
                 if await self._answers(session):
                     return
                 if time.monotonic() >= deadline:
@@ -229,15 +247,38 @@ class LocalServer:
             isinstance(m, dict) and m.get("id") == self.alias for m in models
         )
 
-    def _error(self, what: str) -> LocalServerError:
+    def _error(self, what: str, status: int | None = None) -> LocalServerError:
         # Traceback underlines (^^^^) only take room from the lines that say something.
         lines = [line for line in self.log_tail(LOG_LINES * 2).splitlines()
                  if line.strip(" ^~")][-LOG_LINES:]
         quoted = "\n".join(f"    {line}" for line in lines) or "    (no output)"
         return LocalServerError(
-            f"the local llama.cpp server for {self.model.name} {what}; its last log "
-            f"lines:\n{quoted}"
+            f"the local llama.cpp server for {self.model.name} {what}{advice(status)}; "
+            f"its last log lines:\n{quoted}"
         )
+
+
+def how_it_ended(status: int) -> str:
+    """``killed by signal SIGILL (illegal instruction)`` or ``exit code 3``, from a
+    `subprocess.Popen.returncode`."""
+    if status >= 0:
+        return f"exit code {status}"
+    try:
+        sig = signal.Signals(-status)
+    except ValueError:
+        return f"killed by signal {-status}"
+    described = signal.strsignal(sig)
+    return f"killed by signal {sig.name}" + (f" ({described.lower()})" if described else "")
+
+
+def advice(status: int | None) -> str:
+    """What to do about a server that ended with ``status``: for SIGILL, the portable
+    rebuild of llama.cpp; nothing otherwise."""
+    if status is not None and status == -signal.SIGILL:
+        return (": the llama.cpp build uses CPU instructions this machine refuses (it was "
+                "compiled for another CPU, or for every instruction this CPU advertises); "
+                f"rebuild it portably with {PORTABLE_REBUILD}")
+    return ""
 
 
 def _end_group(process: subprocess.Popen[bytes]) -> None:
