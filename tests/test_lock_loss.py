@@ -69,14 +69,19 @@ def _run_b(src: Path, out: Path) -> subprocess.CompletedProcess:
 def _assert_only_b(tmp_path: Path, out: Path, b_src: Path) -> None:
     """The output and every sidecar are B's complete, whole output: byte for byte what
     B writes alone into a fresh folder (the oracle), with B's metrics."""
-    lines = out.read_bytes().split(b"\n")
-    assert lines[-1] == b""
-    rows = [json.loads(line) for line in lines[:-1]]  # a torn line would not parse
+    if out.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(out).to_pylist()
+    else:
+        lines = out.read_bytes().split(b"\n")
+        assert lines[-1] == b""
+        rows = [json.loads(line) for line in lines[:-1]]  # a torn line would not parse
     assert [r["id"] for r in rows] == [f"b{i}" for i in range(25)]
     alone = tmp_path / "alone"
     alone.mkdir()
-    assert _run_b(b_src, alone / "out.jsonl").returncode == 1
-    for name in ("out.jsonl", "out_over_limit.jsonl", "out_rejects.jsonl"):
+    assert _run_b(b_src, alone / out.name).returncode == 1
+    for name in (out.name, "out_over_limit.jsonl", "out_rejects.jsonl"):
         assert (tmp_path / name).read_bytes() == (alone / name).read_bytes(), name
     metrics = json.loads((tmp_path / "out_metrics.json").read_text())
     assert metrics["run"]["inputs"] == [str(b_src.resolve())]
@@ -87,7 +92,7 @@ def _assert_only_b(tmp_path: Path, out: Path, b_src: Path) -> None:
     assert [(Path(r["file"]), r["line"]) for r in rejects] == [(b_src, 26)]
     # Nothing of either run is left half-done: no lock, checkpoint or temporary file.
     left = sorted(p.name for p in tmp_path.iterdir())
-    assert left == sorted(["a.jsonl", "b.jsonl", "alone", "out.jsonl", "out_metrics.json",
+    assert left == sorted(["a.jsonl", "b.jsonl", "alone", out.name, "out_metrics.json",
                            "out_over_limit.jsonl", "out_rejects.jsonl"]), left
 
 
@@ -118,10 +123,14 @@ def test_a_run_whose_lock_was_deleted_mid_run_leaves_the_output_to_the_second(tm
     _assert_only_b(tmp_path, out, b_src)
 
 
-def test_a_lock_deleted_just_before_the_commit_leaves_the_output_to_the_second(tmp_path):
+@pytest.mark.parametrize("container", ["jsonl", "parquet"])
+def test_a_lock_deleted_just_before_the_commit_leaves_the_output_to_the_second(tmp_path,
+                                                                            container):
     # Stage: every row of A but its last is written, with its rejects entries and its
     # over-limit file open; A waits for the last row's summary when its lock goes. B
-    # starts after, commits first; A gets its summary, writes the row and refuses.
+    # starts after, commits first; A gets its summary and refuses before it writes the
+    # row (the lock is checked before a row after a wait). Variant: a Parquet output,
+    # whose parts folder has fixed names.
     rows: list[dict] = [{"id": f"a{i}", "conversations": SHORT} for i in range(30)]
     a_src = _write(tmp_path / "a.jsonl", [*rows, long_hermes_row("a-last")])
     with a_src.open("r+", encoding="utf-8") as f:  # two bad lines among A's rows
@@ -131,7 +140,7 @@ def test_a_lock_deleted_just_before_the_commit_leaves_the_output_to_the_second(t
         f.write("\n".join(text) + "\n")
         f.truncate()
     b_src = _b_input(tmp_path)
-    out = tmp_path / "out.jsonl"
+    out = tmp_path / f"out.{container}"
     lock = tmp_path / ".out.lock"
     with FakeLLMServer(api_key=KEY, latency=12).in_thread() as server:
         a = _start_a(a_src, out, server.url)

@@ -30,8 +30,9 @@ from .progress import Progress
 from .resume_guard import ConsumedDigest
 
 MAX_WARNINGS = 20
-# Seconds between two checks that the run's lock is still its own, besides the checks at
-# each checkpoint and at the commit (a deleted lock stops the run within this time).
+# Seconds between two checks that the run's lock is still its own, made before a row is
+# written (so a run that waited long on a summary checks before it writes), besides the
+# checks at each checkpoint and at the commit.
 LOCK_CHECK_SECONDS = 0.5
 
 
@@ -119,6 +120,7 @@ class RunWriter:
 
     def write(self, record: Record, result: RowResult, draws: int) -> None:
         """One row's result, in input order: to the output, the over-limit file, or both."""
+        self._maybe_check_lock()
         metrics = result.metrics
         if metrics.failed and self.strict:
             raise StrictStop(f"{record.location}: {metrics.error}")
@@ -162,6 +164,7 @@ class RunWriter:
 
     def reject(self, record: Record, reason: str, draws: int) -> None:
         """A row that cannot be used, in input order: a rejects entry and a warning."""
+        self._maybe_check_lock()
         self._writing = True
         self.metrics.rows_rejected += 1
         self.progress.rejected()
@@ -214,9 +217,11 @@ class RunWriter:
         check_held(self.layout.lock, next(iter(self.layout.outputs.values()),
                                           self.layout.stem_path))
 
-    def _maybe_checkpoint(self) -> None:
+    def _maybe_check_lock(self) -> None:
         if time.monotonic() - self._last_lock_check >= LOCK_CHECK_SECONDS:
             self.check_lock()
+
+    def _maybe_checkpoint(self) -> None:
         if (self._since_checkpoint >= self.config.checkpoint_rows
                 or time.monotonic() - self._last_checkpoint >= self.config.checkpoint_seconds):
             self.checkpoint()
