@@ -1,8 +1,9 @@
 """MkDocs hook: the pages generated from the code at build time, so they cannot drift.
 
-A page holding the line ``<!-- generated: cli -->`` gets, in its place, every command and
-option of the command line (from the typer app); ``<!-- generated: config -->``, every
-configuration key (from `core/config.py`). See `trajectory_compressor/app/manual.py`.
+A page holding the line ``<!-- generated: cli -->`` (alone on its line) gets, in its
+place, every command and option of the command line (from the typer app);
+``<!-- generated: config -->``, every configuration key (from `core/config.py`).
+See `trajectory_compressor/app/manual.py`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def generated(kind: str) -> str:
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
-    for mark, kind in MARKS.items():
-        if mark in markdown:
-            markdown = markdown.replace(mark, generated(kind))
-    return markdown
+    lines = markdown.split("\n")
+    for i, line in enumerate(lines):
+        if line.strip() in MARKS:
+            lines[i] = generated(MARKS[line.strip()])
+    return "\n".join(lines)

@@ -102,7 +102,7 @@ class ToolOutputs(Flags):
         "(compression.distill): off (the default), safe (control sequences, progress "
         "redraws, repeated lines, compact JSON, repeated outputs by reference; every "
         "identifier and number kept) or all (safe plus lossy rules: JSON tables, blobs by "
-        "hash, long lines cut). Applies to every row; see README \"Distill\".")] = None
+        "hash, long lines cut). Applies to every row; see docs/strategies.md.")] = None
     over_limit_strategy: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--over-limit-strategy", metavar="STRATEGY", help="A row still over the target "
         "after its summary (compression.over_limit_strategy): keep (as it is; the default) "
