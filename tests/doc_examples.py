@@ -13,13 +13,16 @@ The convention, for a page's authors (docs/development.md, "Examples that run"):
   by ``<when>``; the run's folder becomes ``.``.
 - The blocks of a page run in order, in one fresh folder holding a copy of
   ``data_samples/``, with ``trajectory-compressor`` on PATH: a page's later commands see
-  what its earlier ones wrote (compress, then report).
+  what its earlier ones wrote (compress, then report). A plain ``trajectory-compressor``
+  command (no pipe, redirection or other shell syntax) runs in the test's process, the
+  rest in bash.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -130,8 +133,31 @@ def workspace(folder: Path) -> dict[str, str]:
     return env
 
 
+_SHELL = re.compile(r"[|&;<>()$`*?~]")
+
+
 def run(example: Example, folder: Path, env: dict[str, str]) -> tuple[int, list[str]]:
-    """Run one example in ``folder``: its exit code and its output as compared."""
+    """Run one example in ``folder``: its exit code and its output as compared. A plain
+    ``trajectory-compressor ...`` command runs in this process (the same typer app the
+    console script runs, stdout and stderr interleaved as printed, without starting
+    Python and loading the tokenizer again); anything else runs in bash."""
+    words = shlex.split(example.command) if not _SHELL.search(example.command) else []
+    if words and words[0] == "trajectory-compressor":
+        from typer.testing import CliRunner
+
+        from trajectory_compressor.app.cli import app
+
+        before = Path.cwd()
+        os.chdir(folder)
+        try:
+            overrides: dict[str, str | None] = {
+                k: None for k in os.environ if k.endswith("_API_KEY")}
+            overrides.update(COLUMNS="100", HF_HUB_OFFLINE="1")
+            result = CliRunner().invoke(app, words[1:], env=overrides,
+                                        prog_name="trajectory-compressor")
+        finally:
+            os.chdir(before)
+        return result.exit_code, normalise(result.output, folder)
     done = subprocess.run(["bash", "-c", example.command], cwd=folder, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=600)

@@ -200,3 +200,25 @@ def test_the_examples_print_what_the_page_shows(page: Path, tmp_path: Path) -> N
         assert matches(expected, actual), (
             f"{where}\n--- the page shows:\n" + "\n".join(expected)
             + "\n--- the command printed:\n" + "\n".join(actual))
+
+
+def test_the_example_convention_reads_and_compares_as_documented(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text("text\n\n```console\n$ trajectory-compressor a \\\n    --b 1\nline one\n"
+                    "...\nlast  \n[exit 3]\n$ ls\n```\n\n```\n$ not run\n```\n",
+                    encoding="utf-8")
+    first, second = examples(page)
+    assert (first.line, first.command, first.exit_code) == (4, "trajectory-compressor a  --b 1", 3)
+    assert first.expected == ["line one", "...", "last  "]
+    assert (second.command, second.expected, second.exit_code) == ("ls", [], 0)
+    from tests.doc_examples import normalise
+
+    shown = normalise("line one\n...\nlast  ")
+    assert matches(shown, ["line one", "a", "b", "last"])
+    assert matches(shown, ["line one", "last"])
+    assert not matches(shown, ["line one", "last", "more"])
+    assert not matches(shown, ["line two", "last"])
+    assert matches(["time ..."], ["time anything"]) and not matches(["time ..."], ["tim"])
+    assert normalise("took 5.2s, then 0.47 s and 12 ms; at 2026-11-28 12:04:26",
+                     None) == ["took <time>, then <time> and <time>; at <when>"]
+    assert normalise(f"wrote {tmp_path}/x.jsonl", tmp_path) == ["wrote x.jsonl"]
