@@ -9,8 +9,8 @@ The convention, for a page's authors (docs/development.md, "Examples that run"):
   ``...`` matches any line that starts with what comes before it.
 - A last line ``[exit N]`` says the command exits with N; without it, it must exit 0.
 - Before comparing, both sides lose trailing spaces and have every duration
-  (``29.3s``, ``0.47 s``, ``12 ms``) replaced by ``<time>`` and the date-time of a run
-  by ``<when>``; the run's folder becomes ``.``.
+  (``29.3s``, ``0.47 s``, ``12 ms``), with the spaces before it, replaced by
+  `` <time>`` and the date-time of a run by ``<when>``; the run's folder becomes ``.``.
 - The blocks of a page run in order, in one fresh folder holding a copy of
   ``data_samples/``, with ``trajectory-compressor`` on PATH: a page's later commands see
   what its earlier ones wrote (compress, then report). A plain ``trajectory-compressor``
@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-_DURATION = re.compile(r"\b\d[\d,]*(?:\.\d+)? ?(?:ms|s|min)\b")
+# A duration with the spaces before it (a right-aligned figure shifts with its width).
+_DURATION = re.compile(r" *\b\d[\d,]*(?:\.\d+)? ?(?:ms|s|min)\b")
 _WHEN = re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2})?\b")
 _EXIT = re.compile(r"^\[exit (\d+)\]$")
 
@@ -97,7 +98,7 @@ def normalise(text: str, folder: Path | None = None) -> list[str]:
     if folder is not None:
         text = text.replace(f"{folder}/", "").replace(str(folder), ".")
     text = _WHEN.sub("<when>", text)
-    return [_DURATION.sub("<time>", line).rstrip() for line in text.splitlines()]
+    return [_DURATION.sub(" <time>", line).rstrip() for line in text.splitlines()]
 
 
 def matches(expected: list[str], actual: list[str]) -> bool:

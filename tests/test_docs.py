@@ -221,4 +221,5 @@ def test_the_example_convention_reads_and_compares_as_documented(tmp_path: Path)
     assert matches(["time ..."], ["time anything"]) and not matches(["time ..."], ["tim"])
     assert normalise("took 5.2s, then 0.47 s and 12 ms; at 2026-11-28 12:04:26",
                      None) == ["took <time>, then <time> and <time>; at <when>"]
+    assert normalise("  time   5.2s") == normalise("  time  10.2s") == ["  time <time>"]
     assert normalise(f"wrote {tmp_path}/x.jsonl", tmp_path) == ["wrote x.jsonl"]
