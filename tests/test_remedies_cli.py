@@ -188,29 +188,30 @@ def test_page_text_from_data_stays_text(tmp_path):
     assert "not examined: " in text
 
 
-def readme_flow() -> tuple[list[str], str]:
-    """The commands of README "Rows still over the limit" and the table it shows."""
+def manual_flow() -> tuple[list[str], str]:
+    """The commands of the manual's "Rows still over the limit" (docs/over-limit.md, up to
+    its reason codes) and the table it shows."""
     from tests.cli_helpers import ROOT
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Rows still over the limit\n"):
-                     readme.index("## Reference\n")]
+    page = (ROOT / "docs" / "over-limit.md").read_text(encoding="utf-8")
+    section = page[page.index("# Rows still over the limit\n"):
+                   page.index("## Why, in detail: the reason codes\n")]
     blocks = section.split("```")
     commands = [line for line in blocks[1].splitlines() if line.strip()]
     table = "\n".join(line.removeprefix("   ") for line in blocks[3].splitlines()).strip("\n")
     return commands, table
 
 
-def test_the_readme_flow_runs_as_written(tmp_path):
+def test_the_manual_flow_runs_as_written(tmp_path):
     """analyze -> the table -> compress with its flags -> report, on the rows of the
-    bundled sample the README shows (the five over the limit, among others)."""
+    bundled sample the manual shows (the five over the limit, among others)."""
     from tests.cli_helpers import ROOT
 
     lines = (ROOT / "data_samples" / "trajectories.jsonl").read_text(
         encoding="utf-8").splitlines()
     (tmp_path / "my.jsonl").write_text(
         "\n".join([*lines[:10], lines[19], lines[31], lines[43]]) + "\n", encoding="utf-8")
-    commands, table = readme_flow()
+    commands, table = manual_flow()
     assert [c.split()[:2] for c in commands] == [
         ["trajectory-compressor", "analyze"], ["trajectory-compressor", "compress"],
         ["trajectory-compressor", "report"]]
@@ -224,7 +225,7 @@ def test_the_readme_flow_runs_as_written(tmp_path):
     assert shown.startswith(table + "\n"), shown
     assert "still over limit          0" in done
     assert "No row is still over the limit, and none failed." in reported
-    # The flags the README passes are the table's "together" line.
+    # The flags the manual passes are the table's "together" line.
     assert table.splitlines()[-1].strip() in commands[1]
 
 

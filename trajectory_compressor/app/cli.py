@@ -15,6 +15,7 @@ from ..core.config import CompressionConfig
 from ..core.errors import CompressorError, ConfigError, FatalSummaryError, InputError
 from ..core.terminal import inert
 from .flags import HELP_FILLERS, FlagCommand, FlagGroup, Flags, spread_flags
+from .manual import manual_epilog
 from .options import (
     Allowances,
     Batch,
@@ -142,7 +143,8 @@ def command(interrupted: str = "interrupted") -> Callable[[Callable[..., int]], 
                 raise typer.Exit(130) from None
             raise typer.Exit(code)
 
-        return app.command(cls=FlagCommand)(spread_flags(exit_with))
+        return app.command(cls=FlagCommand, epilog=manual_epilog(run.__name__))(
+            spread_flags(exit_with))
 
     return register
 
@@ -416,7 +418,7 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback(epilog=EXIT_CODES)
+@app.callback(epilog=EXIT_CODES + "\n\n" + manual_epilog())
 def _root(
     version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
                                           help="Print the version and exit.")] = False,

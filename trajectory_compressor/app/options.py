@@ -111,7 +111,7 @@ class ToolOutputs(Flags):
         "one line with a count and every number that differs; standard-layout JSON "
         "compacted; outputs, file views and blocks the row already showed by reference; "
         "every output reads back exactly) or all (safe plus lossy rules: JSON tables, "
-        "blobs by hash, long lines cut). Applies to every row; see README \"Distill\".")] = None
+        "blobs by hash, long lines cut). Applies to every row; see docs/strategies.md.")] = None
     verify_distill: Annotated[Switch, typer.Option(
         "--verify-distill/--no-verify-distill", show_default=False,
         help="Read every distilled row back and compare it with what a terminal showed "
