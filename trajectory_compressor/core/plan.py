@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from . import reasons
 from .config import CompressionConfig
 from .distill_row import DistillStats
+
+if TYPE_CHECKING:
+    from .windows import Window
 
 Action = Literal["skip", "compress", "over_limit"]
 
@@ -58,6 +61,8 @@ class Plan:
     summary_target: int = 0
     # What distilling did to the row's tool outputs before it was planned (§18).
     distill: DistillStats | None = None
+    # `output.mode: windows` (§20): the windows the row becomes (None: one row).
+    windows: tuple[Window, ...] | None = None
 
     @property
     def middle_tokens(self) -> int:

@@ -34,12 +34,14 @@ from ..core.summary import (
     finish_summary_text,
     summary_body,
 )
+from ..core.windows import windowed_plan
 from ..counting.tokens import TokenCounter
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
 from .blocking import run_blocking
 from .count import RowCounter
 from .second_pass import elide_over_limit
+from .windowing import compress_windows, window_limits
 
 SUMMARY_OVERRAN = reasons.SUMMARY_OVERRAN.text
 
@@ -53,6 +55,10 @@ class RowResult:
     plan: Plan
     changed: bool  # False: the row is the input object, untouched
     turns: Trajectory  # the row's turns as written
+    # `output.mode: windows` (§20): every row written for this one, in order (``row`` is
+    # the first), and each one's metrics; ``metrics`` are then the source row's.
+    windows: list[Row] | None = None
+    window_metrics: list[TrajectoryMetrics] | None = None
 
     @property
     def reason(self) -> str:
@@ -143,7 +149,11 @@ class TrajectoryCompressor:
         if turn_tokens is None:
             turn_tokens = self.counter.count_many([t["value"] for t in turns])
         boundaries = (dialect or self.dialect).boundaries(turns)
-        plan = plan_trajectory([t["from"] for t in turns], turn_tokens, self.config, boundaries)
+        roles = [t["from"] for t in turns]
+        plan = plan_trajectory(roles, turn_tokens, self.config, boundaries)
+        if self.config.output_mode == "windows" and plan.action != "skip":
+            plan = windowed_plan(plan, roles, turn_tokens, plan.middle.start,
+                                 window_limits(self, turns), boundaries)
         return plan if distilled is None else dataclasses.replace(plan, distill=distilled)
 
     def distill(self, row: Row, turns: Trajectory, dialect: Dialect | None = None,
@@ -241,6 +251,9 @@ class TrajectoryCompressor:
         unchanged with an error, as is a row past its deadline (with the requests it
         made). ``origin`` names the row within its run (see `SummaryRequest`).
         """
+        if plan.windows is not None:
+            return await compress_windows(self, row, turns, plan, dialect or self.dialect,
+                                          origin)
         assert plan.region is not None
         region = plan.region
         # Time spent queued for a request slot does not count against the deadline.

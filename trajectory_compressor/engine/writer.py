@@ -128,8 +128,13 @@ class RunWriter:
                 **(why.to_entry() if why is not None else {}),
                 "metrics": metrics.to_dict(),
             }
+            if result.window_metrics is not None:  # which windows are over (§20)
+                entry["windows_over"] = [m.windowed["window"] for m in result.window_metrics
+                                         if m.still_over_limit and m.windowed]
             if not self.config.save_over_limit:
                 entry["trajectory"] = result.row
+                if result.windows is not None:
+                    entry["windows"] = result.windows
                 keep = False
         self._writing = True
         # The row first: a value that cannot be encoded makes it a reject before anything
@@ -139,7 +144,10 @@ class RunWriter:
                 assert self.sink is not None
                 # An unchanged row keeps its bytes (numbers' exact text), unless it spans
                 # lines (a pretty-printed array element) and the output is JSON lines.
-                if (not result.changed and record.raw is not None
+                if result.windows is not None:  # one input row, k output rows (§20)
+                    for window in result.windows:
+                        self.sink.write_row(window)
+                elif (not result.changed and record.raw is not None
                         and isinstance(self.sink, (JsonlSink, JsonArraySink))
                         and not (b"\n" in record.raw and isinstance(self.sink, JsonlSink))):
                     self.sink.write_raw(record.raw)
