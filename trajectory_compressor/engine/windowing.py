@@ -125,7 +125,8 @@ def _assemble(compressor: TrajectoryCompressor, row: Row, turns: Trajectory, pla
     notice = config.summary_notice_text if config.add_summary_notice else ""
     total = plan.total_tokens
     count = len(made)
-    source_id = row_id(row)
+    # As text whatever the id's JSON type: one column type in every container.
+    source_id = None if row_id(row) is None else str(row_id(row))
     rows: list[Row] = []
     metrics_of: list[TrajectoryMetrics] = []
     for window, one in made:

@@ -83,6 +83,12 @@ METRICS_TYPE = pa.struct([
     ("distill", pa.struct([("level", pa.string()), ("tokens_before", _INT),
                            ("tokens_after", _INT), ("turns", _INT),
                            ("rules", pa.struct([(rule, _SAVING) for rule in RULES]))])),
+    # §20: a window of a row (`output.mode: windows`); null on other rows
+    ("window", _INT),
+    ("windows", _INT),
+    ("trained_assistant_tokens", _INT),
+    ("source_id", pa.string()),
+    ("trained_turns", pa.struct([("start_idx", _INT), ("end_idx", _INT)])),
 ])
 # The schema of an output whose input told nothing about its columns (e.g. all rejected).
 MINIMAL_SCHEMA = pa.schema([
