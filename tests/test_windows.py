@@ -156,8 +156,8 @@ def test_context_is_the_live_compressors(row, target):
     turns = [{"from": r, "value": f"t{i}"} for i, r in enumerate(roles)]
     for i, turn in enumerate(turns):  # one Hermes response per tool turn: one message
         if turn["from"] == "tool":
-            turn["value"] = ('<tool_response>\n{"tool_call_id": "c%d", "name": "x", '
-                             '"content": "r"}\n</tool_response>' % i)
+            body = '{"tool_call_id": "c' + str(i) + '", "name": "x", "content": "r"}'
+            turn["value"] = f"<tool_response>\n{body}\n</tool_response>"
         elif turn["from"] == "gpt":
             turn["value"] = 'a\n<tool_call>\n{"name": "x", "arguments": {}}\n</tool_call>'
     messages = sharegpt_to_openai(turns)

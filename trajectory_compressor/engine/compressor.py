@@ -59,6 +59,7 @@ class RowResult:
     # the first), and each one's metrics; ``metrics`` are then the source row's.
     windows: list[Row] | None = None
     window_metrics: list[TrajectoryMetrics] | None = None
+    summarizer_rows: list[Row] | None = None  # `--emit-summarizer-rows` (§20)
 
     @property
     def reason(self) -> str:
@@ -121,6 +122,8 @@ class TrajectoryCompressor:
         self.rows = RowCounter(self.config, self.counter)
         # The configured key values: no summary, from whatever backend, carries them.
         self.scrubber = Scrubber(self.config.secret_values())
+        # `--emit-summarizer-rows`: windows results carry a training row per summary.
+        self.emit_summarizer_rows = False
 
     def with_config(self, config: CompressionConfig) -> TrajectoryCompressor:
         """A compressor for ``config`` that shares this one's tokenizer, summarizer, row

@@ -23,6 +23,7 @@ from ..core.summary import Summary, SummaryRequest, finish_summary_text
 from ..core.windows import Window, WindowLimits, window_turns
 from ..dialects.base import Dialect, row_id
 from ..dialects.training import not_trained, window_id
+from .summarizer_rows import summarizer_row
 
 if TYPE_CHECKING:
     from .compressor import RowResult, TrajectoryCompressor, _Chosen
@@ -55,6 +56,7 @@ class _Made:
 
     summary: Summary | None
     chosen: _Chosen | None
+    request: SummaryRequest | None = None
 
 
 async def compress_windows(compressor: TrajectoryCompressor, row: Row, turns: Trajectory,
@@ -114,7 +116,7 @@ async def _summarize(compressor: TrajectoryCompressor, turns: Trajectory, texts:
         summary.text = finish_summary_text(compressor.scrubber.literal(summary.text),
                                            compressor.scrubber)
     summary.usage = chosen.usage
-    return _Made(summary, chosen)
+    return _Made(summary, chosen, request)
 
 
 def _assemble(compressor: TrajectoryCompressor, row: Row, turns: Trajectory, plan: Plan,
@@ -129,7 +131,13 @@ def _assemble(compressor: TrajectoryCompressor, row: Row, turns: Trajectory, pla
     source_id = None if row_id(row) is None else str(row_id(row))
     rows: list[Row] = []
     metrics_of: list[TrajectoryMetrics] = []
+    trainers: list[Row] = []
     for window, one in made:
+        if (compressor.emit_summarizer_rows and one.summary is not None
+                and one.request is not None):
+            trainers.append(summarizer_row(one.request, one.summary.text, dialect,
+                                           config.max_input_tokens, compressor.scrubber,
+                                           source_id, window.number))
         text = one.summary.text if one.summary is not None else None
         new_turns, summary_at, trained = window_turns(turns, window, text, notice)
         marked = [turn if keep or turn.get("from") != "gpt"
@@ -165,7 +173,8 @@ def _assemble(compressor: TrajectoryCompressor, row: Row, turns: Trajectory, pla
         rows.append(new_row)
         metrics_of.append(metrics)
     return RowResult(rows[0], _row_metrics(plan, len(turns), metrics_of), plan, changed=True,
-                     turns=turns, windows=rows, window_metrics=metrics_of)
+                     turns=turns, windows=rows, window_metrics=metrics_of,
+                     summarizer_rows=trainers or None)
 
 
 def _row_metrics(plan: Plan, turn_count: int, windows: list[TrajectoryMetrics]

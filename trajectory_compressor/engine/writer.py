@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..core import reasons
 from ..core.config import CompressionConfig
 from ..core.errors import CompressorError, one_line_error
 from ..core.metrics import AggregateMetrics, aggregate_from_state, aggregate_state
@@ -76,11 +77,17 @@ class RunWriter:
                                     None if resume is None else resume.over_limit)
         self.rejects = JsonlSink(layout.rejects, None if resume is None else resume.rejects)
         self.sink: Sink | None = None
+        self.summarizer_rows: JsonlSink | None = None  # `open_summarizer_rows`
         self._done: list[Sink] = []  # finished outputs, renamed at `commit`
         self._uncleaned: list[Sink] = []  # finished, their parts dropped at the next checkpoint
         self.consumed: ConsumedDigest | None = None  # set by a run over local files
 
     # files
+
+    def open_summarizer_rows(self, path: Path, resume: Checkpoint | None) -> None:
+        """Write `--emit-summarizer-rows`' rows to ``path`` with the run (§20)."""
+        self.summarizer_rows = JsonlSink(path, None if resume is None
+                                         else resume.summarizer_rows)
 
     def adopt_finished(self, final: Path) -> None:
         """An output an interrupted run already completed."""
@@ -128,9 +135,14 @@ class RunWriter:
                 **(why.to_entry() if why is not None else {}),
                 "metrics": metrics.to_dict(),
             }
-            if result.window_metrics is not None:  # which windows are over (§20)
-                entry["windows_over"] = [m.windowed["window"] for m in result.window_metrics
-                                         if m.still_over_limit and m.windowed]
+            if result.window_metrics is not None:  # which windows are over, and why (§20)
+                entry["id"] = result.window_metrics[0].windowed.get("source_id") \
+                    if result.window_metrics[0].windowed else None
+                planned = {w.number: w.over for w in result.plan.windows or ()}
+                entry["windows_over"] = [
+                    {"window": m.windowed["window"], "tokens": m.compressed_tokens,
+                     "why": planned.get(m.windowed["window"]) or reasons.SUMMARY_OVERRAN.text}
+                    for m in result.window_metrics if m.still_over_limit and m.windowed]
             if not self.config.save_over_limit:
                 entry["trajectory"] = result.row
                 if result.windows is not None:
@@ -155,6 +167,9 @@ class RunWriter:
                     self.sink.write_row(result.row)
             if entry is not None:
                 self.over_limit.write_row(entry)
+            if self.summarizer_rows is not None:
+                for made in result.summarizer_rows or ():
+                    self.summarizer_rows.write_row(made)
         except (TypeError, ValueError, UnicodeError, OverflowError) as exc:
             self._writing = False
             self.reject(record, f"cannot write the row: {one_line_error(exc)}", draws)
@@ -232,6 +247,8 @@ class RunWriter:
             elapsed=self.elapsed(),
             started=self.metrics.processing_start_time,
             consumed=self.consumed.at(self.file_index, self.skip) if self.consumed else [],
+            summarizer_rows=(self.summarizer_rows.flush() if self.summarizer_rows is not None
+                             else 0),
         ).save(self.layout.checkpoint)
         self._since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
@@ -241,7 +258,8 @@ class RunWriter:
 
     def _sinks(self) -> list[Sink]:
         current = [self.sink] if self.sink is not None else []
-        return [*self._done, *current, self.over_limit, self.rejects]
+        extra = [self.summarizer_rows] if self.summarizer_rows is not None else []
+        return [*self._done, *current, self.over_limit, self.rejects, *extra]
 
     def commit(self) -> None:
         """Rename every output to its final name, then drop the checkpoint."""
