@@ -403,4 +403,8 @@ async def _outcomes(compressor: TrajectoryCompressor, one: CountedRow, clock: Wo
     clock.plan_seconds[index] += planned - start
     clock.build_seconds[index] += time.perf_counter() - planned
     clock.summarized[index] += 1
+    if plan.windows is not None:
+        # Windows are planned with every summary at summary_target_tokens, whatever the
+        # summarizer: an LLM's windows are these, one request per window after the first.
+        return exact, exact
     return exact, projected(compressor, one, plan, exact.turns)
