@@ -99,7 +99,8 @@ class RunWriter:
         ``text_chars`` measures its rows' text (the file's dialect knows where it is)."""
         out = self.layout.outputs[source.path]
         sink = open_sink(self.layout.formats[source.path], out, source, resume,
-                         text_chars or self.text_chars)
+                         text_chars or self.text_chars,
+                         marks=self.config.output_mode == "windows")
         self.sink = sink
         self.file_index = index
         return sink

@@ -131,6 +131,29 @@ def output_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema(fields, metadata=metadata or None)
 
 
+def with_training_marks(schema: pa.Schema) -> pa.Schema:
+    """``schema`` whose lists of turns can hold windows output's training marks (§20,
+    `dialects.training`): ``weight`` on messages (structs with a ``role``), ``train`` on
+    ShareGPT turns; fields already there keep their type."""
+    fields = []
+    for f in schema:
+        t = f.type
+        if _is_turn_list(t) and f.name != METRICS_COLUMN:
+            item = t.value_type
+            names = {child.name for child in item}
+            mark = ("weight", _INT) if "role" in names else ("train", pa.bool_())
+            if mark[0] not in names:
+                item = pa.struct([*item, pa.field(*mark)])
+                f = f.with_type(pa.list_(item))
+        fields.append(f)
+    widened = pa.schema(fields, metadata=schema.metadata)
+    if widened.equals(schema):
+        return schema
+    # `datasets` features that lack the new fields would mislead it: it infers them.
+    metadata = {k: v for k, v in (schema.metadata or {}).items() if k != b"huggingface"}
+    return widened.with_metadata(metadata or None)
+
+
 def _with_metrics_feature(raw: bytes) -> bytes:
     """The `datasets` features metadata with a `compression_metrics` feature, so that
     `load_dataset("parquet", …)` reads the new column with the rest."""
