@@ -40,6 +40,8 @@ COLUMNS = ("conversations", "messages", "system", "compression_metrics")
 
 def sample_rows(dialect: str, n: int = 4) -> list[dict[str, Any]]:
     path = SAMPLES / SAMPLE_FILES[dialect]
+    if dialect == "hermes":
+        n = min(n, 2)  # ~25,000 tokens a row: two keep the matrix quick enough
     if path.suffix == ".json":
         return json.loads(path.read_text(encoding="utf-8"))[:n]
     return read_jsonl(path)[:n]
