@@ -110,14 +110,15 @@ def trajectories(draw):
 
 
 @settings(max_examples=60, deadline=None)
-@given(trajectories(), st.integers(200, 3000), st.integers(1, 150))
-def test_invariants(row, target, summary):
+@given(trajectories(), st.integers(200, 3000), st.integers(1, 150), st.booleans())
+def test_invariants(row, target, summary, may_cut):
     roles, tokens = row
     config = CompressionConfig(target_max_tokens=max(target, summary + 1))
     from trajectory_compressor.core.plan import compressible_middle
 
     head = head_end(roles, compressible_middle(roles, config).start)
-    limits = WindowLimits(target, summary)
+    least = max(1, summary // 4) if may_cut else None
+    limits = WindowLimits(target, summary, min_summary=least)
     windows = plan_windows(roles, tokens, head, limits, ANY_BUT_TOOL)
     n = len(roles)
     # Every turn trained in exactly one window, in input order.
@@ -134,8 +135,16 @@ def test_invariants(row, target, summary):
             assert roles[min(w.context, w.train.start)] != "tool"
             assert w.head <= w.context <= w.train.start
         # The planned size is what the window holds (the summary at its allowance).
-        held = sum(tokens[i] for i in w.source_turns) + (summary if w.summarized else 0)
+        held = sum(tokens[i] for i in w.source_turns) + (w.summary_tokens if w.summarized
+                                                          else 0)
         assert held == w.tokens
+        if not w.summarized:
+            assert w.summary_tokens == 0
+        elif least is None:
+            assert w.summary_tokens == summary
+        else:  # cut only as far as the least summary, and only for a window that fits
+            assert least <= w.summary_tokens <= summary
+            assert w.summary_tokens == summary or not w.over
         # Within the target, or a located reason.
         assert (w.tokens <= target) == (not w.over)
 
@@ -225,3 +234,19 @@ def test_marks_in_each_dialect():
     assert window_id({"id": 7}, 2) == {"id": "7#w2"}
     assert window_id({"uuid": "u"}, 1) == {"uuid": "u#w1"}
     assert window_id({"x": 1}, 1) == {}
+
+
+def test_a_shorter_summary_rather_than_a_window_over():
+    # Head 0-3 (40 tokens), turns 0-5 fill window 1 (80 = the target). Window 2 must hold
+    # turn 6 (35): head 40 + summary 20 + 35 = 95 > 80; the room left is 80 - 40 - 35 = 5,
+    # not under the least summary (5): the summary's budget is cut to 5 and it fits.
+    roles = roles_of("SHGTGTG")
+    tokens = [10, 10, 10, 10, 10, 30, 35]
+    cut = plan_windows(roles, tokens, 4, WindowLimits(80, 20, min_summary=5), ANY_BUT_TOOL)
+    assert [(w.train, w.summary_tokens, w.tokens, w.over) for w in cut] == [
+        (Region(0, 6), 0, 80, ""), (Region(6, 7), 5, 80, "")]
+    kept = plan_windows(roles, tokens, 4, WindowLimits(80, 20), ANY_BUT_TOOL)
+    assert kept[1].summary_tokens == 20 and kept[1].tokens == 95 and kept[1].over
+    # Under the least summary: the window stays over, with its full summary.
+    over = plan_windows(roles, tokens, 4, WindowLimits(80, 20, min_summary=6), ANY_BUT_TOOL)
+    assert over[1].summary_tokens == 20 and over[1].over

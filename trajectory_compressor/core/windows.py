@@ -56,6 +56,8 @@ class Window:
     tokens: int  # planned: per-turn counts, the summary at its largest allowed size
     trained_assistant_tokens: int = 0  # of the assistant turns in ``train``
     summarized_tokens: int = 0  # of the turns ``summarized`` replaces
+    summary_tokens: int = 0  # the summary's budget (less than the configured one when
+    # only a shorter summary lets the window fit)
     shrunk: bool = False  # the live tail was shortened to leave room for a new turn
     over: str = ""  # why the window is over the target (empty: it fits)
 
@@ -67,11 +69,14 @@ class Window:
 
 @dataclass(frozen=True)
 class WindowLimits:
-    """The budgets windows are planned for: the target, and the tokens a summary turn may
-    add (its largest accepted size, plus the summary notice on the system turn)."""
+    """The budgets windows are planned for: the target; the summary's budget, and the
+    least it may be cut to for a window that would not fit otherwise; what a summary turn
+    adds besides its text (the notice on the system turn, a template's markers)."""
 
     target: int
     summary: int
+    extra: int = 0
+    min_summary: int | None = None  # None: the summary is never cut below its budget
 
     @property
     def tail_budget(self) -> int:
@@ -179,7 +184,8 @@ def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
                       f"hold {span(0, end)} tokens, over the target {target}")
     windows = [Window(1, 0, None, 0, Region(0, end), span(0, end), assistant[end],
                       over=first_over)]
-    head_tokens = span(0, head) + limits.summary
+    head_plain = span(0, head) + limits.extra
+    head_tokens = head_plain + limits.summary
     while end < n:
         begin = end
         lowest = first_end(begin + 1)
@@ -194,10 +200,14 @@ def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
             options = [max((c for c in range(head, begin) if starts[c]), default=begin)]
         context = next((c for c in options
                         if head_tokens + span(c, lowest) <= target), options[-1])
-        base = head_tokens + span(context, begin)
+        summary = limits.summary
+        room = target - head_plain - span(context, lowest)
+        if room < summary and limits.min_summary is not None and room >= limits.min_summary:
+            summary = room  # a shorter summary, rather than a window over the target
+        base = head_plain + summary + span(context, begin)
         end = fill(base, begin, lowest)
         summarized = Region(head, context) if context > head else None
-        planned = base + span(begin, end) - (0 if summarized else limits.summary)
+        planned = base + span(begin, end) - (0 if summarized else summary + limits.extra)
         over = ""
         if planned > target:
             over = (f"turns {begin}-{end - 1} with the protected head (turns 0-{head - 1}) "
@@ -205,6 +215,7 @@ def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
         windows.append(Window(len(windows) + 1, head, summarized, context, Region(begin, end),
                               planned, assistant[end] - assistant[begin],
                               span(head, context) if summarized else 0,
+                              summary if summarized else 0,
                               shrunk=context != live, over=over))
     return windows
 

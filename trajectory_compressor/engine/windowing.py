@@ -30,24 +30,30 @@ if TYPE_CHECKING:
 
 # Tokens a summary message adds beyond its text under a chat template (role markers).
 TEMPLATE_MARGIN = 8
-# A window's summary may not run past summary_target_tokens (`core.summary.bound_summary`).
+# A window's summary may not run past its budget (`core.summary.bound_summary`).
 WINDOW_TOLERANCE = 1.0
+# A window's summary budget may be cut down to summary_target_tokens / this.
+MIN_SUMMARY_SHARE = 4
 
 
 def window_limits(compressor: TrajectoryCompressor, turns: Trajectory) -> WindowLimits:
     """What a window may hold: the target, and the most a summary turn adds (its largest
     accepted size, the notice on the first system turn, a chat template's markers)."""
     config = compressor.config
-    summary = config.summary_target_tokens  # held to it: `WINDOW_TOLERANCE`
+    extra = 0
     if config.add_summary_notice:
         system = next((t["value"] for t in turns if t.get("from") == "system"), None)
         if system is not None:
             with_notice, without = compressor.counter.count_many(
                 [system + config.summary_notice_text, system])
-            summary += max(with_notice - without, 0)
+            extra += max(with_notice - without, 0)
     if compressor.rows.template is not None:
-        summary += TEMPLATE_MARGIN
-    return WindowLimits(config.target_max_tokens, summary)
+        extra += TEMPLATE_MARGIN
+    # A summary is held to its budget (`WINDOW_TOLERANCE`); cut to no less than a quarter
+    # of it where only a shorter one lets a window fit.
+    summary = config.summary_target_tokens
+    return WindowLimits(config.target_max_tokens, summary, extra,
+                        min_summary=max(1, summary // MIN_SUMMARY_SHARE))
 
 
 @dataclasses.dataclass
@@ -100,7 +106,7 @@ async def _summarize(compressor: TrajectoryCompressor, turns: Trajectory, texts:
     deadline = Deadline(config.per_trajectory_timeout)
     probe = SummaryCheck(texts[:region.start], texts[region.start:region.end],
                          texts[region.end:window.train.end])
-    budget = max(1, min(config.summary_target_tokens, window.summarized_tokens - 1))
+    budget = max(1, min(window.summary_tokens, window.summarized_tokens - 1))
     request = SummaryRequest(
         turns[region.start:region.end], region.start, budget, window.summarized_tokens,
         deadline, origin=None if origin is None else f"{origin} #w{window.number}",
