@@ -260,3 +260,44 @@ def test_ray_engine_writes_the_same_bytes(tmp_path):
     a = json.loads((tmp_path / "local_metrics.json").read_text())
     b = json.loads((tmp_path / "ray_metrics.json").read_text())
     assert a["windows"] == b["windows"] and a["summary"] == b["summary"]
+
+
+def test_summarizer_rows(tmp_path):
+    """One training row per summary: the request for the replaced turns, the summary of
+    the window that got it as the answer; a foreign file is never replaced."""
+    src = write_container(sample_rows("openai"), tmp_path, "jsonl")
+    out, rows_path = tmp_path / "o.jsonl", tmp_path / "summaries.jsonl"
+    args = ("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+            "--output-mode", "windows", "--target-max-tokens", "8000", "--quiet",
+            "--emit-summarizer-rows", str(rows_path))
+    done = invoke_cli(*args)
+    assert done.returncode == 0, done.stderr
+    made = read_jsonl(rows_path)
+    windows = json.loads((tmp_path / "o_metrics.json").read_text())["windows"]
+    assert len(made) == windows["summaries"] > 0
+    by_id = {row["id"]: row for row in read_jsonl(out)}
+    for row in made:
+        mark = row["summarizer_row"]
+        window = by_id[f"{mark['source_id']}#w{mark['window']}"]
+        summary = next(m["content"] for m in window["messages"]
+                       if isinstance(m["content"], str)
+                       and m["content"].startswith("[CONTEXT SUMMARY]:"))
+        system, user, answer = row["messages"]
+        assert (system["role"], user["role"], answer["role"]) == ("system", "user",
+                                                                  "assistant")
+        assert answer["content"] == summary[len("[CONTEXT SUMMARY]:"):].strip()
+        assert window["compression_metrics"]["compression_region"]["start_idx"] == \
+            mark["turns"]["start_idx"]
+        assert row["id"] == f"{mark['source_id']}#w{mark['window']}-summary"
+    again = invoke_cli(*args)  # its own file: replaced, the same bytes
+    assert again.returncode == 0 and read_jsonl(rows_path) == made
+    foreign = tmp_path / "mine.jsonl"
+    foreign.write_text('{"keep": "me"}\n', encoding="utf-8")
+    refused = invoke_cli(*args[:-1], str(foreign))
+    assert refused.returncode == 2 and "was not written by --emit-summarizer-rows" in \
+        refused.stderr
+    assert foreign.read_text(encoding="utf-8") == '{"keep": "me"}\n'
+    rows_mode = invoke_cli("compress", str(src), "-o", str(tmp_path / "r.jsonl"),
+                           "--summarizer", "extractive", "--quiet",
+                           "--emit-summarizer-rows", str(tmp_path / "x.jsonl"))
+    assert rows_mode.returncode == 2 and "goes with --output-mode windows" in rows_mode.stderr
