@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 from . import reasons
 from .config import CompressionConfig
 from .distill_row import DistillStats
-
-if TYPE_CHECKING:
-    from .windows import Window
 
 Action = Literal["skip", "compress", "over_limit"]
 
@@ -61,8 +58,9 @@ class Plan:
     summary_target: int = 0
     # What distilling did to the row's tool outputs before it was planned (§18).
     distill: DistillStats | None = None
-    # `output.mode: windows` (§20): the windows the row becomes (None: one row).
-    windows: tuple[Window, ...] | None = None
+    # `output.mode: windows` (§20): the `core.windows.Window`s the row becomes (None: one
+    # row); typed loosely so that this module need not import the one that plans them.
+    windows: tuple[Any, ...] | None = None
 
     @property
     def middle_tokens(self) -> int:

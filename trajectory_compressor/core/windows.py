@@ -220,6 +220,11 @@ def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
     return windows
 
 
+def is_assistant(turn: Turn) -> bool:
+    """Whether ``turn`` is an assistant turn: what windows train."""
+    return turn.get("from") == "gpt"
+
+
 def window_turns(turns: Sequence[Turn], window: Window, summary_text: str | None,
                  notice: str) -> tuple[Trajectory, int | None, list[bool]]:
     """The turns of ``window`` of ``turns``: ``(turns, index of the summary turn or None,

@@ -44,6 +44,22 @@ def not_trained(dialect: Dialect, row: Row, turn: Turn) -> Turn:
     return {**turn, TRAIN_FIELD: False, **summary_weights(row.get("conversations"))}
 
 
+def instruction_row(dialect: Dialect, system: str, user: str, answer: str) -> Row:
+    """A one-exchange training row in ``dialect``'s spelling: instructions, a request,
+    the answer to learn (OpenAI ``messages``; Hermes ``conversations`` system/human/gpt; a
+    LLaMA-Factory ShareGPT row human/gpt with the instructions in its system column)."""
+    if isinstance(dialect, Messages):
+        return {"messages": [{"role": "system", "content": system},
+                             {"role": "user", "content": user},
+                             {"role": "assistant", "content": answer}]}
+    if isinstance(dialect, ShareGPTVariant):
+        return {"conversations": [{"from": "human", "value": user},
+                                  {"from": "gpt", "value": answer}], "system": system}
+    return {"conversations": [{"from": "system", "value": system},
+                              {"from": "human", "value": user},
+                              {"from": "gpt", "value": answer}]}
+
+
 def is_marked(dialect: Dialect, item: Any) -> bool:
     """Whether a written row item (message or turn) is marked not trained."""
     if not isinstance(item, dict):

@@ -17,8 +17,8 @@ from ..core.distill_row import DistillStats, distill_turns
 from ..core.errors import RowError
 from ..core.explain import RowReason, explain
 from ..core.extractive import ExtractiveSummarizer
-from ..core.fidelity import MISSING_SHOWN, Fidelity
-from ..core.invented import INVENTED_SHOWN, SummaryCheck
+from ..core.fidelity import Fidelity
+from ..core.invented import SummaryCheck
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
 from ..core.plan import Plan, plan_trajectory
 from ..core.redact import Scrubber
@@ -39,6 +39,10 @@ from ..counting.tokens import TokenCounter
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
 from .blocking import run_blocking
+from .chosen import Chosen as _Chosen
+from .chosen import add_fidelity as _add_fidelity
+from .chosen import add_usage as _add_usage
+from .chosen import total_usage as _total_usage
 from .count import RowCounter
 from .second_pass import elide_over_limit
 from .windowing import compress_windows, window_limits
@@ -78,18 +82,6 @@ class RowResult:
         """`reason` as a code with the numbers behind it (`core.explain`); None when the
         row is neither failed nor over the limit."""
         return explain(self.plan, self.metrics)
-
-
-@dataclass
-class _Chosen:
-    """The summary a row gets after the fidelity bar (§15), or None: left uncompressed."""
-
-    summary: Summary | None
-    fidelity: Fidelity
-    usage: SummaryUsage  # of every request made for the row
-    repaired: bool = False  # a repair request was sent
-    low: bool = False  # below the bar after it: on_low_fidelity applied
-    why: str = ""  # what `low` failed: the fidelity bar, the invented cap, or both
 
 
 class TrajectoryCompressor:
@@ -255,8 +247,13 @@ class TrajectoryCompressor:
         made). ``origin`` names the row within its run (see `SummaryRequest`).
         """
         if plan.windows is not None:
-            return await compress_windows(self, row, turns, plan, dialect or self.dialect,
+            made = await compress_windows(self, row, turns, plan, dialect or self.dialect,
                                           origin)
+            if made.failed is not None:
+                return self._with_metrics(row, turns, made.failed, plan, dialect)
+            return RowResult(made.rows[0], made.metrics, plan, changed=True, turns=turns,
+                             windows=made.rows, window_metrics=made.window_metrics,
+                             summarizer_rows=made.summarizer_rows or None)
         assert plan.region is not None
         region = plan.region
         # Time spent queued for a request slot does not count against the deadline.
@@ -491,33 +488,6 @@ class TrajectoryCompressor:
         if self.config.metrics_per_trajectory:
             new_row[METRICS_KEY] = metrics.to_dict()
         return RowResult(new_row, metrics, plan, changed=True, turns=turns)
-
-
-def _total_usage(requests: list[SummaryRequest]) -> SummaryUsage:
-    total = SummaryUsage()
-    for request in requests:
-        total.add(request.usage)
-    return total
-
-
-def _add_fidelity(metrics: TrajectoryMetrics, chosen: _Chosen, scrubber: Scrubber) -> None:
-    fidelity = chosen.fidelity
-    # The row shows the missing items: the trajectory's own text, scrubbed like a summary.
-    shown = tuple(scrubber(item) for item in fidelity.missing[:MISSING_SHOWN])
-    invented = tuple(scrubber(item) for item in fidelity.invented_items[:INVENTED_SHOWN])
-    metrics.fidelity = dataclasses.replace(fidelity, missing=shown, invented_items=invented)
-    metrics.fidelity_repair = chosen.repaired
-    metrics.low_fidelity = chosen.low
-    metrics.low_fidelity_reason = scrubber(chosen.why) if chosen.low else ""
-
-
-def _add_usage(metrics: TrajectoryMetrics, usage: SummaryUsage) -> None:
-    metrics.summarization_api_calls = usage.api_calls
-    metrics.summarization_errors = usage.errors
-    metrics.retries = usage.retries
-    metrics.prompt_tokens = usage.prompt_tokens
-    metrics.completion_tokens = usage.completion_tokens
-    metrics.errors_by_kind = dict(usage.errors_by_kind)
 
 
 def _recount(metrics: TrajectoryMetrics, compressed: int, config: CompressionConfig) -> None:

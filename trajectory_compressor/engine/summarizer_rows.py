@@ -21,8 +21,7 @@ from ..core.conversation import Row
 from ..core.errors import ConfigError
 from ..core.summary import SummaryRequest, summary_body
 from ..dialects.base import Dialect
-from ..dialects.messages import Messages
-from ..dialects.sharegpt import ShareGPTVariant
+from ..dialects.training import instruction_row
 from ..summarizers.prompt import build_prompt
 
 MARK = "summarizer_row"
@@ -39,17 +38,7 @@ def summarizer_row(request: SummaryRequest, summary_text: str, dialect: Dialect,
     mark = {MARK: {"source_id": source_id, "window": window,
                    "turns": {"start_idx": start, "end_idx": start + len(request.turns)}}}
     ident = {} if source_id is None else {"id": f"{source_id}#w{window}-summary"}
-    if isinstance(dialect, Messages):
-        return {**ident, "messages": [{"role": "system", "content": system},
-                                      {"role": "user", "content": user},
-                                      {"role": "assistant", "content": answer}], **mark}
-    if isinstance(dialect, ShareGPTVariant):
-        return {**ident, "conversations": [{"from": "human", "value": user},
-                                           {"from": "gpt", "value": answer}],
-                "system": system, **mark}
-    return {**ident, "conversations": [{"from": "system", "value": system},
-                                       {"from": "human", "value": user},
-                                       {"from": "gpt", "value": answer}], **mark}
+    return {**ident, **instruction_row(dialect, system, user, answer), **mark}
 
 
 def check_target(path: Path, overwrite: bool, resuming: bool) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core import reasons
 from ..core.assemble import base_metrics
@@ -20,13 +20,24 @@ from ..core.invented import SummaryCheck
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
 from ..core.plan import Plan
 from ..core.summary import Summary, SummaryRequest, finish_summary_text
-from ..core.windows import Window, WindowLimits, window_turns
+from ..core.windows import Window, WindowLimits, is_assistant, window_turns
 from ..dialects.base import Dialect, row_id
 from ..dialects.training import not_trained, window_id
+from .chosen import Chosen, add_fidelity, add_usage, total_usage
 from .summarizer_rows import summarizer_row
 
-if TYPE_CHECKING:
-    from .compressor import RowResult, TrajectoryCompressor, _Chosen
+
+@dataclasses.dataclass
+class Windowed:
+    """A row's windows as rows, each one's metrics and the source row's; or ``failed``:
+    the source row's metrics when it is written unchanged (a summary past the deadline)."""
+
+    rows: list[Row] = dataclasses.field(default_factory=list)
+    window_metrics: list[TrajectoryMetrics] = dataclasses.field(default_factory=list)
+    metrics: TrajectoryMetrics = dataclasses.field(default_factory=TrajectoryMetrics)
+    summarizer_rows: list[Row] = dataclasses.field(default_factory=list)
+    failed: TrajectoryMetrics | None = None
+
 
 # Tokens a summary message adds beyond its text under a chat template (role markers).
 TEMPLATE_MARGIN = 8
@@ -36,7 +47,7 @@ WINDOW_TOLERANCE = 1.0
 MIN_SUMMARY_SHARE = 4
 
 
-def window_limits(compressor: TrajectoryCompressor, turns: Trajectory) -> WindowLimits:
+def window_limits(compressor: Any, turns: Trajectory) -> WindowLimits:
     """What a window may hold: the target, and the most a summary turn adds (its largest
     accepted size, the notice on the first system turn, a chat template's markers)."""
     config = compressor.config
@@ -61,12 +72,12 @@ class _Made:
     """One window's summary after the fidelity bar (None for window 1)."""
 
     summary: Summary | None
-    chosen: _Chosen | None
+    chosen: Chosen | None
     request: SummaryRequest | None = None
 
 
-async def compress_windows(compressor: TrajectoryCompressor, row: Row, turns: Trajectory,
-                           plan: Plan, dialect: Dialect, origin: str | None) -> RowResult:
+async def compress_windows(compressor: Any, row: Row, turns: Trajectory,
+                           plan: Plan, dialect: Dialect, origin: str | None) -> Windowed:
     """The windows of ``row`` (``plan.windows``) as rows, with their metrics; the row
     unchanged with an error when a summary runs past the per-trajectory deadline."""
     assert plan.windows is not None
@@ -82,21 +93,19 @@ async def compress_windows(compressor: TrajectoryCompressor, row: Row, turns: Tr
             _summarize(compressor, turns, texts, w, origin, requests) for w in windows))
     except asyncio.TimeoutError:
         metrics = base_metrics(plan, len(turns))
-        usage = _usage(requests)
-        metrics.summarization_api_calls = usage.api_calls
-        metrics.summarization_errors = usage.errors
+        add_usage(metrics, total_usage(requests))
         metrics.error = reasons.deadline_error(compressor.config.per_trajectory_timeout)
-        return compressor._with_metrics(row, turns, metrics, plan, dialect)
+        return Windowed(failed=metrics)
     result = _assemble(compressor, row, turns, plan, dialect,
                        list(zip(windows, made, strict=True)))
     if compressor.rows.template is None and result.metrics.windowed is not None:
         # The row's assistant tokens, counted apart from the plan's sums.
         result.metrics.windowed["assistant_tokens"] = sum(compressor.counter.count_many(
-            [t["value"] for t in turns if t.get("from") == "gpt"]))
+            [t["value"] for t in turns if is_assistant(t)]))
     return result
 
 
-async def _summarize(compressor: TrajectoryCompressor, turns: Trajectory, texts: list[str],
+async def _summarize(compressor: Any, turns: Trajectory, texts: list[str],
                      window: Window, origin: str | None,
                      requests: list[SummaryRequest]) -> _Made:
     region = window.summarized
@@ -125,10 +134,8 @@ async def _summarize(compressor: TrajectoryCompressor, turns: Trajectory, texts:
     return _Made(summary, chosen, request)
 
 
-def _assemble(compressor: TrajectoryCompressor, row: Row, turns: Trajectory, plan: Plan,
-              dialect: Dialect, made: list[tuple[Window, _Made]]) -> RowResult:
-    from .compressor import RowResult, _add_fidelity, _add_usage
-
+def _assemble(compressor: Any, row: Row, turns: Trajectory, plan: Plan,
+              dialect: Dialect, made: list[tuple[Window, _Made]]) -> Windowed:
     config = compressor.config
     notice = config.summary_notice_text if config.add_summary_notice else ""
     total = plan.total_tokens
@@ -146,7 +153,7 @@ def _assemble(compressor: TrajectoryCompressor, row: Row, turns: Trajectory, pla
                                            source_id, window.number))
         text = one.summary.text if one.summary is not None else None
         new_turns, summary_at, trained = window_turns(turns, window, text, notice)
-        marked = [turn if keep or turn.get("from") != "gpt"
+        marked = [turn if keep or not is_assistant(turn)
                   else not_trained(dialect, row, turn)
                   for turn, keep in zip(new_turns, trained, strict=True)]
         new_row = dialect.with_turns(row, marked, summary_at)
@@ -165,9 +172,9 @@ def _assemble(compressor: TrajectoryCompressor, row: Row, turns: Trajectory, pla
             metrics.turns_in_compressed_region = window.summarized.turns
             metrics.summary_source = one.summary.source
             metrics.summary_truncated = one.summary.truncated
-            _add_usage(metrics, one.summary.usage)
+            add_usage(metrics, one.summary.usage)
             if one.chosen is not None:
-                _add_fidelity(metrics, one.chosen, compressor.scrubber)
+                add_fidelity(metrics, one.chosen, compressor.scrubber)
         metrics.windowed = {
             "window": window.number, "windows": count,
             "trained_assistant_tokens": window.trained_assistant_tokens,
@@ -178,9 +185,7 @@ def _assemble(compressor: TrajectoryCompressor, row: Row, turns: Trajectory, pla
             new_row[METRICS_KEY] = metrics.to_dict()
         rows.append(new_row)
         metrics_of.append(metrics)
-    return RowResult(rows[0], _row_metrics(plan, len(turns), metrics_of), plan, changed=True,
-                     turns=turns, windows=rows, window_metrics=metrics_of,
-                     summarizer_rows=trainers or None)
+    return Windowed(rows, metrics_of, _row_metrics(plan, len(turns), metrics_of), trainers)
 
 
 def _row_metrics(plan: Plan, turn_count: int, windows: list[TrajectoryMetrics]
@@ -223,11 +228,3 @@ def _row_metrics(plan: Plan, turn_count: int, windows: list[TrajectoryMetrics]
                         "assistant_tokens": trained, "trained_assistant_tokens": trained}
     return metrics
 
-
-def _usage(requests: list[SummaryRequest]) -> Any:
-    from ..core.summary import SummaryUsage
-
-    total = SummaryUsage()
-    for request in requests:
-        total.add(request.usage)
-    return total
