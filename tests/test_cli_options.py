@@ -34,7 +34,8 @@ HELP = {
             "--dry-run", "--resume", "--output-format", "--overwrite", "--split",
             "--data-files", "--format", "--token-counting", "--chat-template",
             "--checkpoint-every", "--engine", "--ray-address", "--ray-actors", "--strict",
-            "--quiet", "-q", "--over-limit-strategy", "--distill", "--debug", "--help"},
+            "--quiet", "-q", "--over-limit-strategy", "--distill", "--debug", "--help",
+            "--output-mode", "--emit-summarizer-rows"},  # (issue 39: windows output)
         PROTECTED: PROTECT_FLAGS,
         GATES: GATE_FLAGS,
     },
@@ -45,7 +46,7 @@ HELP = {
             "--api-key-env", "--max-concurrent-requests", "--local-model", "--sample-percent",
             "--seed", "--targets", "--price-in", "--price-out", "--json", "--split",
             "--data-files", "--format", "--token-counting", "--chat-template", "--distill",
-            "--over-limit-strategy", "--debug", "--help"},
+            "--over-limit-strategy", "--debug", "--help", "--output-mode"},
         PROTECTED: PROTECT_FLAGS,
     },
     "validate": {

@@ -98,9 +98,10 @@ class RunWriter:
         """The sink for ``source``'s output (reopened from a checkpoint state ``resume``);
         ``text_chars`` measures its rows' text (the file's dialect knows where it is)."""
         out = self.layout.outputs[source.path]
+        # Windows output's training marks need room in a fixed (Parquet) schema (§20).
+        marks = {"marks": True} if self.config.output_mode == "windows" else {}
         sink = open_sink(self.layout.formats[source.path], out, source, resume,
-                         text_chars or self.text_chars,
-                         marks=self.config.output_mode == "windows")
+                         text_chars or self.text_chars, **marks)
         self.sink = sink
         self.file_index = index
         return sink
