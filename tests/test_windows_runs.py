@@ -225,7 +225,7 @@ ARGS = ("--summarizer", "extractive", "--output-mode", "windows", "--target-max-
         "500", "--summary-target-tokens", "60", "--checkpoint-every", "25", "--quiet")
 
 
-def test_sigkill_then_resume_writes_the_same_bytes(tmp_path, counter):
+def test_sigkill_then_resume_writes_the_same_bytes(tmp_path):
     src = generated_jsonl(tmp_path / "in.jsonl", 1500)
     reference = tmp_path / "ref.jsonl"
     done = run_cli("compress", str(src), "-o", str(reference), *ARGS)
@@ -241,8 +241,6 @@ def test_sigkill_then_resume_writes_the_same_bytes(tmp_path, counter):
     a = json.loads((tmp_path / "ref_metrics.json").read_text())
     b = json.loads((tmp_path / "out_metrics.json").read_text())
     assert a["summary"] == b["summary"] and a["windows"] == b["windows"]
-    assert check_windows(read_jsonl(src), read_jsonl(out), counter, "sharegpt") > 0 \
-        if False else True  # the target here is 500: checked by the matrix test at 4000
     assert a["windows"]["trained_assistant_tokens"] == a["windows"]["assistant_tokens"]
 
 
