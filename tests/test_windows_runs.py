@@ -299,3 +299,24 @@ def test_summarizer_rows(tmp_path):
                            "--summarizer", "extractive", "--quiet",
                            "--emit-summarizer-rows", str(tmp_path / "x.jsonl"))
     assert rows_mode.returncode == 2 and "goes with --output-mode windows" in rows_mode.stderr
+
+
+def test_report_and_html_show_the_windows_per_source_row(tmp_path):
+    src = write_container(sample_rows("openai", 3), tmp_path, "jsonl")
+    out = tmp_path / "o.jsonl"
+    done = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+                      "--output-mode", "windows", "--target-max-tokens", "8000", "--quiet")
+    assert done.returncode == 0, done.stderr
+    written = read_jsonl(out)
+    sources = {r["compression_metrics"]["source_id"] for r in written
+               if "window" in r.get("compression_metrics", {})}
+    windows = sum(1 for r in written if "window" in r.get("compression_metrics", {}))
+    text = invoke_cli("report", str(out))
+    assert text.returncode == 0, text.stderr
+    assert (f"from {len(sources)} source rows ({windows / len(sources):.1f} per row); "
+            f"rows out {len(written)}") in text.stdout
+    assert "(100%)" in text.stdout
+    page = tmp_path / "r.html"
+    assert invoke_cli("report", str(out), "--html", str(page)).returncode == 0
+    html = page.read_text(encoding="utf-8")
+    assert f"from {len(sources)} source rows" in html and "trained 100%" in html
