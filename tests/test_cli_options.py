@@ -35,7 +35,8 @@ HELP = {
             "--data-files", "--format", "--token-counting", "--chat-template",
             "--checkpoint-every", "--engine", "--ray-address", "--ray-actors", "--strict",
             "--quiet", "-q", "--over-limit-strategy", "--distill", "--verify-distill",
-            "--no-verify-distill", "--debug", "--help"},
+            "--no-verify-distill", "--debug", "--help",
+            "--output-mode", "--emit-summarizer-rows"},  # (issue 39: windows output)
         PROTECTED: PROTECT_FLAGS,
         GATES: GATE_FLAGS,
     },
@@ -47,7 +48,7 @@ HELP = {
             "--seed", "--targets", "--price-in", "--price-out", "--json", "--split",
             "--data-files", "--format", "--token-counting", "--chat-template", "--distill",
             "--verify-distill", "--no-verify-distill", "--over-limit-strategy", "--overwrite",
-            "--debug", "--help"},
+            "--debug", "--help", "--output-mode"},
         PROTECTED: PROTECT_FLAGS,
     },
     "validate": {

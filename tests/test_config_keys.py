@@ -221,6 +221,15 @@ def run(cfg: CompressionConfig, tmp: Path) -> Any:
     return peak.peak, sorted(p.name for p in tmp.iterdir())
 
 
+def rows_written(cfg: CompressionConfig, tmp: Path) -> Any:
+    """The ids a run writes for a row over the target (`output.mode`: one, or windows)."""
+    src = write_jsonl(tmp / "w.jsonl", [sized_row("r", "SHGTGTGTGTGT",
+                                                  [10, 5, 5, 5, 20, 20, 20, 20, 5, 5, 5, 5])])
+    compress_dataset(str(src), str(tmp / "w_out.jsonl"), cfg.replace(summarizer="extractive"))
+    lines = (tmp / "w_out.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["id"] for line in lines]
+
+
 def engine_used(cfg: CompressionConfig, tmp: Path) -> Any:
     """Which engine a run goes to: with ``ray`` hidden, the Ray engine refuses to start."""
     import sys
@@ -518,6 +527,8 @@ PROBES: dict[str, Probe] = {
     "output.summary_notice_text": ("\n\n(summarized)", compressed, {}),
     "output.output_suffix": ("_short", layout, {}),
     "output.format": ("parquet", layout, {}),
+    "output.mode": ("windows", rows_written, {"compression": {
+        "target_max_tokens": 100, "summary_target_tokens": 20}}),
     "processing.max_concurrent_requests": (1, requests_seen({"latency": 0.2}, n=4), {}),
     "processing.save_over_limit": (False, routed, {}),
     "processing.per_trajectory_timeout": (0.3, row_outcome({"script": ["stall"],

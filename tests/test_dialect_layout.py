@@ -30,6 +30,8 @@ ALLOWED = {
     ("core/conversation.py", "human"): "the conversation model's roles are defined here",
     ("core/conversation.py", "gpt"): "the conversation model's roles are defined here",
     ("core/assemble.py", "human"): "the summary turn of the conversation model",
+    ("core/windows.py", "human"): "the summary turn of the conversation model (§20)",
+    ("core/windows.py", "gpt"): "the conversation model's role (core/conversation.py)",
     ("counting/template.py", "observation"): "a header role chat templates write, matched "
                                              "in rendered text, not a row field",
     ("counting/template.py", "tool_calls"): "the message form chat templates take (their "

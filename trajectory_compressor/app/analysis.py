@@ -58,11 +58,29 @@ def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
             lines += ["", *fixes]
     if a.gap is not None and a.gap.rows:
         lines += ["", *_gap_block(a)]
+    windowed = [t for t in a.targets if t.metrics.windowed_rows]
+    if windowed:
+        lines += ["", *_windows_block(windowed)]
     if a.distill is not None and a.distill.tool_tokens:
         lines += ["", *a.distill.lines()]
     if a.time is not None:
         lines += ["", *time_lines(a.time)]
     return "\n".join(lines)
+
+
+def _windows_block(targets: list[TargetAnalysis]) -> list[str]:
+    """`--output-mode windows` (§20): windows per row, summaries, trained tokens."""
+    lines = ["Windows output (rows over the target become windows that each fit)"]
+    for t in targets:
+        w = t.metrics.windows_summary()
+        rows = w["windowed_rows"]
+        lines += [f"  target {num(t.target)}: {num(rows)} rows -> {num(w['windows'])} "
+                  f"windows ({w['windows'] / max(rows, 1):.1f} per row), "
+                  f"{num(w['summaries'])} summaries,",
+                  f"    {num(w['trained_assistant_tokens'])} of "
+                  f"{num(w['assistant_tokens'])} assistant tokens trained "
+                  f"({w['trained_share']:.0%}); rows out {num(w['rows_out'])}"]
+    return lines
 
 
 def _gap_block(a: Analysis) -> list[str]:

@@ -32,7 +32,9 @@ from .options import (
     Reading,
     Rows,
     Run,
+    SummarizerRows,
     ToolOutputs,
+    Windowing,
     config_overrides,
 )
 
@@ -184,18 +186,21 @@ def compress(
     reading: Reading,
     engine: Engine,
     tool_outputs: ToolOutputs,
+    windowing: Windowing,
+    summarizer_rows: SummarizerRows,
     gates: CIGates,
     debug: DebugOpt = False,
 ) -> int:
     """Compress trajectories over the target; write data, metrics, over-limit and rejects."""
     cfg = _settings(config, budget, protected, reading, tool_outputs, cache, fidelity,
-                    allowances, engine, endpoints=endpoints, summarizer=summarizer,
-                    output_format=output_format)
+                    allowances, engine, windowing, endpoints=endpoints,
+                    summarizer=summarizer, output_format=output_format)
     cfg = _settle_summarizer(cfg, announce=not (run.quiet or dry_run or endpoints.base_url))
     if endpoints.base_url and cfg.summarizer == "local":
         raise ConfigError("--base-url names endpoints for --summarizer openai (or batch); "
                           "--summarizer local starts its own server: give one or the other")
-    options = rows.options(**run.values())
+    options = rows.options(**run.values(),
+                           summarizer_rows=summarizer_rows.emit_summarizer_rows)
     engine.join()
     from .commands import analyze_input, compress_input
 
@@ -251,13 +256,14 @@ def analyze(
         "tool wrote (without it such a file is never replaced).")] = False,
     reading: Reading,
     tool_outputs: ToolOutputs,
+    windowing: Windowing,
     debug: DebugOpt = False,
 ) -> int:
     """Dry run: token distribution, what compress would do and how long it would take;
     no LLM call (but --probe's), writes nothing."""
     # The time estimate's summarizer, endpoints and concurrency, as compress takes them.
-    cfg = _settings(config, budget, protected, reading, tool_outputs, endpoints=endpoints,
-                    summarizer=summarizer)
+    cfg = _settings(config, budget, protected, reading, tool_outputs, windowing,
+                    endpoints=endpoints, summarizer=summarizer)
     options = rows.options()
     target_list = _parse_targets(targets) if targets is not None else None
     if target_list and budget.target_max_tokens is not None:

@@ -171,6 +171,15 @@ def _figures(data: ReportData) -> str:
         out.append(_figure("Distilled", _compact(distill.get("tokens_saved", 0)),
                            esc(f"tokens saved in {distill['turns']:,} tool turns; "
                                + ", ".join(f"{k} {v:,}" for k, v in rules.items())), "wide"))
+    windows = m.get("windows") or {}
+    if windows.get("windowed_rows"):  # --output-mode windows (§20), per source row
+        rows = windows["windowed_rows"]
+        out.append(_figure("Windows", f"{windows.get('windows', 0):,}",
+                           esc(f"from {rows:,} source rows "
+                               f"({windows.get('windows', 0) / rows:.1f} per row); "
+                               f"{windows.get('summaries', 0):,} summaries; assistant "
+                               f"tokens trained {windows.get('trained_share', 0):.0%}"),
+                           "wide"))
     if proc.get("duration_seconds") is not None:
         out.append(_figure("Time", _duration(proc["duration_seconds"])))
     return f'<section class="figures">{"".join(out)}</section>'

@@ -127,6 +127,33 @@ class ToolOutputs(Flags):
 
 
 @dataclass(frozen=True)
+class Windowing(Flags):
+    """Windows output (§20): a row over the target as several rows that each fit."""
+
+    output_mode: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--output-mode", metavar="MODE", help="rows (one output row per input row; the "
+        "default) or windows (output.mode): a row over the target becomes k >= 2 rows "
+        "<id>#w1, <id>#w2, ... that each fit: the first turns, then the protected head, "
+        "one summary of everything before and the next turns, as a live compressor hands "
+        "them to the model; each assistant turn trained in exactly one window, marked not "
+        "trained where it is context. See README \"Windows output\".")] = None
+
+
+@dataclass(frozen=True)
+class SummarizerRows(Flags):
+    """Training rows for a summarizer, from the summaries a windows run makes."""
+
+    emit_summarizer_rows: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--emit-summarizer-rows", metavar="PATH", help="With --output-mode windows: also "
+        "write one JSON line per summary made: the turns it replaced as the input, the "
+        "summary as the assistant's answer, in the output's dialect (to fine-tune a "
+        "summarizer on your own data). Refuses to replace a file it did not write.")] = None
+
+    def overrides(self) -> dict[str, Any]:
+        return {}  # a path of this run, not a setting
+
+
+@dataclass(frozen=True)
 class Endpoints(Flags):
     """The summarizer's endpoints and concurrency: compress uses them, analyze estimates
     with them."""

@@ -322,6 +322,7 @@ def format_report(report: RunReport, limit: int | None = 50) -> str:
                          f"{num(usage['completion_tokens'])} completion tokens")
         lines += _fidelity_lines(m.get("fidelity"))
         lines += distill_lines(m.get("distill"))
+        lines += windows_lines(m.get("windows"))
         dists = m.get("distributions", {})
         if dists:
             keys = ("min", "median", "p90", "p99", "max")
@@ -365,6 +366,22 @@ def _reason_lines(rows: list[FlaggedRow]) -> list[str]:
     return ["Why, by reason", *table(
         [Column("reason", flex=True), Column("code", flex=True), Column("rows", right=True)],
         [[short_reason(code), code, num(by_code[code])] for code in order]), ""]
+
+
+def windows_lines(windows: Any) -> list[str]:
+    """What `--output-mode windows` made (§20): each windowed source row became its
+    windows, grouped by source (`<id>#w1..#wk`)."""
+    if not isinstance(windows, dict) or not windows.get("windowed_rows"):
+        return []
+    rows = windows.get("windowed_rows", 0)
+    made = windows.get("windows", 0)
+    return [
+        f"  {'windows':<17}{made:>10,}   from {num(rows)} source rows "
+        f"({made / max(rows, 1):.1f} per row); rows out {num(windows.get('rows_out', 0))}",
+        f"  {'window summaries':<17}{windows.get('summaries', 0):>10,}   assistant tokens "
+        f"trained {num(windows.get('trained_assistant_tokens', 0))} of "
+        f"{num(windows.get('assistant_tokens', 0))} ({windows.get('trained_share', 0):.0%})",
+    ]
 
 
 def distill_lines(distill: Any) -> list[str]:

@@ -44,6 +44,9 @@ ENGINES = ("local", "ray")
 OVER_LIMIT_STRATEGIES = ("keep", "elide_tool_outputs")
 # Distill tool outputs before planning (§18, `core.distill`): off, the safe rules, or all.
 DISTILL_LEVELS = ("off", "safe", "all")
+# One output row per input row, or a row over the target as windows that each fit (§20,
+# `core.windows`).
+OUTPUT_MODES = ("rows", "windows")
 
 
 @dataclass
@@ -119,6 +122,7 @@ class CompressionConfig:
     summary_notice_text: str = DEFAULT_SUMMARY_NOTICE
     output_suffix: str = "_compressed"
     output_format: str = "same"
+    output_mode: str = "rows"
     # processing
     num_workers: int = 4
     max_concurrent_requests: int = 50
@@ -280,6 +284,11 @@ class CompressionConfig:
                 self.output_format in OUTPUT_FORMATS,
                 f"output.format must be one of {', '.join(OUTPUT_FORMATS)}, "
                 f"got {quoted(self.output_format)}",
+            ),
+            (
+                self.output_mode in OUTPUT_MODES,
+                f"output.mode must be one of {', '.join(OUTPUT_MODES)}, "
+                f"got {quoted(self.output_mode)}",
             ),
             (self.max_concurrent_requests >= 1, "processing.max_concurrent_requests must be >= 1"),
             (self.per_trajectory_timeout > 0, "processing.per_trajectory_timeout must be positive"),
@@ -498,6 +507,7 @@ SECTIONS: dict[str, dict[str, str]] = {
         "summary_notice_text": "summary_notice_text",
         "output_suffix": "output_suffix",
         "format": "output_format",
+        "mode": "output_mode",
     },
     "processing": {
         "num_workers": "num_workers",
@@ -549,7 +559,7 @@ _FIELD_TYPES: dict[str, str] = {
     "min_fidelity": "number?", "on_low_fidelity": "str", "max_invented": "int?",
     "summary_references": "str", "max_fallback_share": "gate?",
     "add_summary_notice": "bool", "summary_notice_text": "str", "output_suffix": "str",
-    "output_format": "str",
+    "output_format": "str", "output_mode": "str",
     "num_workers": "int", "max_concurrent_requests": "int", "skip_under_target": "bool",
     "save_over_limit": "bool", "per_trajectory_timeout": "number", "batch_rows": "int",
     "window_rows": "int", "window_mb": "number", "checkpoint_rows": "int",

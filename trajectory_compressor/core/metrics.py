@@ -33,6 +33,15 @@ def _exact(ratio: float) -> float:
     return round(ratio * RATIO_QUANTUM) / RATIO_QUANTUM
 
 
+# A window's `compression_metrics` keys (§20), after the others: its number, how many
+# windows its row became, the assistant tokens it trains, the row's id (null without
+# one) and the turns of the row it trains ({start_idx, end_idx}).
+WINDOW_KEYS = ("window", "windows", "trained_assistant_tokens", "source_id", "trained_turns")
+# What a windowed row adds to the aggregate: windows written, summaries made, assistant
+# tokens of the row and those trained over its windows.
+WINDOWED_KEYS = ("windows", "summaries", "assistant_tokens", "trained_assistant_tokens")
+
+
 @dataclass
 class TrajectoryMetrics:
     """What happened to one trajectory."""
@@ -63,6 +72,9 @@ class TrajectoryMetrics:
     elisions: list[dict[str, int]] = field(default_factory=list)
     # What distilling its tool outputs did before planning (§18; `core.distill_row`).
     distill: DistillStats | None = None
+    # `output.mode: windows` (§20, `core.windows`): on a window, its `WINDOW_KEYS`; on the
+    # row it came from (aggregate-only), `WINDOWED_KEYS`.
+    windowed: dict[str, Any] | None = None
     # Not part of the row's `compression_metrics`: aggregate-only bookkeeping.
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -111,6 +123,8 @@ class TrajectoryMetrics:
             d["elisions"] = [dict(e) for e in self.elisions]
         if self.distill is not None:
             d["distill"] = self.distill.to_dict()
+        if self.windowed is not None and "window" in self.windowed:
+            d.update(self.windowed)
         return d
 
     @classmethod
@@ -142,6 +156,7 @@ class TrajectoryMetrics:
             low_fidelity_reason=str(d.get("low_fidelity_reason") or ""),
             elisions=[dict(e) for e in d.get("elisions") or [] if isinstance(e, dict)],
             distill=DistillStats.from_dict(d.get("distill")),
+            windowed={k: d[k] for k in WINDOW_KEYS if k in d} or None,
         )
 
 
@@ -320,6 +335,13 @@ class AggregateMetrics:
     distill_tokens_after: int = 0
     distill_saved_by_rule: dict[str, int] = field(default_factory=dict)
     distill_verify_failed: int = 0  # rows written undistilled by --verify-distill
+    # Windows output (§20): rows made windows, windows written, summaries made, and the
+    # assistant tokens of those rows and trained over their windows.
+    windowed_rows: int = 0
+    windows_written: int = 0
+    window_summaries: int = 0
+    window_assistant_tokens: int = 0
+    window_trained_tokens: int = 0
     processing_start_time: str = ""
     processing_end_time: str = ""
     processing_duration_seconds: float = 0.0
@@ -371,6 +393,12 @@ class AggregateMetrics:
             for rule, saving in m.distill.rules.items():
                 self.distill_saved_by_rule[rule] = (self.distill_saved_by_rule.get(rule, 0)
                                                     + saving.tokens_before - saving.tokens_after)
+        if m.windowed is not None and "window" not in m.windowed:
+            self.windowed_rows += 1
+            self.windows_written += m.windowed["windows"]
+            self.window_summaries += m.windowed["summaries"]
+            self.window_assistant_tokens += m.windowed["assistant_tokens"]
+            self.window_trained_tokens += m.windowed["trained_assistant_tokens"]
         self.fidelity_repairs += m.fidelity_repair
         self.low_fidelity_rows += m.low_fidelity
         f = m.fidelity
@@ -475,6 +503,22 @@ class AggregateMetrics:
             },
             **({"distill": self.distill_summary()}
                if self.distill_rows or self.distill_verify_failed else {}),
+            **({"windows": self.windows_summary()} if self.windowed_rows else {}),
+        }
+
+    def windows_summary(self) -> dict[str, Any]:
+        """The metrics file's ``windows`` section (§20): rows in and out, windows and
+        summaries made, and the share of the windowed rows' assistant tokens trained."""
+        rows_out = self.total_trajectories - self.windowed_rows + self.windows_written
+        return {
+            "windowed_rows": self.windowed_rows,
+            "windows": self.windows_written,
+            "rows_out": rows_out,
+            "summaries": self.window_summaries,
+            "assistant_tokens": self.window_assistant_tokens,
+            "trained_assistant_tokens": self.window_trained_tokens,
+            "trained_share": round(self.window_trained_tokens
+                                   / max(self.window_assistant_tokens, 1), 4),
         }
 
     def distill_summary(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from . import reasons
 from .config import CompressionConfig
@@ -58,6 +58,9 @@ class Plan:
     summary_target: int = 0
     # What distilling did to the row's tool outputs before it was planned (§18).
     distill: DistillStats | None = None
+    # `output.mode: windows` (§20): the `core.windows.Window`s the row becomes (None: one
+    # row); typed loosely so that this module need not import the one that plans them.
+    windows: tuple[Any, ...] | None = None
 
     @property
     def middle_tokens(self) -> int:

@@ -97,10 +97,18 @@ SUMMARY_FAILED = Reason(
 FAILED = Reason("failed", "the row failed", "failed")
 # Over the target for a reason this table does not know (a plan made by hand).
 OVER_TARGET = Reason("over_target", "over the target", "over the target")
+# `output.mode: windows` (§20): a window holds more than the target, because one group
+# of turns with the protected head and the summary does not fit (the over-limit entry
+# names the window and its turns).
+WINDOW_OVER = Reason(
+    "window_over_target",
+    "a window is over the target: one group of turns with the protected head and the "
+    "summary does not fit",
+    "window over target")
 
 # In the order reports list them; failures come after, in this order.
 OVER_LIMIT = (HEAD_ALONE, NO_MIDDLE, NO_CLEAN_CUT, SMALL_REGION, PROTECTED_HEAD,
-              PROTECTED_TAIL, MIDDLE_EXHAUSTED, SUMMARY_OVERRAN, LOW_FIDELITY)
+              PROTECTED_TAIL, MIDDLE_EXHAUSTED, SUMMARY_OVERRAN, LOW_FIDELITY, WINDOW_OVER)
 FAILURES = (DEADLINE, SUMMARY_GREW, SUMMARY_FAILED, FAILED)
 ALL = (*OVER_LIMIT, OVER_TARGET, *FAILURES)
 _BY_TEXT = {r.text: r for r in (*OVER_LIMIT, PROTECTED_TOO_BIG)}

@@ -406,4 +406,8 @@ async def _outcomes(compressor: TrajectoryCompressor, one: CountedRow, clock: Wo
     clock.summarized[index] += 1
     if exact.metrics.failed:
         return exact, exact  # the LLM's summary would not change a failure nobody foresaw
+    if plan.windows is not None:
+        # Windows are planned with every summary at summary_target_tokens, whatever the
+        # summarizer: an LLM's windows are these, one request per window after the first.
+        return exact, exact
     return exact, projected(compressor, one, plan, exact.turns)

@@ -40,6 +40,8 @@ class Checkpoint:
     version: int = VERSION
     # Digests of the input bytes consumed before the cut (`resume_guard.ConsumedDigest`).
     consumed: list[str] = field(default_factory=list)
+    # Byte offset of `--emit-summarizer-rows`' file (§20; 0 without one).
+    summarizer_rows: int = 0
 
     def save(self, path: Path) -> None:
         """Write atomically and durably (temporary name, fsync, rename)."""

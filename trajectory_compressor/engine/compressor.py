@@ -17,8 +17,8 @@ from ..core.distill_row import DistillStats, distill_turns, verify_turns
 from ..core.errors import ConfigError, FatalSummaryError, RowError, one_line_error
 from ..core.explain import RowReason, explain
 from ..core.extractive import ExtractiveSummarizer
-from ..core.fidelity import MISSING_SHOWN, Fidelity
-from ..core.invented import INVENTED_SHOWN, SummaryCheck
+from ..core.fidelity import Fidelity
+from ..core.invented import SummaryCheck
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
 from ..core.plan import Plan, plan_trajectory
 from ..core.redact import Scrubber
@@ -34,12 +34,18 @@ from ..core.summary import (
     finish_summary_text,
     summary_body,
 )
+from ..core.windows import windowed_plan
 from ..counting.tokens import TokenCounter
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
 from .blocking import run_blocking
+from .chosen import Chosen as _Chosen
+from .chosen import add_fidelity as _add_fidelity
+from .chosen import add_usage as _add_usage
+from .chosen import total_usage as _total_usage
 from .count import RowCounter
 from .second_pass import elide_over_limit
+from .windowing import compress_windows, window_limits
 
 SUMMARY_OVERRAN = reasons.SUMMARY_OVERRAN.text
 
@@ -53,6 +59,11 @@ class RowResult:
     plan: Plan
     changed: bool  # False: the row is the input object, untouched
     turns: Trajectory  # the row's turns as written
+    # `output.mode: windows` (§20): every row written for this one, in order (``row`` is
+    # the first), and each one's metrics; ``metrics`` are then the source row's.
+    windows: list[Row] | None = None
+    window_metrics: list[TrajectoryMetrics] | None = None
+    summarizer_rows: list[Row] | None = None  # `--emit-summarizer-rows` (§20)
 
     @property
     def reason(self) -> str:
@@ -71,18 +82,6 @@ class RowResult:
         """`reason` as a code with the numbers behind it (`core.explain`); None when the
         row is neither failed nor over the limit."""
         return explain(self.plan, self.metrics)
-
-
-@dataclass
-class _Chosen:
-    """The summary a row gets after the fidelity bar (§15), or None: left uncompressed."""
-
-    summary: Summary | None
-    fidelity: Fidelity
-    usage: SummaryUsage  # of every request made for the row
-    repaired: bool = False  # a repair request was sent
-    low: bool = False  # below the bar after it: on_low_fidelity applied
-    why: str = ""  # what `low` failed: the fidelity bar, the invented cap, or both
 
 
 class TrajectoryCompressor:
@@ -115,6 +114,8 @@ class TrajectoryCompressor:
         self.rows = RowCounter(self.config, self.counter)
         # The configured key values: no summary, from whatever backend, carries them.
         self.scrubber = Scrubber(self.config.secret_values())
+        # `--emit-summarizer-rows`: windows results carry a training row per summary.
+        self.emit_summarizer_rows = False
 
     def with_config(self, config: CompressionConfig) -> TrajectoryCompressor:
         """A compressor for ``config`` that shares this one's tokenizer, summarizer, row
@@ -143,7 +144,11 @@ class TrajectoryCompressor:
         if turn_tokens is None:
             turn_tokens = self.counter.count_many([t["value"] for t in turns])
         boundaries = (dialect or self.dialect).boundaries(turns)
-        plan = plan_trajectory([t["from"] for t in turns], turn_tokens, self.config, boundaries)
+        roles = [t["from"] for t in turns]
+        plan = plan_trajectory(roles, turn_tokens, self.config, boundaries)
+        if self.config.output_mode == "windows" and plan.action != "skip":
+            plan = windowed_plan(plan, roles, turn_tokens, plan.middle.start,
+                                 window_limits(self, turns), boundaries)
         return plan if distilled is None else dataclasses.replace(plan, distill=distilled)
 
     def distill(self, row: Row, turns: Trajectory, dialect: Dialect | None = None,
@@ -262,6 +267,14 @@ class TrajectoryCompressor:
         unchanged with an error, as is a row past its deadline (with the requests it
         made). ``origin`` names the row within its run (see `SummaryRequest`).
         """
+        if plan.windows is not None:
+            made = await compress_windows(self, row, turns, plan, dialect or self.dialect,
+                                          origin)
+            if made.failed is not None:
+                return self._with_metrics(row, turns, made.failed, plan, dialect)
+            return RowResult(made.rows[0], made.metrics, plan, changed=True, turns=turns,
+                             windows=made.rows, window_metrics=made.window_metrics,
+                             summarizer_rows=made.summarizer_rows or None)
         assert plan.region is not None
         region = plan.region
         # Time spent queued for a request slot does not count against the deadline.
@@ -496,33 +509,6 @@ class TrajectoryCompressor:
         if self.config.metrics_per_trajectory:
             new_row[METRICS_KEY] = metrics.to_dict()
         return RowResult(new_row, metrics, plan, changed=True, turns=turns)
-
-
-def _total_usage(requests: list[SummaryRequest]) -> SummaryUsage:
-    total = SummaryUsage()
-    for request in requests:
-        total.add(request.usage)
-    return total
-
-
-def _add_fidelity(metrics: TrajectoryMetrics, chosen: _Chosen, scrubber: Scrubber) -> None:
-    fidelity = chosen.fidelity
-    # The row shows the missing items: the trajectory's own text, scrubbed like a summary.
-    shown = tuple(scrubber(item) for item in fidelity.missing[:MISSING_SHOWN])
-    invented = tuple(scrubber(item) for item in fidelity.invented_items[:INVENTED_SHOWN])
-    metrics.fidelity = dataclasses.replace(fidelity, missing=shown, invented_items=invented)
-    metrics.fidelity_repair = chosen.repaired
-    metrics.low_fidelity = chosen.low
-    metrics.low_fidelity_reason = scrubber(chosen.why) if chosen.low else ""
-
-
-def _add_usage(metrics: TrajectoryMetrics, usage: SummaryUsage) -> None:
-    metrics.summarization_api_calls = usage.api_calls
-    metrics.summarization_errors = usage.errors
-    metrics.retries = usage.retries
-    metrics.prompt_tokens = usage.prompt_tokens
-    metrics.completion_tokens = usage.completion_tokens
-    metrics.errors_by_kind = dict(usage.errors_by_kind)
 
 
 def _recount(metrics: TrajectoryMetrics, compressed: int, config: CompressionConfig) -> None:

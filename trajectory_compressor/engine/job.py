@@ -8,17 +8,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.config import CompressionConfig
+from ..core.errors import ConfigError
 from ..core.summary import Summarizer
 from ..core.terminal import inert
 from ..counting.tokens import TokenCounter
 from ..dialects import detect
 from ..dialects.base import Dialect
 from ..dialects.sharegpt import SHAREGPT
+from ..formats.base import InputFile
 from ..formats.hf_card import card_path, check_card
 from ..formats.registry import discover_inputs
 from ..summarizers import make_summarizer, resolve_summarizer
 from .compressor import TrajectoryCompressor
-from .layout import plan_layout
+from .layout import OutputLayout, plan_layout
 from .local import RunResult, run_pipeline
 from .lock import output_lock, probe
 from .options import RunKeywords, RunOptions, run_options
@@ -84,6 +86,8 @@ def compress_dataset(
         check_existing(inputs, layout, config,
                        run_record(inputs, layout, config, options.sample_percent, options.seed),
                        overwrite=options.overwrite, resume=options.resume)
+        if options.summarizer_rows is not None:
+            check_summarizer_rows(options, config, inputs, layout)
         if config.engine == "ray":
             from .ray import compress_on_ray  # imports ray: only when asked for
 
@@ -95,3 +99,25 @@ def compress_dataset(
         compressor = TrajectoryCompressor(config, summarizer, counter, dialect or SHAREGPT)
         chosen = dialect or partial(detect, config=config)
         return run_pipeline(compressor, inputs, layout, options, chosen)
+
+
+def check_summarizer_rows(options: RunOptions, config: CompressionConfig,
+                          inputs: list[InputFile], layout: OutputLayout) -> None:
+    """`--emit-summarizer-rows` goes with windows output on the local engine, to a path
+    that is neither an input nor an output, and replaces only a file of its own."""
+    from .summarizer_rows import check_target
+
+    assert options.summarizer_rows is not None
+    path = Path(options.summarizer_rows)
+    if config.output_mode != "windows":
+        raise ConfigError("--emit-summarizer-rows goes with --output-mode windows (the "
+                          "summaries it records are the windows' summaries)")
+    if config.engine != "local":
+        raise ConfigError("--emit-summarizer-rows runs on the local engine")
+    taken = {p.resolve() for p in [*(i.path for i in inputs), *layout.outputs.values(),
+                                    *(w.path for w in planned_writes(layout, config))]
+             if isinstance(p, Path)}
+    if path.resolve() in taken:
+        raise ConfigError(f"--emit-summarizer-rows {path} is an input or another output of "
+                          "this run; name another file")
+    check_target(path, options.overwrite, options.resume and layout.checkpoint.exists())

@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ..core.conversation import Trajectory
@@ -144,6 +145,10 @@ class Pipeline:
                          resuming=resume is not None)
         self.writer = writer
         writer.consumed = self._consumed
+        if self.options.summarizer_rows is not None:
+            _reopen(writer.open_summarizer_rows, Path(self.options.summarizer_rows), resume,
+                    resuming=resume is not None)
+            self.compressor.emit_summarizer_rows = True
         self.metrics = writer.metrics
         if resume is None:
             self.metrics.processing_start_time = datetime.now().isoformat()

@@ -31,6 +31,9 @@ class RunOptions:
     overwrite: bool = False  # replace outputs another input or other settings wrote
     split: str | None = None  # with data_files: the input is a Hugging Face dataset
     data_files: DataFiles = None
+    # With `output.mode: windows`: where to write one summarizer training row per
+    # summary made (`engine.summarizer_rows`); None: nowhere.
+    summarizer_rows: str | None = None
 
     def __post_init__(self) -> None:
         share = self.sample_percent
@@ -49,6 +52,7 @@ class RunKeywords(TypedDict, total=False):
     overwrite: bool
     split: str | None
     data_files: DataFiles
+    summarizer_rows: str | None
 
 
 def run_options(options: RunOptions | None = None, **keywords: Unpack[RunKeywords]

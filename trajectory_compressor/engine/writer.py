@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..core import reasons
 from ..core.config import CompressionConfig
 from ..core.errors import CompressorError, one_line_error
 from ..core.metrics import AggregateMetrics, aggregate_from_state, aggregate_state
@@ -82,11 +83,17 @@ class RunWriter:
                                     None if resume is None else resume.over_limit)
         self.rejects = JsonlSink(layout.rejects, None if resume is None else resume.rejects)
         self.sink: Sink | None = None
+        self.summarizer_rows: JsonlSink | None = None  # `open_summarizer_rows`
         self._done: list[Sink] = []  # finished outputs, renamed at `commit`
         self._uncleaned: list[Sink] = []  # finished, their parts dropped at the next checkpoint
         self.consumed: ConsumedDigest | None = None  # set by a run over local files
 
     # files
+
+    def open_summarizer_rows(self, path: Path, resume: Checkpoint | None) -> None:
+        """Write `--emit-summarizer-rows`' rows to ``path`` with the run (§20)."""
+        self.summarizer_rows = JsonlSink(path, None if resume is None
+                                         else resume.summarizer_rows)
 
     def adopt_finished(self, final: Path) -> None:
         """An output an interrupted run already completed."""
@@ -97,8 +104,10 @@ class RunWriter:
         """The sink for ``source``'s output (reopened from a checkpoint state ``resume``);
         ``text_chars`` measures its rows' text (the file's dialect knows where it is)."""
         out = self.layout.outputs[source.path]
+        # Windows output's training marks need room in a fixed (Parquet) schema (§20).
+        marks = {"marks": True} if self.config.output_mode == "windows" else {}
         sink = open_sink(self.layout.formats[source.path], out, source, resume,
-                         text_chars or self.text_chars)
+                         text_chars or self.text_chars, **marks)
         self.sink = sink
         self.file_index = index
         return sink
@@ -135,8 +144,18 @@ class RunWriter:
                 **(why.to_entry() if why is not None else {}),
                 "metrics": metrics.to_dict(),
             }
+            if result.window_metrics is not None:  # which windows are over, and why (§20)
+                entry["id"] = result.window_metrics[0].windowed.get("source_id") \
+                    if result.window_metrics[0].windowed else None
+                planned = {w.number: w.over for w in result.plan.windows or ()}
+                entry["windows_over"] = [
+                    {"window": m.windowed["window"], "tokens": m.compressed_tokens,
+                     "why": planned.get(m.windowed["window"]) or reasons.SUMMARY_OVERRAN.text}
+                    for m in result.window_metrics if m.still_over_limit and m.windowed]
             if not self.config.save_over_limit:
                 entry["trajectory"] = result.row
+                if result.windows is not None:
+                    entry["windows"] = result.windows
                 keep = False
         self._writing = True
         # The row first: a value that cannot be encoded makes it a reject before anything
@@ -146,7 +165,10 @@ class RunWriter:
                 assert self.sink is not None
                 # An unchanged row keeps its bytes (numbers' exact text), unless it spans
                 # lines (a pretty-printed array element) and the output is JSON lines.
-                if (not result.changed and record.raw is not None
+                if result.windows is not None:  # one input row, k output rows (§20)
+                    for window in result.windows:
+                        self.sink.write_row(window)
+                elif (not result.changed and record.raw is not None
                         and isinstance(self.sink, (JsonlSink, JsonArraySink))
                         and not (b"\n" in record.raw and isinstance(self.sink, JsonlSink))):
                     self.sink.write_raw(record.raw)
@@ -154,6 +176,9 @@ class RunWriter:
                     self.sink.write_row(result.row)
             if entry is not None:
                 self.over_limit.write_row(entry)
+            if self.summarizer_rows is not None:
+                for made in result.summarizer_rows or ():
+                    self.summarizer_rows.write_row(made)
         except (TypeError, ValueError, UnicodeError, OverflowError) as exc:
             self._writing = False
             self.reject(record, f"cannot write the row: {one_line_error(exc)}", draws)
@@ -243,6 +268,8 @@ class RunWriter:
             elapsed=self.elapsed(),
             started=self.metrics.processing_start_time,
             consumed=self.consumed.at(self.file_index, self.skip) if self.consumed else [],
+            summarizer_rows=(self.summarizer_rows.flush() if self.summarizer_rows is not None
+                             else 0),
         ).save(self.layout.checkpoint)
         self._since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
@@ -252,7 +279,8 @@ class RunWriter:
 
     def _sinks(self) -> list[Sink]:
         current = [self.sink] if self.sink is not None else []
-        return [*self._done, *current, self.over_limit, self.rejects]
+        extra = [self.summarizer_rows] if self.summarizer_rows is not None else []
+        return [*self._done, *current, self.over_limit, self.rejects, *extra]
 
     def commit(self) -> None:
         """Rename every output to its final name, then drop the checkpoint; `LockLost`

@@ -84,6 +84,12 @@ METRICS_TYPE = pa.struct([
                            ("tokens_after", _INT), ("turns", _INT),
                            ("rules", pa.struct([(rule, _SAVING) for rule in ORDER])),
                            ("verify_failed", pa.string())])),
+    # §20: a window of a row (`output.mode: windows`); null on other rows
+    ("window", _INT),
+    ("windows", _INT),
+    ("trained_assistant_tokens", _INT),
+    ("source_id", pa.string()),
+    ("trained_turns", pa.struct([("start_idx", _INT), ("end_idx", _INT)])),
 ])
 # The schema of an output whose input told nothing about its columns (e.g. all rejected).
 MINIMAL_SCHEMA = pa.schema([
@@ -124,6 +130,29 @@ def output_schema(schema: pa.Schema) -> pa.Schema:
     if b"huggingface" in metadata:
         metadata[b"huggingface"] = _with_metrics_feature(metadata[b"huggingface"])
     return pa.schema(fields, metadata=metadata or None)
+
+
+def with_training_marks(schema: pa.Schema) -> pa.Schema:
+    """``schema`` whose lists of turns can hold windows output's training marks (§20,
+    `dialects.training`): ``weight`` on messages (structs with a ``role``), ``train`` on
+    ShareGPT turns; fields already there keep their type."""
+    fields = []
+    for f in schema:
+        t = f.type
+        if _is_turn_list(t) and f.name != METRICS_COLUMN:
+            item = t.value_type
+            names = {child.name for child in item}
+            mark = ("weight", _INT) if "role" in names else ("train", pa.bool_())
+            if mark[0] not in names:
+                item = pa.struct([*item, pa.field(*mark)])
+                f = f.with_type(pa.list_(item))
+        fields.append(f)
+    widened = pa.schema(fields, metadata=schema.metadata)
+    if widened.equals(schema):
+        return schema
+    # `datasets` features that lack the new fields would mislead it: it infers them.
+    metadata = {k: v for k, v in (schema.metadata or {}).items() if k != b"huggingface"}
+    return widened.with_metadata(metadata or None)
 
 
 def _with_metrics_feature(raw: bytes) -> bytes:

@@ -213,13 +213,19 @@ def read_records(source: InputFile, skip_lines: int = 0) -> Iterator[Record]:
 
 
 def open_sink(container: str, final: Path, source: InputFile, resume: Any = None,
-              text_chars: Callable[[Any], int] = text_chars) -> Sink:
+              text_chars: Callable[[Any], int] = text_chars, marks: bool = False) -> Sink:
     """An output of ``source``'s rows written in ``container`` to ``final`` (reopened from
-    a flush state ``resume``); ``text_chars`` measures a row's text."""
+    a flush state ``resume``); ``text_chars`` measures a row's text; ``marks``: its turns
+    may carry windows output's training marks (§20), which a fixed schema must hold."""
     opener = CONTAINERS[container].open_sink
     if opener is None:
         raise ConfigError(f"{container} outputs cannot be written")
-    return opener(final, CONTAINERS[source.format].schema(source), resume, text_chars)
+    schema = CONTAINERS[source.format].schema(source)
+    if marks and schema is not None:
+        from .parquet import with_training_marks
+
+        schema = with_training_marks(schema)
+    return opener(final, schema, resume, text_chars)
 
 
 def count_rows(inputs: list[InputFile]) -> int | None:

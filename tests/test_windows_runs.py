@@ -1,0 +1,322 @@
+"""`compress --output-mode windows` end to end (§20, issue 39): every dialect and
+container, checked against oracles independent of the planner:
+
+- every input row over the target became k >= 2 consecutive rows ``<id>#w1..#wk`` (rows
+  under it are written unchanged, one row each), with every other field of the input;
+- the tokens of the assistant turns each window trains (turns not marked in the
+  dialect's own way), counted here with the real tokenizer, add up over a row's windows
+  to the input row's assistant tokens: nothing lost, nothing trained twice;
+- every window is within the target (per-turn counts of the written row), or its
+  metrics say it is over; no window opens, after its head and summary, on a tool turn;
+- a local run, a run killed and resumed, and a Ray run write the same bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.cli_helpers import interrupt_when, invoke_cli, read_jsonl, run_cli, start_cli
+from tests.datagen import write_jsonl as generated_jsonl
+from tests.sample_files import SAMPLES
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.dialects import dialect_for, row_kind
+from trajectory_compressor.dialects.base import SOURCE
+from trajectory_compressor.dialects.training import is_marked
+
+TARGET = 4000
+SAMPLE_FILES = {"hermes": "trajectories.jsonl", "lf_sharegpt": "llamafactory_sharegpt.json",
+                "lf_messages": "llamafactory_messages.jsonl", "openai": "openai_messages.jsonl"}
+CONTAINERS = ["jsonl", "jsonl.gz", "json", "parquet", "hf"]
+COLUMNS = ("conversations", "messages", "system", "compression_metrics")
+
+
+def sample_rows(dialect: str, n: int = 4) -> list[dict[str, Any]]:
+    path = SAMPLES / SAMPLE_FILES[dialect]
+    if dialect == "hermes":
+        n = min(n, 2)  # ~25,000 tokens a row: two keep the matrix quick enough
+    if path.suffix == ".json":
+        return json.loads(path.read_text(encoding="utf-8"))[:n]
+    return read_jsonl(path)[:n]
+
+
+def arrow_ready(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI rows whose content is a string in some messages and a list of parts in
+    others, with the parts joined to a string: Arrow columns hold one type."""
+    out = []
+    for row in rows:
+        messages = row.get("messages")
+        kinds = {type(m.get("content")) for m in messages or [] if m.get("content") is not None}
+        if messages is not None and len(kinds) > 1:
+            row = {**row, "messages": [
+                {**m, "content": "".join(p.get("text", "") for p in m["content"])}
+                if isinstance(m.get("content"), list) else m for m in messages]}
+        out.append(row)
+    return out
+
+
+def write_container(rows: list[dict[str, Any]], folder: Path, container: str) -> Path:
+    if container == "jsonl":
+        path = folder / "in.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    elif container == "jsonl.gz":
+        path = folder / "in.jsonl.gz"
+        path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode()))
+    elif container == "json":
+        path = folder / "in.json"
+        path.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    elif container == "parquet":
+        path = folder / "in.parquet"
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    else:
+        import datasets
+
+        path = folder / "in_hf"
+        datasets.Dataset.from_list(rows).save_to_disk(str(path))
+    return path
+
+
+def read_output(path: Path) -> list[dict[str, Any]]:
+    if path.is_dir():
+        files = sorted(path.rglob("*.parquet"))
+        return [r for f in files for r in pq.read_table(f).to_pylist()]
+    if path.suffix == ".parquet":
+        return pq.read_table(path).to_pylist()
+    if path.suffix == ".json":
+        return json.loads(path.read_text(encoding="utf-8"))
+    if path.suffix == ".gz":
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        return [json.loads(line) for line in text.splitlines() if line]
+    return read_jsonl(path)
+
+
+def output_of(src: Path, folder: Path) -> Path:
+    if src.is_dir():
+        return folder / "out_hf"
+    return folder / ("out" + "".join(src.suffixes))
+
+
+def _clean(value: Any) -> Any:
+    """A row as Parquet gives it back (absent struct fields as None) compared with JSON."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def check_windows(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
+                  counter: Any, dialect_name: str) -> int:
+    """Assert the invariants of the module docstring; the number of windowed rows."""
+    config = CompressionConfig()
+    dialect = dialect_for(config, dialect_name)
+
+    def counts(row: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
+        turns = dialect.turns(row)
+        return list(zip(turns, counter.count_many([t["value"] for t in turns]), strict=True))
+
+    def item_of(turn: dict[str, Any]) -> Any:
+        source = turn.get(SOURCE)
+        if isinstance(source, tuple):
+            return source[1]
+        return source if source is not None else turn
+
+    at = 0
+    windowed = 0
+    for row in inputs:
+        counted = counts(row)
+        total = sum(n for _, n in counted)
+        if total <= TARGET:
+            assert _clean(outputs[at]) == _clean(row)
+            at += 1
+            continue
+        first = outputs[at]["compression_metrics"]
+        k = first["windows"]
+        assert k >= 2 and first["window"] == 1
+        windows = outputs[at:at + k]
+        at += k
+        windowed += 1
+        trained = 0
+        for j, window in enumerate(windows, 1):
+            metrics = window["compression_metrics"]
+            assert metrics["window"] == j and metrics["windows"] == k
+            own_id = row.get("id")
+            assert metrics["source_id"] == (None if own_id is None else str(own_id))
+            if own_id is not None:
+                assert window["id"] == f"{own_id}#w{j}"
+            for key, value in row.items():  # every other field kept
+                if key not in (*COLUMNS, "id"):
+                    assert _clean(window[key]) == _clean(value), key
+            written = counts(window)
+            size = sum(n for _, n in written)
+            assert size <= TARGET or metrics["still_over_limit"], (j, size)
+            assert metrics["compressed_tokens"] == size
+            own = sum(n for turn, n in written if turn["from"] == "gpt"
+                      and not is_marked(dialect, item_of(turn)))
+            assert own == metrics["trained_assistant_tokens"]
+            trained += own
+            if j > 1:
+                roles = [t["from"] for t, _ in written]
+                summary = next(i for i, (t, _) in enumerate(written)
+                               if "[CONTEXT SUMMARY]:" in t["value"])
+                after = summary + 1
+                assert after < len(roles) and roles[after] != "tool"
+        assert trained == sum(n for turn, n in counted if turn["from"] == "gpt")
+    assert at == len(outputs)
+    return windowed
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+@pytest.mark.parametrize("dialect", list(SAMPLE_FILES))
+def test_every_dialect_and_container(tmp_path, counter, dialect, container):
+    rows = sample_rows(dialect)
+    if container in ("parquet", "hf"):
+        rows = arrow_ready(rows)
+    src = write_container(rows, tmp_path, container)
+    out = output_of(src, tmp_path)
+    done = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+                      "--output-mode", "windows", "--target-max-tokens", str(TARGET),
+                      "--quiet")
+    assert done.returncode == 0, done.stderr
+    outputs = read_output(out)
+    name = {"hermes": "sharegpt", "lf_sharegpt": "sharegpt-variant"}.get(dialect, "openai")
+    assert row_kind(rows[0]) in (name, "sharegpt-columns", "sharegpt-plain", "openai")
+    assert check_windows(rows, outputs, counter, name) >= 1
+    (found,) = tmp_path.glob("out*_metrics.json")
+    section = json.loads(found.read_text(encoding="utf-8"))["windows"]
+    assert section["trained_assistant_tokens"] == section["assistant_tokens"]
+    assert section["rows_out"] == len(outputs)
+
+
+def test_rows_mode_is_unchanged_by_default(tmp_path):
+    src = write_container(sample_rows("openai"), tmp_path, "jsonl")
+    a = invoke_cli("compress", str(src), "-o", str(tmp_path / "a.jsonl"), "--summarizer",
+                   "extractive", "--target-max-tokens", str(TARGET), "--quiet")
+    b = invoke_cli("compress", str(src), "-o", str(tmp_path / "b.jsonl"), "--summarizer",
+                   "extractive", "--target-max-tokens", str(TARGET), "--output-mode", "rows",
+                   "--quiet")
+    assert a.returncode == b.returncode == 0
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert len(read_jsonl(tmp_path / "a.jsonl")) == 4
+
+
+def test_yaml_key_and_bad_value(tmp_path):
+    src = write_container(sample_rows("openai", 2), tmp_path, "jsonl")
+    config = tmp_path / "c.yaml"
+    config.write_text("output:\n  mode: windows\n", encoding="utf-8")
+    done = invoke_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"), "--config",
+                      str(config), "--summarizer", "extractive", "--target-max-tokens",
+                      str(TARGET), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert len(read_jsonl(tmp_path / "o.jsonl")) > 2
+    bad = invoke_cli("compress", str(src), "--output-mode", "pages", "--quiet")
+    assert bad.returncode == 2
+    assert "output.mode must be one of rows, windows, got 'pages'" in bad.stderr
+
+
+ARGS = ("--summarizer", "extractive", "--output-mode", "windows", "--target-max-tokens",
+        "500", "--summary-target-tokens", "60", "--checkpoint-every", "25", "--quiet")
+
+
+def test_sigkill_then_resume_writes_the_same_bytes(tmp_path):
+    src = generated_jsonl(tmp_path / "in.jsonl", 1500)
+    reference = tmp_path / "ref.jsonl"
+    done = run_cli("compress", str(src), "-o", str(reference), *ARGS)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out.jsonl"
+    proc = start_cli("compress", str(src), "-o", str(out), *ARGS)
+    interrupt_when(proc, (tmp_path / ".out.checkpoint.json").exists, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGKILL and not out.exists()
+    resumed = run_cli("compress", str(src), "-o", str(out), *ARGS, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert out.read_bytes() == reference.read_bytes()
+    # Checkpoints count input rows: the metrics are those of one uninterrupted run.
+    a = json.loads((tmp_path / "ref_metrics.json").read_text())
+    b = json.loads((tmp_path / "out_metrics.json").read_text())
+    assert a["summary"] == b["summary"] and a["windows"] == b["windows"]
+    assert a["windows"]["trained_assistant_tokens"] == a["windows"]["assistant_tokens"]
+
+
+def test_ray_engine_writes_the_same_bytes(tmp_path):
+    pytest.importorskip("ray", reason="needs the 'ray' extra")
+    src = generated_jsonl(tmp_path / "in.jsonl", 120)
+    local = tmp_path / "local.jsonl"
+    done = run_cli("compress", str(src), "-o", str(local), *ARGS)
+    assert done.returncode == 0, done.stderr
+    ray_out = tmp_path / "ray.jsonl"
+    done = run_cli("compress", str(src), "-o", str(ray_out), *ARGS, "--engine", "ray",
+                   "--ray-actors", "2", timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert ray_out.read_bytes() == local.read_bytes()
+    a = json.loads((tmp_path / "local_metrics.json").read_text())
+    b = json.loads((tmp_path / "ray_metrics.json").read_text())
+    assert a["windows"] == b["windows"] and a["summary"] == b["summary"]
+
+
+def test_summarizer_rows(tmp_path):
+    """One training row per summary: the request for the replaced turns, the summary of
+    the window that got it as the answer; a foreign file is never replaced."""
+    src = write_container(sample_rows("openai"), tmp_path, "jsonl")
+    out, rows_path = tmp_path / "o.jsonl", tmp_path / "summaries.jsonl"
+    args = ("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+            "--output-mode", "windows", "--target-max-tokens", "8000", "--quiet",
+            "--emit-summarizer-rows", str(rows_path))
+    done = invoke_cli(*args)
+    assert done.returncode == 0, done.stderr
+    made = read_jsonl(rows_path)
+    windows = json.loads((tmp_path / "o_metrics.json").read_text())["windows"]
+    assert len(made) == windows["summaries"] > 0
+    by_id = {row["id"]: row for row in read_jsonl(out)}
+    for row in made:
+        mark = row["summarizer_row"]
+        window = by_id[f"{mark['source_id']}#w{mark['window']}"]
+        summary = next(m["content"] for m in window["messages"]
+                       if isinstance(m["content"], str)
+                       and m["content"].startswith("[CONTEXT SUMMARY]:"))
+        system, user, answer = row["messages"]
+        assert (system["role"], user["role"], answer["role"]) == ("system", "user",
+                                                                  "assistant")
+        assert answer["content"] == summary[len("[CONTEXT SUMMARY]:"):].strip()
+        assert window["compression_metrics"]["compression_region"]["start_idx"] == \
+            mark["turns"]["start_idx"]
+        assert row["id"] == f"{mark['source_id']}#w{mark['window']}-summary"
+    again = invoke_cli(*args)  # its own file: replaced, the same bytes
+    assert again.returncode == 0 and read_jsonl(rows_path) == made
+    foreign = tmp_path / "mine.jsonl"
+    foreign.write_text('{"keep": "me"}\n', encoding="utf-8")
+    refused = invoke_cli(*args[:-1], str(foreign))
+    assert refused.returncode == 2 and "was not written by --emit-summarizer-rows" in \
+        refused.stderr
+    assert foreign.read_text(encoding="utf-8") == '{"keep": "me"}\n'
+    rows_mode = invoke_cli("compress", str(src), "-o", str(tmp_path / "r.jsonl"),
+                           "--summarizer", "extractive", "--quiet",
+                           "--emit-summarizer-rows", str(tmp_path / "x.jsonl"))
+    assert rows_mode.returncode == 2 and "goes with --output-mode windows" in rows_mode.stderr
+
+
+def test_report_and_html_show_the_windows_per_source_row(tmp_path):
+    src = write_container(sample_rows("openai", 3), tmp_path, "jsonl")
+    out = tmp_path / "o.jsonl"
+    done = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+                      "--output-mode", "windows", "--target-max-tokens", "8000", "--quiet")
+    assert done.returncode == 0, done.stderr
+    written = read_jsonl(out)
+    sources = {r["compression_metrics"]["source_id"] for r in written
+               if "window" in r.get("compression_metrics", {})}
+    windows = sum(1 for r in written if "window" in r.get("compression_metrics", {}))
+    text = invoke_cli("report", str(out))
+    assert text.returncode == 0, text.stderr
+    assert (f"from {len(sources)} source rows ({windows / len(sources):.1f} per row); "
+            f"rows out {len(written)}") in text.stdout
+    assert "(100%)" in text.stdout
+    page = tmp_path / "r.html"
+    assert invoke_cli("report", str(out), "--html", str(page)).returncode == 0
+    html = page.read_text(encoding="utf-8")
+    assert f"from {len(sources)} source rows" in html and "trained 100%" in html

@@ -1,0 +1,260 @@
+"""Windows output (§20): one row over the target as k rows that each fit (pure).
+
+Window 1 is the trajectory from its start until the next turn would pass the target.
+Window j+1 is what the live compressor (§10, ``live.ContextCompressor``) would hand the
+model after compacting at that point: the protected head, one summary of everything
+between the head and the recent turns, the recent turns (the live compressor's protected
+tail, here untrained context), then new turns until the next one would pass the target.
+
+How the live compressor's threshold maps: it compacts when the prompt reaches
+``threshold x context_length``; a window ends when its next turn would pass the target,
+so the threshold tokens are the target (``context_length = target``, ``threshold = 1``)
+and its tail budget is ``int(target x TAIL_RATIO)`` (the live default ``target_ratio``).
+Its tail walk (`overlap_start`) is the live ``boundaries.tail_start`` on the history so
+far; the context is shortened, whole groups at a time, only when it leaves no room for
+the next new turn (``Window.shrunk``).
+
+Every turn of the input is trained in exactly one window (its ``train`` region); the
+head and the context of windows 2..k are there as context and are marked not trained.
+Boundaries never separate a tool call from its results, except that an alternating row
+(LLaMA-Factory: user and assistant sides must pair up) may end a window on a call whose
+results open the next window, right after the same call repeated as context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+from .conversation import Trajectory, Turn
+from .plan import Boundaries, Plan, Region
+from .reasons import WINDOW_OVER
+
+# The live compressor's defaults (live.ContextCompressor, live.boundaries).
+TAIL_RATIO = 0.20
+TAIL_SOFT_CEILING = 1.5
+MIN_TAIL_TURNS = 3
+
+
+@dataclass(frozen=True)
+class Window:
+    """One window of a row, by the row's turn indices.
+
+    The window's turns are ``[0, head)``, then one summary of ``summarized`` (when not
+    None), then ``[context, train.end)``; ``[context, train.start)`` and the head are
+    context, ``train`` is trained. Window 1 has ``head == 0``, no summary, and
+    ``context == train.start == 0``.
+    """
+
+    number: int
+    head: int
+    summarized: Region | None
+    context: int
+    train: Region
+    tokens: int  # planned: per-turn counts, the summary at its largest allowed size
+    trained_assistant_tokens: int = 0  # of the assistant turns in ``train``
+    summarized_tokens: int = 0  # of the turns ``summarized`` replaces
+    summary_tokens: int = 0  # the summary's budget (less than the configured one when
+    # only a shorter summary lets the window fit)
+    shrunk: bool = False  # the live tail was shortened to leave room for a new turn
+    over: str = ""  # why the window is over the target (empty: it fits)
+
+    @property
+    def source_turns(self) -> list[int]:
+        """Indices of the input turns the window holds, in order (the summary aside)."""
+        return [*range(self.head), *range(self.context, self.train.end)]
+
+
+@dataclass(frozen=True)
+class WindowLimits:
+    """The budgets windows are planned for: the target; the summary's budget, and the
+    least it may be cut to for a window that would not fit otherwise; what a summary turn
+    adds besides its text (the notice on the system turn, a template's markers)."""
+
+    target: int
+    summary: int
+    extra: int = 0
+    min_summary: int | None = None  # None: the summary is never cut below its budget
+
+    @property
+    def tail_budget(self) -> int:
+        return int(self.target * TAIL_RATIO)
+
+
+def clean_starts(roles: Sequence[str], boundaries: Boundaries) -> list[bool]:
+    """Per turn: whether the first turn after a summary may be this one."""
+    allowed = boundaries.start_roles
+    return [role != "tool" if allowed is None else role in allowed for role in roles]
+
+
+def clean_ends(roles: Sequence[str], boundaries: Boundaries) -> list[bool]:
+    """Per position ``0..n``: whether a window may stop before this turn.
+
+    Never before a tool turn (it would lose the call it answers); in an alternating row,
+    only before a user-side turn (human or tool) so that the window ends on the assistant
+    side as such rows must. The end of the row is always clean.
+    """
+    n = len(roles)
+    if boundaries.start_roles is None:
+        ends = [roles[i] != "tool" for i in range(n)]
+    else:
+        ends = [roles[i] in ("human", "tool") for i in range(n)]
+    return [*ends, True]
+
+
+def head_end(roles: Sequence[str], middle_start: int) -> int:
+    """The protected head: the planner's head (`plan.compressible_middle`), pushed past
+    tool turns so that no call loses its results."""
+    end = middle_start
+    while end < len(roles) and roles[end] == "tool":
+        end += 1
+    return end
+
+
+def overlap_start(roles: Sequence[str], tokens: Sequence[int], head: int, stop: int,
+                  budget: int) -> int:
+    """Where the live compressor's protected tail of the history ``[0, stop)`` starts:
+    walk back from ``stop`` taking turns until ``budget`` tokens (up to
+    `TAIL_SOFT_CEILING` x budget rather than stop short of one turn), at least
+    `MIN_TAIL_TURNS` turns, moved back onto the call of any tool result it starts on."""
+    start = stop
+    taken = 0
+    ceiling = budget * TAIL_SOFT_CEILING
+    while start > head:
+        cost = tokens[start - 1]
+        if stop - start >= MIN_TAIL_TURNS and (taken >= budget or taken + cost > ceiling):
+            break
+        taken += cost
+        start -= 1
+    start = _group_start(roles, start, head, stop)
+    if start <= head:
+        start = _group_start(roles, max(head, stop - MIN_TAIL_TURNS), head, stop)
+    return start
+
+
+def _group_start(roles: Sequence[str], index: int, low: int, stop: int) -> int:
+    while low < index < stop and roles[index] == "tool":
+        index -= 1
+    return index
+
+
+def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
+                 limits: WindowLimits, boundaries: Boundaries) -> list[Window]:
+    """The windows of a row with per-turn ``tokens`` and protected head ``[0, head)``.
+
+    Each window trains at least one clean group of turns, so the plan always ends; a
+    window that cannot fit even so (its head and summary, or one group alone, are over
+    the target) says why in ``over``. A row whose first window reaches its end gets one
+    window: windows cannot help it.
+    """
+    n = len(roles)
+    prefix = [0, *accumulate(tokens)]
+    assistant = [0, *accumulate(t if r == "gpt" else 0 for r, t in zip(roles, tokens,
+                                                                       strict=True))]
+    starts = clean_starts(roles, boundaries)
+    ends = clean_ends(roles, boundaries)
+    target = limits.target
+
+    def span(a: int, b: int) -> int:
+        return prefix[b] - prefix[a]
+
+    def first_end(at_least: int) -> int:
+        e = at_least
+        while not ends[e]:
+            e += 1
+        return e
+
+    def fill(base: int, begin: int, lowest: int) -> int:
+        """The furthest clean end from ``lowest`` on whose window fits; ``lowest`` if none."""
+        best = lowest
+        for e in range(lowest + 1, n + 1):
+            if base + span(begin, e) > target:
+                break
+            if ends[e]:
+                best = e
+        return best
+
+    lowest = first_end(max(head, 1))
+    end = fill(0, 0, lowest)
+    first_over = ""
+    if span(0, end) > target:
+        first_over = (f"turns 0-{end - 1} (the protected head and the first group after it) "
+                      f"hold {span(0, end)} tokens, over the target {target}")
+    windows = [Window(1, 0, None, 0, Region(0, end), span(0, end), assistant[end],
+                      over=first_over)]
+    head_plain = span(0, head) + limits.extra
+    head_tokens = head_plain + limits.summary
+    while end < n:
+        begin = end
+        lowest = first_end(begin + 1)
+        live = overlap_start(roles, tokens, head, begin, limits.tail_budget)
+        # Context starts the live tail may shorten to: clean starts after the head, the
+        # new turns themselves last (only when they may open the window).
+        options = [c for c in range(max(live, head + 1), begin) if starts[c]]
+        if starts[begin]:
+            options.append(begin)
+        if not options:  # nothing after the head can open the window: the latest
+            # clean start (the head's last turn: no summary then), else the new turns
+            options = [max((c for c in range(head, begin) if starts[c]), default=begin)]
+        context = next((c for c in options
+                        if head_tokens + span(c, lowest) <= target), options[-1])
+        summary = limits.summary
+        room = target - head_plain - span(context, lowest)
+        if room < summary and limits.min_summary is not None and room >= limits.min_summary:
+            summary = room  # a shorter summary, rather than a window over the target
+        base = head_plain + summary + span(context, begin)
+        end = fill(base, begin, lowest)
+        summarized = Region(head, context) if context > head else None
+        planned = base + span(begin, end) - (0 if summarized else summary + limits.extra)
+        over = ""
+        if planned > target:
+            over = (f"turns {begin}-{end - 1} with the protected head (turns 0-{head - 1}) "
+                    f"and the summary hold {planned} tokens, over the target {target}")
+        windows.append(Window(len(windows) + 1, head, summarized, context, Region(begin, end),
+                              planned, assistant[end] - assistant[begin],
+                              span(head, context) if summarized else 0,
+                              summary if summarized else 0,
+                              shrunk=context != live, over=over))
+    return windows
+
+
+def is_assistant(turn: Turn) -> bool:
+    """Whether ``turn`` is an assistant turn: what windows train."""
+    return turn.get("from") == "gpt"
+
+
+def window_turns(turns: Sequence[Turn], window: Window, summary_text: str | None,
+                 notice: str) -> tuple[Trajectory, int | None, list[bool]]:
+    """The turns of ``window`` of ``turns``: ``(turns, index of the summary turn or None,
+    per turn whether it is trained)``. ``notice`` is appended to the head's first system
+    turn when the window has a summary (empty: none). The summary is never trained."""
+    head = [dict(turn) for turn in turns[:window.head]]
+    summary_at: int | None = None
+    middle: Trajectory = []
+    if window.summarized is not None and summary_text is not None:
+        summary_at = len(head)
+        middle = [{"from": "human", "value": summary_text}]
+        if notice:
+            for turn in head:
+                if turn.get("from") == "system":
+                    turn["value"] = turn["value"] + notice
+                    break
+    context = [dict(turn) for turn in turns[window.context:window.train.start]]
+    trained = [dict(turn) for turn in turns[window.train.start:window.train.end]]
+    flags = [False] * (len(head) + len(middle) + len(context)) + [True] * len(trained)
+    return [*head, *middle, *context, *trained], summary_at, flags
+
+
+def windowed_plan(plan: Plan, roles: Sequence[str], tokens: Sequence[int], middle_start: int,
+                  limits: WindowLimits, boundaries: Boundaries) -> Plan:
+    """``plan`` of a row over the target, made a windows plan (action ``compress`` with
+    its `Window`s) when windows help: two or more, each trains something."""
+    head = head_end(roles, middle_start)
+    windows = plan_windows(roles, tokens, head, limits, boundaries)
+    if len(windows) < 2:
+        return plan
+    over = next((w.over for w in windows if w.over), "")
+    return dataclasses.replace(plan, action="compress", windows=tuple(windows),
+                               reason=WINDOW_OVER.text if over else "")
