@@ -249,8 +249,7 @@ class Cache(Flags):
 
 @dataclass(frozen=True)
 class Fidelity(Flags):
-    """What a summary must keep, and what happens to one that does not (README "Summary
-    fidelity")."""
+    """What a summary must keep, and what happens to one that does not (docs/fidelity.md)."""
 
     summary_tolerance: Annotated[Optional[float], typer.Option(  # noqa: UP045
         "--summary-tolerance", help="A summary longer than --summary-target-tokens times "

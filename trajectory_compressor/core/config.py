@@ -446,7 +446,7 @@ class CompressionConfig:
 
 
 # Keys of the reference's schema accepted so that its configs load unchanged, but with no
-# effect here (attribute -> why; README "Configuration"). A value other than the default
+# effect here (attribute -> why; docs/configuration.md). A value other than the default
 # gets a warning (`ignored_settings`). The reference reads these too, and uses only
 # `metrics.output_file` (as its metrics file name in directory mode).
 IGNORED_KEYS: dict[str, str] = {

@@ -27,7 +27,7 @@ from typing import Any
 from .config import CompressionConfig
 from .plan import compressible_middle
 
-# Families in the order the table lists them (the README's order of remedies).
+# Families in the order the table lists them (docs/inspect.md, "What would fix it").
 PROTECT_LAST = "protect_last"
 # The roles whose first turn a config protects (``protect_first_<role>``), in its order.
 FIRST_ROLES = tuple(f.name.removeprefix("protect_first_")

@@ -53,7 +53,7 @@ ATTEMPTS = "attempts"
 CACHE = "cache.sqlite"
 # A shard whose worker died this many times stops the run instead of being retried again.
 MAX_ATTEMPTS = 3
-# Test hook (documented in README "Development"): "<marker file>:<records>" makes a worker
+# Test hook (documented in docs/development.md): "<marker file>:<records>" makes a worker
 # exit abruptly after reading that many records of a shard, once: it creates the marker
 # (saying which worker died where), and does nothing while the marker exists.
 KILL_ENV = "TC_TEST_KILL_WORKER"

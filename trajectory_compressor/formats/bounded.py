@@ -3,8 +3,8 @@ over-limit and rejects files are regular files of a known size, or refused.
 
 A sidecar is opened without blocking and checked before a byte is read: a FIFO, a device
 (a link to ``/dev/zero``) or a folder is refused, and so is a file over its cap; a JSON
-lines sidecar is read a line at a time, each line within its cap. The caps (README,
-"Bad input"): `METRICS_CAP` for a metrics file, `CHECKPOINT_CAP` for a checkpoint,
+lines sidecar is read a line at a time, each line within its cap. The caps (docs/guarantees.md,
+"Sidecars are read bounded"): `METRICS_CAP` for a metrics file, `CHECKPOINT_CAP` for a checkpoint,
 `LINE_CAP` for one line of an over-limit or rejects file (an over-limit line may hold a
 whole trajectory, as large as any input row).
 """

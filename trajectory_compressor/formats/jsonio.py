@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 # How deep a row's values may nest (objects and arrays). Real trajectories nest a dozen
-# levels; a row deeper than this is a located reject (README: bad input), so that no
+# levels; a row deeper than this is a located reject (docs/guarantees.md), so that no
 # reader, counter or writer meets a value deeper than Python's recursion can follow.
 MAX_NESTING = 256
 

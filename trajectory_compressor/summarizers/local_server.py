@@ -47,7 +47,7 @@ POLL_INTERVAL = 0.1
 LOG_LINES = 12
 LOG_TAIL_BYTES = 16384
 PR_SET_PDEATHSIG = 1
-# How a llama.cpp build made for another CPU is rebuilt for any x86-64 (README "local").
+# How a llama.cpp build made for another CPU is rebuilt for any x86-64 (docs/summarizers.md).
 PORTABLE_REBUILD = ('CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall '
                     '--no-cache-dir llama-cpp-python')
 
