@@ -31,6 +31,7 @@ from .options import (
     Reading,
     Rows,
     Run,
+    Strategy,
     ToolOutputs,
     config_overrides,
 )
@@ -182,11 +183,12 @@ def compress(
     reading: Reading,
     engine: Engine,
     tool_outputs: ToolOutputs,
+    strategy: Strategy,
     gates: CIGates,
     debug: DebugOpt = False,
 ) -> int:
     """Compress trajectories over the target; write data, metrics, over-limit and rejects."""
-    cfg = _settings(config, budget, protected, reading, tool_outputs, cache, fidelity,
+    cfg = _settings(config, budget, protected, reading, tool_outputs, strategy, cache, fidelity,
                     allowances, engine, endpoints=endpoints, summarizer=summarizer,
                     output_format=output_format)
     cfg = _settle_summarizer(cfg, announce=not (run.quiet or dry_run or endpoints.base_url))
@@ -246,12 +248,14 @@ def analyze(
         "of the text).")] = None,
     reading: Reading,
     tool_outputs: ToolOutputs,
+    strategy: Strategy,
     debug: DebugOpt = False,
 ) -> int:
     """Dry run: token distribution, what compress would do and how long it would take;
     no LLM call (but --probe's), writes nothing."""
     # The time estimate's summarizer, endpoints and concurrency, as compress takes them.
-    cfg = _settings(config, budget, protected, reading, tool_outputs, endpoints=endpoints,
+    cfg = _settings(config, budget, protected, reading, tool_outputs, strategy,
+                    endpoints=endpoints,
                     summarizer=summarizer)
     options = rows.options()
     target_list = _parse_targets(targets) if targets is not None else None

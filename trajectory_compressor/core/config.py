@@ -43,6 +43,10 @@ ENGINES = ("local", "ray")
 OVER_LIMIT_STRATEGIES = ("keep", "elide_tool_outputs")
 # Distill tool outputs before planning (§18, `core.distill`): off, the safe rules, or all.
 DISTILL_LEVELS = ("off", "safe", "all")
+# How a row over the target is brought under it (§19): summarize a run of middle turns
+# (the reference), mask old tool outputs (`core.mask`), or mask first and summarize what
+# still does not fit.
+STRATEGIES = ("summarize", "mask", "hybrid")
 
 
 @dataclass
@@ -70,6 +74,9 @@ class CompressionConfig:
     summary_target_tokens: int = 750
     over_limit_strategy: str = "keep"
     distill: str = "off"
+    strategy: str = "summarize"
+    mask_keep_last: int = 3
+    mask_exclude_tools: list[str] = field(default_factory=list)
     # protected_turns
     protect_first_system: bool = True
     protect_first_human: bool = True
@@ -225,6 +232,17 @@ class CompressionConfig:
                 self.distill in DISTILL_LEVELS,
                 f"compression.distill must be one of {', '.join(DISTILL_LEVELS)}, "
                 f"got {self.distill!r}",
+            ),
+            (
+                self.strategy in STRATEGIES,
+                f"compression.strategy must be one of {', '.join(STRATEGIES)}, "
+                f"got {quoted(self.strategy)}",
+            ),
+            (self.mask_keep_last >= 0, "compression.mask_keep_last must be >= 0"),
+            (
+                all(isinstance(n, str) and n.strip() for n in self.mask_exclude_tools),
+                "compression.mask_exclude_tools must be a list of tool names (non-empty "
+                f"strings), got {quoted(self.mask_exclude_tools)}",
             ),
             (
                 self.summary_target_tokens < self.target_max_tokens,
@@ -450,6 +468,9 @@ SECTIONS: dict[str, dict[str, str]] = {
         "summary_target_tokens": "summary_target_tokens",
         "over_limit_strategy": "over_limit_strategy",
         "distill": "distill",
+        "strategy": "strategy",
+        "mask_keep_last": "mask_keep_last",
+        "mask_exclude_tools": "mask_exclude_tools",
     },
     "protected_turns": {
         "first_system": "protect_first_system",
@@ -526,7 +547,7 @@ SECTIONS: dict[str, dict[str, str]] = {
 _FIELD_TYPES: dict[str, str] = {
     "tokenizer_name": "str", "trust_remote_code": "bool",
     "target_max_tokens": "int", "summary_target_tokens": "int", "over_limit_strategy": "str",
-    "distill": "str",
+    "distill": "str", "strategy": "str", "mask_keep_last": "int", "mask_exclude_tools": "list",
     "protect_first_system": "bool", "protect_first_human": "bool",
     "protect_first_gpt": "bool", "protect_first_tool": "bool", "protect_last_n_turns": "int",
     "summarization_model": "str", "base_url": "str", "api_key_env": "str?",
