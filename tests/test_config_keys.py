@@ -419,6 +419,26 @@ def _tokenizer_dir(tmp: Path, template: str | None = None) -> str:
     return str(make_tokenizer_dir(tmp / "tok", template or CHATML))
 
 
+def masked(cfg: CompressionConfig, _tmp: Path) -> Any:
+    """The row written for a row over the target with six long terminal outputs in the
+    middle: `strategy` decides whether they are masked, `mask_keep_last` how many of the
+    last stay, `mask_exclude_tools` whose stay."""
+    call = '<tool_call>\n{"name": "terminal", "arguments": {"command": "ls"}}\n</tool_call>'
+    out = "\n".join(f"file_{i}.py" for i in range(300))
+    turns = [{"from": "system", "value": "sys"}, {"from": "human", "value": "go"}]
+    for _ in range(6):
+        turns += [{"from": "gpt", "value": call}, {"from": "tool", "value": out}]
+    turns += [{"from": "gpt", "value": "done"}] * 4
+    row = {"id": "m", "conversations": turns}
+
+    async def go() -> RowResult:
+        async with TrajectoryCompressor(cfg.replace(target_max_tokens=3000),
+                                        summarizer=Recording(), counter=counter()) as c:
+            return await c.compress_row(row)
+
+    return json.dumps(asyncio.run(go()).row, sort_keys=True)
+
+
 PROBES: dict[str, Probe] = {
     "tokenizer.name": ("<tok>", tokenizer_load, {}),
     "tokenizer.trust_remote_code": (True, tokenizer_load, {"tokenizer": {"name": "<tok>"}}),
@@ -429,6 +449,10 @@ PROBES: dict[str, Probe] = {
     "compression.summary_target_tokens": (2000, compressed, {}),
     "compression.over_limit_strategy": ("elide_tool_outputs", second_pass, {}),
     "compression.distill": ("safe", distilled, {}),
+    "compression.strategy": ("mask", masked, {}),
+    "compression.mask_keep_last": (0, masked, {"compression": {"strategy": "mask"}}),
+    "compression.mask_exclude_tools": (["terminal"], masked,
+                                       {"compression": {"strategy": "mask"}}),
     "protected_turns.first_system": (False, planned("HGTGSGGGGGGG"), {}),
     "protected_turns.first_human": (False, planned("SGTGHGGGGGGG"), {}),
     "protected_turns.first_gpt": (False, planned("SHTHGHHHHHHH"), {}),
