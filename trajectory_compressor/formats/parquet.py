@@ -83,6 +83,11 @@ METRICS_TYPE = pa.struct([
     ("distill", pa.struct([("level", pa.string()), ("tokens_before", _INT),
                            ("tokens_after", _INT), ("turns", _INT),
                            ("rules", pa.struct([(rule, _SAVING) for rule in RULES]))])),
+    # §19: what the strategy did, and the share of the assistant tokens kept
+    ("strategy_used", pa.string()),
+    ("masked_turns", _INT),
+    ("masked_tokens", _INT),
+    ("assistant_tokens_kept", pa.float64()),
 ])
 # The schema of an output whose input told nothing about its columns (e.g. all rejected).
 MINIMAL_SCHEMA = pa.schema([
