@@ -110,6 +110,11 @@ class Masking:
         return out
 
 
+def apply_mask(turns: Trajectory, mask: Masking | None) -> Trajectory:
+    """``turns`` as a plan with ``mask`` writes them: its masked tool outputs in place."""
+    return turns if mask is None else mask.apply(turns)
+
+
 @dataclass(frozen=True)
 class Call:
     """A tool call as a placeholder names it."""

@@ -19,7 +19,7 @@ from ..core.explain import RowReason, explain
 from ..core.extractive import ExtractiveSummarizer
 from ..core.fidelity import MISSING_SHOWN, Fidelity
 from ..core.invented import INVENTED_SHOWN, SummaryCheck
-from ..core.mask import Masking, mask_row
+from ..core.mask import apply_mask, mask_row
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
 from ..core.plan import Boundaries, Plan, plan_trajectory
 from ..core.redact import Scrubber
@@ -260,14 +260,14 @@ class TrajectoryCompressor:
         metrics = base_metrics(plan, len(turns))
         if plan.action == "skip" and plan.distill is None:
             return RowResult(row, metrics, plan, changed=False, turns=turns)
-        return self._with_metrics(row, _masked_turns(turns, plan.mask), metrics, plan, dialect)
+        return self._with_metrics(row, apply_mask(turns, plan.mask), metrics, plan, dialect)
 
     def failed(self, row: Row, turns: Trajectory, plan: Plan, error: str,
                dialect: Dialect | None = None) -> RowResult:
         """The result for a row whose compression failed: written unchanged, with ``error``."""
         metrics = base_metrics(plan, len(turns))
         metrics.error = error
-        return self._with_metrics(row, _masked_turns(turns, plan.mask), metrics, plan, dialect)
+        return self._with_metrics(row, apply_mask(turns, plan.mask), metrics, plan, dialect)
 
     async def compress_planned(self, row: Row, turns: Trajectory, plan: Plan,
                                dialect: Dialect | None = None,
@@ -285,7 +285,7 @@ class TrajectoryCompressor:
         # Hybrid (§19): the row is written from its masked turns, but the summary reads
         # the original text of the turns it replaces.
         original = turns
-        turns = _masked_turns(turns, plan.mask)
+        turns = apply_mask(turns, plan.mask)
         # One extraction per row (bounded: `fidelity.MAX_ITEMS`), measured against every
         # summary the row is offered.
         texts = [str(t.get("value", "")) for t in turns]
@@ -520,11 +520,6 @@ class TrajectoryCompressor:
         if self.config.metrics_per_trajectory:
             new_row[METRICS_KEY] = metrics.to_dict()
         return RowResult(new_row, metrics, plan, changed=True, turns=turns)
-
-
-def _masked_turns(turns: Trajectory, mask: Masking | None) -> Trajectory:
-    """``turns`` as a plan writes them: its masked tool outputs in place (§19)."""
-    return turns if mask is None else mask.apply(turns)
 
 
 def _region_input_tokens(plan: Plan) -> int:
