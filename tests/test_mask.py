@@ -422,3 +422,27 @@ def test_summarize_default_is_unchanged_and_reports_assistant_share():
     d = m.to_dict()
     assert list(d)[-4:] == ["strategy_used", "masked_turns", "masked_tokens",
                             "assistant_tokens_kept"]
+
+
+def test_distill_then_mask_then_the_second_pass():
+    dialect, make, column, _ = DIALECTS["openai"]
+    row = make()  # type: ignore[operator]
+    for message in row[column]:
+        if message["role"] == "tool":  # colours distill removes
+            message["content"] = "\x1b[32m" + message["content"] + "\x1b[0m"
+    size = sum(counter().count_many([t["value"] for t in dialect.turns(row)]))
+    # Masking everything it may leaves the row over; the second pass then shortens the
+    # outputs masking may not touch (the last kept one, the tail's).
+    result, summarizer = run(row, dialect, target_max_tokens=size // 3, strategy="mask",
+                             mask_keep_last=1, distill="safe",
+                             over_limit_strategy="elide_tool_outputs",
+                             summary_target_tokens=100)
+    m = result.metrics
+    assert summarizer.requests == []
+    assert m.distill is not None and m.distill.turns == STEPS  # distilled first
+    assert m.masked_turns == STEPS - 1 - 2 - 1  # not the first, the tail's two, the last kept
+    assert m.elisions and not m.still_over_limit  # then the second pass
+    masked = {t.turn for t in result.plan.mask.turns} if result.plan.mask else set()
+    assert not masked & {e["turn"] for e in m.elisions}
+    for message in result.row[column]:
+        assert "\x1b" not in str(message.get("content"))
