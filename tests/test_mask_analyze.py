@@ -95,8 +95,8 @@ def test_the_text_shows_the_strategies_and_the_remedies(tmp_path):
 
 def test_ladders_offer_a_strategy_and_fewer_kept_outputs():
     summarize = ladders(CompressionConfig())
-    assert [r.command for r in summarize[STRATEGY]] == ["--strategy hybrid"]
-    assert MASK_KEEP not in summarize  # nothing is masked: no rung can matter
+    # Nothing is masked: no rung of keep-last can matter, and hybrid seldom helps.
+    assert STRATEGY not in summarize and MASK_KEEP not in summarize
     masking = ladders(CompressionConfig(strategy="mask", mask_keep_last=3))
     assert [r.command for r in masking[STRATEGY]] == ["--strategy hybrid"]
     assert [r.command for r in masking[MASK_KEEP]] == \

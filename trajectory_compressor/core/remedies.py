@@ -36,8 +36,8 @@ FIRST_ROLES = tuple(f.name.removeprefix("protect_first_")
 ELIDE = "elide"
 SUMMARY = "summary"
 TARGET = "target"
-# §19: another strategy (mask → hybrid, summarize → hybrid), and fewer tool outputs kept
-# from masking (for a config that masks).
+# §19: a summary for what masking leaves over (mask → hybrid), and fewer tool outputs
+# kept from masking (for a config that masks).
 STRATEGY = "strategy"
 MASK_KEEP = "mask_keep_last"
 FAMILIES = (PROTECT_LAST, *(f"first_{r}" for r in FIRST_ROLES), ELIDE, SUMMARY, STRATEGY,
@@ -103,7 +103,7 @@ def ladders(config: CompressionConfig, rows_after: Sequence[int] = (),
     if smaller:
         out[SUMMARY] = [Remedy(SUMMARY, ("--summary-target-tokens", str(v)),
                                (("summary_target_tokens", v),)) for v in smaller]
-    if config.strategy != "hybrid":
+    if config.strategy == "mask":  # summarize → hybrid seldom helps: not offered
         out[STRATEGY] = [Remedy(STRATEGY, ("--strategy", "hybrid"), (("strategy", "hybrid"),))]
     keep = config.mask_keep_last
     if config.strategy != "summarize" and keep > 0:
