@@ -25,5 +25,5 @@ def strategy_lines(strategy: Any) -> list[str]:
     if isinstance(kept, (int, float)):
         lines.append(f"  {'assistant kept':<17}{kept:>10.1%}   of "
                      f"{num(strategy.get('assistant_tokens_before', 0))} assistant tokens "
-                     "in the rows over the target")
+                     "of the rows over")
     return lines
