@@ -42,11 +42,13 @@ def test_compress_the_sample_file(tmp_path, sample_jsonl, counter):
     assert metrics["tokens"]["total_after"] < metrics["tokens"]["total_before"]
     assert list(metrics) == ["summary", "tokens", "turns", "averages", "summarization",
                              "processing", "usage", "distributions", "fidelity", "over_limit",
-                             "settings", "tokenizer", "run"]
+                             "strategy", "settings", "tokenizer", "run"]
     assert metrics["settings"]["compression"] == {"target_max_tokens": 15250,
                                                   "summary_target_tokens": 750,
                                                   "over_limit_strategy": "keep",
-                                                  "distill": "off"}
+                                                  "distill": "off", "strategy": "summarize",
+                                                  "mask_keep_last": 3,
+                                                  "mask_exclude_tools": []}
     # Unchanged rows are written byte for byte.
     lines_in = sample_jsonl.read_text(encoding="utf-8").splitlines()
     lines_out = out.read_text(encoding="utf-8").splitlines()

@@ -468,6 +468,24 @@ def verified(cfg: CompressionConfig, _tmp: Path) -> Any:
         return json.dumps(asyncio.run(go()).row, sort_keys=True)
     finally:
         compressor_module.distill_turns = real
+def masked(cfg: CompressionConfig, _tmp: Path) -> Any:
+    """The row written for a row over the target with six long terminal outputs in the
+    middle: `strategy` decides whether they are masked, `mask_keep_last` how many of the
+    last stay, `mask_exclude_tools` whose stay."""
+    call = '<tool_call>\n{"name": "terminal", "arguments": {"command": "ls"}}\n</tool_call>'
+    out = "\n".join(f"file_{i}.py" for i in range(300))
+    turns = [{"from": "system", "value": "sys"}, {"from": "human", "value": "go"}]
+    for _ in range(6):
+        turns += [{"from": "gpt", "value": call}, {"from": "tool", "value": out}]
+    turns += [{"from": "gpt", "value": "done"}] * 4
+    row = {"id": "m", "conversations": turns}
+
+    async def go() -> RowResult:
+        async with TrajectoryCompressor(cfg.replace(target_max_tokens=3000),
+                                        summarizer=Recording(), counter=counter()) as c:
+            return await c.compress_row(row)
+
+    return json.dumps(asyncio.run(go()).row, sort_keys=True)
 
 
 PROBES: dict[str, Probe] = {
@@ -481,6 +499,10 @@ PROBES: dict[str, Probe] = {
     "compression.over_limit_strategy": ("elide_tool_outputs", second_pass, {}),
     "compression.distill": ("safe", distilled, {}),
     "compression.verify_distill": (True, verified, {"compression": {"distill": "safe"}}),
+    "compression.strategy": ("mask", masked, {}),
+    "compression.mask_keep_last": (0, masked, {"compression": {"strategy": "mask"}}),
+    "compression.mask_exclude_tools": (["terminal"], masked,
+                                       {"compression": {"strategy": "mask"}}),
     "protected_turns.first_system": (False, planned("HGTGSGGGGGGG"), {}),
     "protected_turns.first_human": (False, planned("SGTGHGGGGGGG"), {}),
     "protected_turns.first_gpt": (False, planned("SHTHGHHHHHHH"), {}),

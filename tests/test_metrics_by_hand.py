@@ -238,7 +238,7 @@ def test_aggregate_to_dict_by_hand() -> None:
         agg.add(m)
     d = agg.to_dict()
     assert list(d) == ["summary", "tokens", "turns", "averages", "summarization",
-                       "processing", "usage", "distributions", "over_limit"]
+                       "processing", "usage", "distributions", "over_limit", "strategy"]
     # 6 rows; compressed: 2, 3, 6; skipped: 1; still over: 3, 4, 5; failed: 5. 3/6 = 0.5.
     assert d["summary"] == {
         "total_trajectories": 6, "trajectories_compressed": 3,

@@ -116,7 +116,10 @@ def test_a_server_ignoring_max_tokens_cannot_bloat_a_row(tmp_path, sample_jsonl,
         assert counter.count(summary) <= 750
         assert summary.count(SENTENCE) >= 375 // 9  # at least half the budget
     keys = list(rows[1]["compression_metrics"])
-    assert keys[keys.index("summary_source") + 1:] == ["summary_truncated", "fidelity"]
+    assert keys[keys.index("summary_source") + 1:] == [
+        "summary_truncated", "fidelity",
+        # the strategy's keys (§19), last
+        "strategy_used", "masked_turns", "masked_tokens", "assistant_tokens_kept"]
     assert out.stat().st_size < source.stat().st_size
     metrics = json.loads((tmp_path / "out_metrics.json").read_text())
     assert metrics["summarization"]["summaries_truncated"] == 3

@@ -269,6 +269,8 @@ def test_row_metrics_round_trip_with_fidelity():
     keys = list(d)
     # The reference's keys first, then the additions.
     assert keys.index("summary_source") < keys.index("fidelity")
-    assert keys[-3:] == ["fidelity", "fidelity_repair", "low_fidelity"]
+    assert keys[-7:-4] == ["fidelity", "fidelity_repair", "low_fidelity"]
+    assert keys[-4:] == ["strategy_used", "masked_turns", "masked_tokens",
+                         "assistant_tokens_kept"]  # §19, last
     back = TrajectoryMetrics.from_dict(d)
     assert back.fidelity == m.fidelity and back.low_fidelity and back.fidelity_repair

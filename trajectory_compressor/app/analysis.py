@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import textwrap
+
+from ..core.config import STRATEGIES
 from ..core.metrics import bin_of
 from ..engine.analyze import Analysis, Prices, TargetAnalysis
 from .fixes import fix_lines
@@ -52,6 +55,10 @@ def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
                                              for i, m in marks.items()})
     for start in range(0, len(a.targets), _COLUMNS):
         lines += ["", *_target_block(a.targets[start:start + _COLUMNS], prices)]
+    for start in range(0, len(a.targets), _COLUMNS):
+        block = strategy_block(a.targets[start:start + _COLUMNS])
+        if block:
+            lines += ["", *block]
     for t in a.targets:
         fixes = [] if t.fixes is None else fix_lines(t.fixes, target_label=len(a.targets) > 1)
         if fixes:
@@ -151,6 +158,37 @@ def _target_block(targets: list[TargetAnalysis], prices: Prices | None) -> list[
         out.append(line(label if len(label) <= _LABEL_W else "cost, USD",
                         [f"{prices.cost(t.llm.prompt_tokens, t.llm.completion_tokens):,.2f}"
                          for t in targets]))
+    return out
+
+
+def strategy_block(targets: list[TargetAnalysis]) -> list[str]:
+    """Summarize, mask and hybrid side by side on the rows over each target (§19)."""
+    shown = [t for t in targets if t.strategies is not None and t.strategies.rows]
+    if not shown:
+        return []
+
+    def line(label: str, values: list[str]) -> str:
+        return "  " + pad(label, _LABEL_W) + "".join(pad(v, _VALUE_W, right=True)
+                                                    for v in values)
+
+    how = "exact" if shown[0].exact else "projected"
+    out = [f"Strategies on the rows over the target ({how}; --strategy)",
+           line("target_max_tokens", [num(t.target) for t in shown]),
+           line("rows over the target", [num(t.strategies.rows) for t in shown
+                                         if t.strategies is not None])]
+    for name in STRATEGIES:
+        figures = [t.strategies.figures[name] for t in shown if t.strategies is not None]
+        out += [f"  {name}",
+                line("  rows under / still over", [f"{num(f.under)} / {num(f.still_over)}"
+                                                   for f in figures]),
+                line("  summaries (LLM calls)", [num(f.summaries) for f in figures]),
+                line("  tokens after", [num(f.tokens_after) for f in figures]),
+                line("  assistant tokens kept", [f"{f.assistant_kept:.1%}" for f in figures])]
+    for t in shown:
+        assert t.strategies is not None
+        prefix = f"target {num(t.target)}: " if len(shown) > 1 else ""
+        out += textwrap.wrap(prefix + t.strategies.verdict(), 78, initial_indent="  ",
+                             subsequent_indent="  ")
     return out
 
 

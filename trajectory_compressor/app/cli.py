@@ -32,6 +32,7 @@ from .options import (
     Reading,
     Rows,
     Run,
+    Strategy,
     SummarizerRows,
     ToolOutputs,
     Windowing,
@@ -186,13 +187,14 @@ def compress(
     reading: Reading,
     engine: Engine,
     tool_outputs: ToolOutputs,
+    strategy: Strategy,
     windowing: Windowing,
     summarizer_rows: SummarizerRows,
     gates: CIGates,
     debug: DebugOpt = False,
 ) -> int:
     """Compress trajectories over the target; write data, metrics, over-limit and rejects."""
-    cfg = _settings(config, budget, protected, reading, tool_outputs, cache, fidelity,
+    cfg = _settings(config, budget, protected, reading, tool_outputs, strategy, cache, fidelity,
                     allowances, engine, windowing, endpoints=endpoints,
                     summarizer=summarizer, output_format=output_format)
     cfg = _settle_summarizer(cfg, announce=not (run.quiet or dry_run or endpoints.base_url))
@@ -256,13 +258,14 @@ def analyze(
         "tool wrote (without it such a file is never replaced).")] = False,
     reading: Reading,
     tool_outputs: ToolOutputs,
+    strategy: Strategy,
     windowing: Windowing,
     debug: DebugOpt = False,
 ) -> int:
     """Dry run: token distribution, what compress would do and how long it would take;
     no LLM call (but --probe's), writes nothing."""
     # The time estimate's summarizer, endpoints and concurrency, as compress takes them.
-    cfg = _settings(config, budget, protected, reading, tool_outputs, windowing,
+    cfg = _settings(config, budget, protected, reading, tool_outputs, strategy, windowing,
                     endpoints=endpoints, summarizer=summarizer)
     options = rows.options()
     target_list = _parse_targets(targets) if targets is not None else None

@@ -21,6 +21,7 @@ from ..engine.paths import check_written_file, recorded_inputs
 from ..formats import jsonio
 from ..formats.base import write_atomic
 from ..formats.links import resolve
+from .strategy_text import strategy_lines
 from .textfmt import one_line, reject_lines
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ def format_summary(result: RunResult) -> str:
         f"{m.total_summarization_errors:,}",
         f"  time             {m.processing_duration_seconds:>9.1f}s",
     ]
+    lines[-1:-1] = strategy_lines(d.get("strategy"))
     lines += [f"  output           {_shown(p)}" for p in outputs]
     lines += [
         f"  metrics          {_shown(result.layout.metrics)}",

@@ -180,6 +180,16 @@ def _figures(data: ReportData) -> str:
                                f"{windows.get('summaries', 0):,} summaries; assistant "
                                f"tokens trained {windows.get('trained_share', 0):.0%}"),
                            "wide"))
+    strategy = m.get("strategy") or {}
+    if strategy.get("rows_by_strategy"):  # §19: what the strategy did to the rows over
+        rows = strategy["rows_by_strategy"]
+        kept = strategy.get("assistant_tokens_kept", 1.0)
+        out.append(_figure("Assistant tokens kept", f"{kept:.1%}",
+                           esc("rows over the target: " + ", ".join(
+                               f"{k} {v:,}" for k, v in rows.items())
+                               + (f"; {strategy.get('masked_turns', 0):,} tool outputs masked"
+                                  f" ({strategy.get('masked_tokens', 0):,} tokens)"
+                                  if strategy.get("masked_turns") else "")), "wide"))
     if proc.get("duration_seconds") is not None:
         out.append(_figure("Time", _duration(proc["duration_seconds"])))
     return f'<section class="figures">{"".join(out)}</section>'

@@ -151,6 +151,31 @@ class SummarizerRows(Flags):
 
     def overrides(self) -> dict[str, Any]:
         return {}  # a path of this run, not a setting
+class Strategy(Flags):
+    """How a row over the target is brought under it (§19): summarize, mask, or both."""
+
+    strategy: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--strategy", metavar="NAME", help="How a row over the target is brought under it "
+        "(compression.strategy): summarize (replace a run of middle turns with one summary; "
+        "the default), mask (replace old tool outputs between the protected turns, oldest "
+        "first, with one line each naming the tool, its arguments, exit status or error, "
+        "size and the identifiers later turns use, until the row fits; no LLM call, "
+        "assistant turns kept) or hybrid (mask first, summarize only a row still over). "
+        "See README \"Strategies\".")] = None
+    mask_keep_last: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--mask-keep-last", metavar="N", min=0, help="With mask or hybrid: the last N tool "
+        "outputs before the protected tail are never masked (compression.mask_keep_last; "
+        "default 3).")] = None
+    mask_exclude_tools: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--mask-exclude-tools", metavar="NAME,...", help="With mask or hybrid: outputs of "
+        "these tools are never masked (compression.mask_exclude_tools).")] = None
+
+    def overrides(self) -> dict[str, Any]:
+        names = None
+        if self.mask_exclude_tools is not None:
+            names = [n.strip() for n in self.mask_exclude_tools.split(",") if n.strip()]
+        return {"strategy": self.strategy, "mask_keep_last": self.mask_keep_last,
+                "mask_exclude_tools": names}
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from ..formats.registry import discover_inputs, read_records
 from .fixes import fix_lines
 from .gates import Counts, counts_of
 from .sidecar import over_limit_entry_problem, read_metrics
+from .strategy_text import strategy_lines
 from .textfmt import Column, clip, num, one_line, reason_order, short_reason, table
 from .timeline import Timeline, format_timeline
 
@@ -323,6 +324,7 @@ def format_report(report: RunReport, limit: int | None = 50) -> str:
         lines += _fidelity_lines(m.get("fidelity"))
         lines += distill_lines(m.get("distill"))
         lines += windows_lines(m.get("windows"))
+        lines += strategy_lines(m.get("strategy"))
         dists = m.get("distributions", {})
         if dists:
             keys = ("min", "median", "p90", "p99", "max")

@@ -33,16 +33,31 @@ def assemble(
 
 
 def base_metrics(plan: Plan, turn_count: int) -> TrajectoryMetrics:
-    """Metrics of a trajectory left as it is (skipped, over the limit, or failed)."""
-    return TrajectoryMetrics(
-        original_tokens=plan.total_tokens,
+    """Metrics of a trajectory that gets no summary (skipped, over the limit, or failed),
+    its tool outputs masked when the plan masked them (§19)."""
+    metrics = TrajectoryMetrics(
+        original_tokens=plan.input_tokens,
         compressed_tokens=plan.total_tokens,
         original_turns=turn_count,
         compressed_turns=turn_count,
         skipped_under_target=plan.action == "skip",
-        still_over_limit=plan.action != "skip",
+        still_over_limit=plan.action not in ("skip", "mask"),
         distill=plan.distill,
+        assistant_tokens=plan.assistant_tokens,
     )
+    if plan.mask is not None:
+        _add_mask(metrics, plan)
+        metrics.strategy_used = "mask"
+        metrics.was_compressed = True  # the row changed: its old tool outputs masked
+    return metrics
+
+
+def _add_mask(metrics: TrajectoryMetrics, plan: Plan) -> None:
+    assert plan.mask is not None
+    metrics.masked_turns = len(plan.mask.turns)
+    metrics.masked_tokens = plan.mask.saved
+    metrics.tokens_saved = metrics.original_tokens - metrics.compressed_tokens
+    metrics.compression_ratio = metrics.compressed_tokens / max(metrics.original_tokens, 1)
 
 
 def compressed_metrics(
@@ -60,11 +75,12 @@ def compressed_metrics(
     region = plan.region
     compressed_tokens = plan.total_tokens - plan.region_tokens + summary_tokens + notice_delta
     compressed_turns = turn_count - region.turns + 1
-    return TrajectoryMetrics(
-        original_tokens=plan.total_tokens,
+    original = plan.input_tokens
+    metrics = TrajectoryMetrics(
+        original_tokens=original,
         compressed_tokens=compressed_tokens,
-        tokens_saved=plan.total_tokens - compressed_tokens,
-        compression_ratio=compressed_tokens / max(plan.total_tokens, 1),
+        tokens_saved=original - compressed_tokens,
+        compression_ratio=compressed_tokens / max(original, 1),
         original_turns=turn_count,
         compressed_turns=compressed_turns,
         turns_removed=turn_count - compressed_turns,
@@ -74,4 +90,11 @@ def compressed_metrics(
         was_compressed=True,
         still_over_limit=compressed_tokens > config.target_max_tokens,
         distill=plan.distill,
+        strategy_used="summarize",
+        assistant_tokens=plan.assistant_tokens,
+        assistant_tokens_kept=plan.assistant_kept,
     )
+    if plan.mask is not None:
+        _add_mask(metrics, plan)
+        metrics.strategy_used = "mask+summarize"
+    return metrics

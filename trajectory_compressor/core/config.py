@@ -47,6 +47,10 @@ DISTILL_LEVELS = ("off", "safe", "all")
 # One output row per input row, or a row over the target as windows that each fit (§20,
 # `core.windows`).
 OUTPUT_MODES = ("rows", "windows")
+# How a row over the target is brought under it (§19): summarize a run of middle turns
+# (the reference), mask old tool outputs (`core.mask`), or mask first and summarize what
+# still does not fit.
+STRATEGIES = ("summarize", "mask", "hybrid")
 
 
 @dataclass
@@ -78,6 +82,9 @@ class CompressionConfig:
     # read back as the terminal showed its outputs is written undistilled, the failure
     # recorded in its metrics (§18).
     verify_distill: bool = False
+    strategy: str = "summarize"
+    mask_keep_last: int = 3
+    mask_exclude_tools: list[str] = field(default_factory=list)
     # protected_turns
     protect_first_system: bool = True
     protect_first_human: bool = True
@@ -237,6 +244,17 @@ class CompressionConfig:
                 f"got {self.distill!r}",
             ),
             (
+                self.strategy in STRATEGIES,
+                f"compression.strategy must be one of {', '.join(STRATEGIES)}, "
+                f"got {quoted(self.strategy)}",
+            ),
+            (self.mask_keep_last >= 0, "compression.mask_keep_last must be >= 0"),
+            (
+                all(isinstance(n, str) and n.strip() for n in self.mask_exclude_tools),
+                "compression.mask_exclude_tools must be a list of tool names (non-empty "
+                f"strings), got {quoted(self.mask_exclude_tools)}",
+            ),
+            (
                 self.summary_target_tokens < self.target_max_tokens,
                 "compression.summary_target_tokens must be smaller than "
                 f"compression.target_max_tokens ({self.summary_target_tokens} >= "
@@ -289,6 +307,13 @@ class CompressionConfig:
                 self.output_mode in OUTPUT_MODES,
                 f"output.mode must be one of {', '.join(OUTPUT_MODES)}, "
                 f"got {quoted(self.output_mode)}",
+            ),
+            (
+                # A window's context is the live compressor's (head, one summary, recent
+                # turns); masking inside windows is not defined yet.
+                self.output_mode != "windows" or self.strategy == "summarize",
+                "output.mode windows works with compression.strategy summarize only, "
+                f"got {quoted(self.strategy)}",
             ),
             (self.max_concurrent_requests >= 1, "processing.max_concurrent_requests must be >= 1"),
             (self.per_trajectory_timeout > 0, "processing.per_trajectory_timeout must be positive"),
@@ -469,6 +494,9 @@ SECTIONS: dict[str, dict[str, str]] = {
         "over_limit_strategy": "over_limit_strategy",
         "distill": "distill",
         "verify_distill": "verify_distill",
+        "strategy": "strategy",
+        "mask_keep_last": "mask_keep_last",
+        "mask_exclude_tools": "mask_exclude_tools",
     },
     "protected_turns": {
         "first_system": "protect_first_system",
@@ -547,7 +575,8 @@ SECTIONS: dict[str, dict[str, str]] = {
 _FIELD_TYPES: dict[str, str] = {
     "tokenizer_name": "str", "trust_remote_code": "bool",
     "target_max_tokens": "int", "summary_target_tokens": "int", "over_limit_strategy": "str",
-    "distill": "str", "verify_distill": "bool",
+    "distill": "str", "verify_distill": "bool", "strategy": "str", "mask_keep_last": "int",
+    "mask_exclude_tools": "list",
     "protect_first_system": "bool", "protect_first_human": "bool",
     "protect_first_gpt": "bool", "protect_first_tool": "bool", "protect_last_n_turns": "int",
     "summarization_model": "str", "base_url": "str", "api_key_env": "str?",

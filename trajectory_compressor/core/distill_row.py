@@ -194,6 +194,24 @@ def _join(pieces: list[str | _Output]) -> str:
     return "".join(p if isinstance(p, str) else p.encode(p.text) for p in pieces)
 
 
+def outputs_of(text: str) -> list[str]:
+    """The outputs of one tool turn's text, in order (see the module's docstring): the
+    ``content`` string of each Hermes ``<tool_response>`` JSON body, a body that is not
+    such JSON, or the whole text when it has no such tags."""
+    return [p.text for p in _pieces(text) if isinstance(p, _Output)]
+
+
+def with_outputs(text: str, outputs: Sequence[str | None]) -> str:
+    """``text`` with its `outputs_of` replaced in order (None: kept as it is), every
+    wrapper around them kept byte for byte and a JSON ``content`` string re-encoded."""
+    pieces = _pieces(text)
+    found = [p for p in pieces if isinstance(p, _Output)]
+    for output, new in zip(found, outputs, strict=True):
+        if new is not None:
+            output.text = new
+    return _join(pieces)
+
+
 def distill_turns(texts: Sequence[str | None], level: str,
                   count_many: CountMany) -> tuple[list[str | None], DistillStats]:
     """``texts`` (None: not a tool turn, left alone) distilled at ``level``, and what

@@ -60,7 +60,8 @@ def reason_numbers(plan: Plan, metrics: TrajectoryMetrics) -> dict[str, int]:
         "region_tokens": plan.region_tokens,
     }
     if plan.region is not None and metrics.turns_compressed_start_idx >= 0:
-        numbers["summary_tokens"] = (metrics.compressed_tokens - metrics.original_tokens
+        # Of the row as planned: masked outputs (§19) are no part of the summary's cost.
+        numbers["summary_tokens"] = (metrics.compressed_tokens - plan.total_tokens
                                      + plan.region_tokens)
     return numbers
 

@@ -330,6 +330,13 @@ def aggregate_fidelity(values: Iterable[Fidelity]) -> dict[str, Any]:
             "mean_tail_ratio": round(statistics.fmean(tail), 4) if tail else None}
 
 
+def mentions(item: str, searchable: str) -> bool:
+    """Whether ``item`` occurs in ``searchable`` (a `searchable_text`) as matching finds it:
+    normalized, not glued to a word character at a word edge (`core.mask` asks which of
+    an output's items a later turn names)."""
+    return any(_occurs(form, searchable) for form in _forms(item))
+
+
 def _forms(item: str) -> list[str]:
     """What finds `item` in normalized text: a number with a unit also with the space."""
     key = normalize(item)

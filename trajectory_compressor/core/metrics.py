@@ -75,11 +75,19 @@ class TrajectoryMetrics:
     # `output.mode: windows` (§20, `core.windows`): on a window, its `WINDOW_KEYS`; on the
     # row it came from (aggregate-only), `WINDOWED_KEYS`.
     windowed: dict[str, Any] | None = None
+    # What the strategy did (§19): none, mask, summarize or mask+summarize; the tool
+    # turns masked and the tokens that took off; the share of the input's assistant
+    # tokens still in the row.
+    strategy_used: str = "none"
+    masked_turns: int = 0
+    masked_tokens: int = 0
+    assistant_tokens_kept: float = 1.0
     # Not part of the row's `compression_metrics`: aggregate-only bookkeeping.
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retries: int = 0
     errors_by_kind: dict[str, int] = field(default_factory=dict)
+    assistant_tokens: int = 0  # the input's assistant tokens (for the pooled share)
 
     @property
     def failed(self) -> bool:
@@ -123,9 +131,16 @@ class TrajectoryMetrics:
             d["elisions"] = [dict(e) for e in self.elisions]
         if self.distill is not None:
             d["distill"] = self.distill.to_dict()
+        d.update(self.strategy_dict())
         if self.windowed is not None and "window" in self.windowed:
             d.update(self.windowed)
         return d
+
+    def strategy_dict(self) -> dict[str, Any]:
+        """The row's strategy keys (§19), written after the others."""
+        return {"strategy_used": self.strategy_used, "masked_turns": self.masked_turns,
+                "masked_tokens": self.masked_tokens,
+                "assistant_tokens_kept": round(self.assistant_tokens_kept, 4)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrajectoryMetrics:
@@ -157,7 +172,28 @@ class TrajectoryMetrics:
             elisions=[dict(e) for e in d.get("elisions") or [] if isinstance(e, dict)],
             distill=DistillStats.from_dict(d.get("distill")),
             windowed={k: d[k] for k in WINDOW_KEYS if k in d} or None,
+            strategy_used=str(d.get("strategy_used") or _strategy_of(d)),
+            masked_turns=_count(d.get("masked_turns")),
+            masked_tokens=_count(d.get("masked_tokens")),
+            assistant_tokens_kept=_share(d.get("assistant_tokens_kept")),
         )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _share(value: Any) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+    return float(value) if ok else 1.0
+
+
+def _strategy_of(d: dict[str, Any]) -> str:
+    """What a row written before strategies existed had done: a summary or nothing."""
+    region = d.get("compression_region")
+    start = region.get("start_idx") if isinstance(region, dict) else None
+    summarized = isinstance(start, int) and start >= 0
+    return "summarize" if d.get("was_compressed") and summarized else "none"
 
 
 class Distribution:
@@ -342,6 +378,14 @@ class AggregateMetrics:
     window_summaries: int = 0
     window_assistant_tokens: int = 0
     window_trained_tokens: int = 0
+    # Strategies (§19), over the rows that were over the target: rows by what was done,
+    # the masking, and the assistant tokens of the input and of the rows as written.
+    rows_by_strategy: dict[str, int] = field(default_factory=dict)
+    masked_rows: int = 0
+    masked_turns: int = 0
+    masked_tokens: int = 0
+    assistant_tokens_before: int = 0
+    assistant_tokens_after: int = 0
     processing_start_time: str = ""
     processing_end_time: str = ""
     processing_duration_seconds: float = 0.0
@@ -399,6 +443,7 @@ class AggregateMetrics:
             self.window_summaries += m.windowed["summaries"]
             self.window_assistant_tokens += m.windowed["assistant_tokens"]
             self.window_trained_tokens += m.windowed["trained_assistant_tokens"]
+        self._add_strategy(m)
         self.fidelity_repairs += m.fidelity_repair
         self.low_fidelity_rows += m.low_fidelity
         f = m.fidelity
@@ -418,6 +463,32 @@ class AggregateMetrics:
             if f.tail_items:
                 self.fidelity_tail_rows += 1
                 self.fidelity_tail_ratio_sum += _exact(f.tail_kept / f.tail_items)
+
+    def _add_strategy(self, m: TrajectoryMetrics) -> None:
+        if m.skipped_under_target:
+            return
+        used = m.strategy_used
+        self.rows_by_strategy[used] = self.rows_by_strategy.get(used, 0) + 1
+        self.masked_rows += m.masked_turns > 0
+        self.masked_turns += m.masked_turns
+        self.masked_tokens += m.masked_tokens
+        self.assistant_tokens_before += m.assistant_tokens
+        self.assistant_tokens_after += round(m.assistant_tokens * m.assistant_tokens_kept)
+
+    def strategy_summary(self) -> dict[str, Any]:
+        """The metrics file's ``strategy`` section (§19): rows over the target by what was
+        done to them, the masking, and the share of their assistant tokens kept."""
+        before = self.assistant_tokens_before
+        return {
+            "rows_by_strategy": dict(sorted(self.rows_by_strategy.items())),
+            "masked_rows": self.masked_rows,
+            "masked_turns": self.masked_turns,
+            "masked_tokens": self.masked_tokens,
+            "assistant_tokens_before": before,
+            "assistant_tokens_after": self.assistant_tokens_after,
+            "assistant_tokens_kept": round(self.assistant_tokens_after / before, 4)
+            if before else 1.0,
+        }
 
     def merge(self, other: AggregateMetrics) -> None:
         """Add ``other``'s totals (a shard or a file of the same run) to these.
@@ -503,6 +574,7 @@ class AggregateMetrics:
             },
             **({"distill": self.distill_summary()}
                if self.distill_rows or self.distill_verify_failed else {}),
+            "strategy": self.strategy_summary(),
             **({"windows": self.windows_summary()} if self.windowed_rows else {}),
         }
 

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import reasons
 from .config import CompressionConfig
 from .distill_row import DistillStats
 
-Action = Literal["skip", "compress", "over_limit"]
+if TYPE_CHECKING:
+    from .mask import Masking
+
+# ``mask``: tool outputs were masked (`core.mask`) and the row fits without a summary.
+Action = Literal["skip", "compress", "over_limit", "mask"]
 
 # Why a row over the target gets no summary, or stays over after one.
 HEAD_ALONE = reasons.HEAD_ALONE.text
@@ -61,6 +65,25 @@ class Plan:
     # `output.mode: windows` (§20): the `core.windows.Window`s the row becomes (None: one
     # row); typed loosely so that this module need not import the one that plans them.
     windows: tuple[Any, ...] | None = None
+    # The tool outputs masked before the plan (§19, `core.mask`): the counts above are of
+    # the masked row, which every result of this plan is written from.
+    mask: Masking | None = None
+    # Tokens of the row's assistant turns, and of those inside ``region`` (§19).
+    assistant_tokens: int = 0
+    region_assistant_tokens: int = 0
+
+    @property
+    def input_tokens(self) -> int:
+        """Tokens of the row as planned before masking (``total_tokens`` with what the
+        placeholders saved)."""
+        return self.total_tokens + (self.mask.saved if self.mask is not None else 0)
+
+    @property
+    def assistant_kept(self) -> float:
+        """The share of the row's assistant tokens a summary of ``region`` keeps."""
+        if self.region is None or not self.assistant_tokens:
+            return 1.0
+        return (self.assistant_tokens - self.region_assistant_tokens) / self.assistant_tokens
 
     @property
     def middle_tokens(self) -> int:

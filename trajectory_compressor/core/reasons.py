@@ -86,6 +86,14 @@ LOW_FIDELITY = Reason(
     "the summary kept too few of the region's facts (below summarization.min_fidelity, "
     "after a repair request); on_low_fidelity: uncompressed left the row as it was",
     "summary fidelity too low")
+# `compression.strategy: mask` (§19): every tool output masking may touch is masked (or
+# none could be) and the row is still over; that strategy never summarizes.
+MASK_EXHAUSTED = Reason(
+    "mask_not_enough",
+    "masking every tool output outside the protected turns (and the last "
+    "compression.mask_keep_last) still leaves the row over the target; strategy mask "
+    "writes no summary (hybrid would)",
+    "masking not enough")
 
 # An error while summarizing or assembling the row (a bug, a value nobody foresaw): the
 # row is written unchanged; its error is this sentence, a colon and what went wrong.
@@ -108,7 +116,8 @@ WINDOW_OVER = Reason(
 
 # In the order reports list them; failures come after, in this order.
 OVER_LIMIT = (HEAD_ALONE, NO_MIDDLE, NO_CLEAN_CUT, SMALL_REGION, PROTECTED_HEAD,
-              PROTECTED_TAIL, MIDDLE_EXHAUSTED, SUMMARY_OVERRAN, LOW_FIDELITY, WINDOW_OVER)
+              PROTECTED_TAIL, MIDDLE_EXHAUSTED, SUMMARY_OVERRAN, LOW_FIDELITY, WINDOW_OVER,
+              MASK_EXHAUSTED)
 FAILURES = (DEADLINE, SUMMARY_GREW, SUMMARY_FAILED, FAILED)
 ALL = (*OVER_LIMIT, OVER_TARGET, *FAILURES)
 _BY_TEXT = {r.text: r for r in (*OVER_LIMIT, PROTECTED_TOO_BIG)}

@@ -36,12 +36,17 @@ FIRST_ROLES = tuple(f.name.removeprefix("protect_first_")
 ELIDE = "elide"
 SUMMARY = "summary"
 TARGET = "target"
-FAMILIES = (PROTECT_LAST, *(f"first_{r}" for r in FIRST_ROLES), ELIDE, SUMMARY, TARGET)
+# §19: a summary for what masking leaves over (mask → hybrid), and fewer tool outputs
+# kept from masking (for a config that masks).
+STRATEGY = "strategy"
+MASK_KEEP = "mask_keep_last"
+FAMILIES = (PROTECT_LAST, *(f"first_{r}" for r in FIRST_ROLES), ELIDE, SUMMARY, STRATEGY,
+            MASK_KEEP, TARGET)
 # Which families a combination tries first, when two of the same size bring as many rows
 # under: the ones that lose the least (the second pass cuts tool outputs the summary
 # could not take; the first human turn, the task, last).
-PREFERENCE = (ELIDE, SUMMARY, PROTECT_LAST, "first_tool", "first_gpt", "first_system",
-              "first_human")
+PREFERENCE = (MASK_KEEP, STRATEGY, ELIDE, SUMMARY, PROTECT_LAST, "first_tool", "first_gpt",
+              "first_system", "first_human")
 MAX_COMBINATION = 3
 # A ladder this long is searched by halves (a target's rungs: one or two per row).
 _LINEAR = 8
@@ -98,6 +103,13 @@ def ladders(config: CompressionConfig, rows_after: Sequence[int] = (),
     if smaller:
         out[SUMMARY] = [Remedy(SUMMARY, ("--summary-target-tokens", str(v)),
                                (("summary_target_tokens", v),)) for v in smaller]
+    if config.strategy == "mask":  # summarize → hybrid seldom helps: not offered
+        out[STRATEGY] = [Remedy(STRATEGY, ("--strategy", "hybrid"), (("strategy", "hybrid"),))]
+    keep = config.mask_keep_last
+    if config.strategy != "summarize" and keep > 0:
+        values = sorted({v for v in (keep - 1, keep // 2, 1, 0) if 0 <= v < keep}, reverse=True)
+        out[MASK_KEEP] = [Remedy(MASK_KEEP, ("--mask-keep-last", str(v)),
+                                 (("mask_keep_last", v),)) for v in values]
     larger = sorted({v for v in (*rows_after, *rows_before) if v > config.target_max_tokens})
     if larger:
         out[TARGET] = [Remedy(TARGET, ("--target-max-tokens", str(v)),

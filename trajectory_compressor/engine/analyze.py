@@ -39,6 +39,7 @@ from .options import RunKeywords, RunOptions, run_options
 from .probe import ProbeRow, ProbeSample, probe
 from .projection import CountedRow, projected
 from .remedies import OverRows, WhatWouldFix, find_fixes
+from .strategies import StrategyComparison
 from .stream import RowStream
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ class TargetAnalysis:
     # The rows the configured summarizer leaves over the limit, and what would fix them.
     over: OverRows = field(default_factory=OverRows)
     fixes: WhatWouldFix | None = None
+    # §19: summarize, mask and hybrid side by side on the rows over this target.
+    strategies: StrategyComparison | None = None
 
     @property
     def target(self) -> int:
@@ -120,6 +123,7 @@ class TargetAnalysis:
             "metrics": {k: v for k, v in self.metrics.to_dict().items() if k != "processing"},
             "over_limit_reasons": dict(self.reasons),
             "remedies": None if self.fixes is None else self.fixes.to_dict(),
+            "strategies": None if self.strategies is None else self.strategies.to_dict(),
             "extractive": {
                 "trajectories_compressed": self.extractive.trajectories_compressed,
                 "trajectories_still_over_limit": self.extractive.trajectories_still_over_limit,
@@ -256,6 +260,8 @@ def analyze(
     inputs = discover_inputs(input_spec, split=options.split, data_files=options.data_files)
     counter = counter or TokenCounter.load(config.tokenizer_name, config.trust_remote_code)
     analysis = Analysis(input_spec, [TargetAnalysis(c) for c in configs])
+    for target in analysis.targets:
+        target.strategies = StrategyComparison(exact=target.exact)
     analysis.distill = DistillPreview(configs[0].target_max_tokens)
     if gap_counter(config, counter) is not None:
         analysis.gap = CountingGap([c.target_max_tokens for c in configs])
@@ -358,6 +364,8 @@ async def _walk(analysis: Analysis, inputs: list[Any], stream: RowStream,
                                                                  compressors, strict=True)):
                         exact, llm = await _outcomes(compressor, one, clock, i)
                         target.add(exact, llm, one, str(entry.record.location), row_id(row))
+                        if target.strategies is not None:  # untimed: not compress's work
+                            await target.strategies.add(compressor, one)
                         if i == 0 and sample is not None and exact.plan.action == "compress":
                             sample.offer(ProbeRow(row, turns, exact.plan, dialect))
         # What compress would do ends here: the remedies' summaries are analyze's own.

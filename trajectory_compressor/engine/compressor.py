@@ -19,8 +19,9 @@ from ..core.explain import RowReason, explain
 from ..core.extractive import ExtractiveSummarizer
 from ..core.fidelity import Fidelity
 from ..core.invented import SummaryCheck
+from ..core.mask import apply_mask, mask_row
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
-from ..core.plan import Plan, plan_trajectory
+from ..core.plan import Boundaries, Plan, plan_trajectory
 from ..core.redact import Scrubber
 from ..core.summary import (
     Repair,
@@ -48,6 +49,9 @@ from .second_pass import elide_over_limit
 from .windowing import compress_windows, window_limits
 
 SUMMARY_OVERRAN = reasons.SUMMARY_OVERRAN.text
+# Reasons a row keeps under `strategy: mask` when masking could not bring it under: the
+# row's shape (nothing between the protected turns) says more than masking's shortfall.
+_MASK_KEEPS = (reasons.HEAD_ALONE.text, reasons.NO_MIDDLE.text)
 
 
 @dataclass
@@ -149,7 +153,39 @@ class TrajectoryCompressor:
         if self.config.output_mode == "windows" and plan.action != "skip":
             plan = windowed_plan(plan, roles, turn_tokens, plan.middle.start,
                                  window_limits(self, turns), boundaries)
-        return plan if distilled is None else dataclasses.replace(plan, distill=distilled)
+        elif self.config.strategy != "summarize" and plan.action != "skip":
+            plan = self._masked(plan, turns, roles, turn_tokens, boundaries)
+        region = plan.region
+        in_region = range(region.start, region.end) if region is not None else range(0)
+        return dataclasses.replace(
+            plan, distill=distilled,
+            assistant_tokens=sum(n for r, n in zip(roles, turn_tokens, strict=True)
+                                 if r == "gpt"),
+            region_assistant_tokens=sum(turn_tokens[i] for i in in_region
+                                        if roles[i] == "gpt"))
+
+    def _masked(self, plan: Plan, turns: Trajectory, roles: list[str], turn_tokens: list[int],
+                boundaries: Boundaries) -> Plan:
+        """``plan`` after masking old tool outputs (§19, `core.mask`): a plan of the masked
+        row (action ``mask`` when it fits); with ``strategy: mask``, never a summary."""
+        config = self.config
+        texts = [str(t["value"]) for t in turns]
+        # Template counts attribute the template's own tokens to turns: a turn's saving is
+        # what its text loses, counted alone.
+        counted = self.counter.count_many(texts) if self.rows.template is not None else None
+        masking = mask_row(roles, texts, turn_tokens, plan.middle, config.target_max_tokens,
+                           config.mask_keep_last, config.mask_exclude_tools,
+                           self.counter.count_many, counted)
+        after = plan
+        if masking is not None:
+            after = plan_trajectory(roles, masking.counts(turn_tokens), config, boundaries)
+            if after.action == "skip":
+                return dataclasses.replace(after, action="mask", mask=masking)
+        if config.strategy == "mask":
+            reason = after.reason if after.reason in _MASK_KEEPS else reasons.MASK_EXHAUSTED.text
+            after = dataclasses.replace(after, action="over_limit", region=None,
+                                        region_tokens=0, reason=reason)
+        return dataclasses.replace(after, mask=masking)
 
     def distill(self, row: Row, turns: Trajectory, dialect: Dialect | None = None,
                 ) -> tuple[Row, Trajectory, DistillStats] | None:
@@ -233,14 +269,14 @@ class TrajectoryCompressor:
         metrics = base_metrics(plan, len(turns))
         if plan.action == "skip" and plan.distill is None:
             return RowResult(row, metrics, plan, changed=False, turns=turns)
-        return self._with_metrics(row, turns, metrics, plan, dialect)
+        return self._with_metrics(row, apply_mask(turns, plan.mask), metrics, plan, dialect)
 
     def failed(self, row: Row, turns: Trajectory, plan: Plan, error: str,
                dialect: Dialect | None = None) -> RowResult:
         """The result for a row whose compression failed: written unchanged, with ``error``."""
         metrics = base_metrics(plan, len(turns))
         metrics.error = error
-        return self._with_metrics(row, turns, metrics, plan, dialect)
+        return self._with_metrics(row, apply_mask(turns, plan.mask), metrics, plan, dialect)
 
     async def compress_or_fail(self, row: Row, turns: Trajectory, plan: Plan,
                                dialect: Dialect | None = None,
@@ -279,15 +315,20 @@ class TrajectoryCompressor:
         region = plan.region
         # Time spent queued for a request slot does not count against the deadline.
         deadline = Deadline(self.config.per_trajectory_timeout)
+        # Hybrid (§19): the row is written from its masked turns, but the summary reads
+        # the original text of the turns it replaces.
+        original = turns
+        turns = apply_mask(turns, plan.mask)
         # One extraction per row (bounded: `fidelity.MAX_ITEMS`), measured against every
         # summary the row is offered.
         texts = [str(t.get("value", "")) for t in turns]
+        region_texts = [str(t.get("value", "")) for t in original[region.start:region.end]]
         # A summary may state what the turns before its position (head, region) state.
-        probe = SummaryCheck(texts[:region.start], texts[region.start:region.end],
-                             texts[region.end:])
+        probe = SummaryCheck(texts[:region.start], region_texts, texts[region.end:])
         request = SummaryRequest(
-            turns[region.start:region.end], region.start, self._summary_budget(turns, plan),
-            plan.region_tokens, deadline, origin=origin, tail_items=tuple(probe.tail_items),
+            original[region.start:region.end], region.start,
+            self._summary_budget(turns, plan), _region_input_tokens(plan), deadline,
+            origin=origin, tail_items=tuple(probe.tail_items),
         )
         requests = [request]
         try:
@@ -500,6 +541,9 @@ class TrajectoryCompressor:
                 _recount(metrics, self.rows.total(dialect, new_row), self.config)
                 metrics.compressed_turns = written
                 metrics.turns_removed = metrics.original_turns - written
+        elif plan.mask is not None and self.rows.template is not None:
+            # Masked, no summary: the placeholders' counts were their texts' alone.
+            _recount(metrics, self.rows.total(dialect, new_row), self.config)
         if (self.config.over_limit_strategy == "elide_tool_outputs"
                 and metrics.still_over_limit and not metrics.failed):
             elided = elide_over_limit(row, turns, metrics, plan, dialect, summary_at,
@@ -509,6 +553,16 @@ class TrajectoryCompressor:
         if self.config.metrics_per_trajectory:
             new_row[METRICS_KEY] = metrics.to_dict()
         return RowResult(new_row, metrics, plan, changed=True, turns=turns)
+
+
+def _region_input_tokens(plan: Plan) -> int:
+    """Tokens of the summarized region's original turns (masked ones as they were read)."""
+    assert plan.region is not None
+    tokens = plan.region_tokens
+    if plan.mask is not None:
+        tokens += sum(t.tokens_before - t.tokens_after for t in plan.mask.turns
+                      if plan.region.start <= t.turn < plan.region.end)
+    return tokens
 
 
 def _recount(metrics: TrajectoryMetrics, compressed: int, config: CompressionConfig) -> None:

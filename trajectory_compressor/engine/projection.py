@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..core.assemble import assemble
 from ..core.conversation import Row, Trajectory
 from ..core.distill_row import DistillStats
+from ..core.mask import apply_mask
 from ..core.plan import Plan
 from ..core.summary import SummaryRequest, render_turns
 from ..dialects.base import Dialect
@@ -74,7 +75,7 @@ def projected(compressor: TrajectoryCompressor, counted: CountedRow, plan: Plan,
     metrics.completion_tokens = config.summary_target_tokens
     if config.over_limit_strategy == "elide_tool_outputs" and metrics.still_over_limit:
         # The summary's text does not matter here: the pass counts the outputs it cuts.
-        assembled = assemble(turns, plan.region, "", config)
+        assembled = assemble(apply_mask(turns, plan.mask), plan.region, "", config)
         elide_over_limit(counted.row, assembled, metrics, plan, counted.dialect,
                          plan.region.start, config, compressor.counter, compressor.rows,
                          render=False)
@@ -93,7 +94,8 @@ def elision_fits(compressor: TrajectoryCompressor, counted: CountedRow, plan: Pl
     turns = first.turns
     if summary_at is not None and not exact:  # the projection keeps the turns as read
         assert plan.region is not None
-        turns = assemble(counted.turns, plan.region, "", compressor.config)
+        turns = assemble(apply_mask(counted.turns, plan.mask), plan.region, "",
+                         compressor.config)
     return elide_over_limit(counted.row, turns, metrics, plan, counted.dialect, summary_at,
                             compressor.config, compressor.counter, compressor.rows,
                             render=exact) is not None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.elide import eligible_turns
+from ..core.mask import Masking
 from ..core.plan import Plan, Region
 from ..core.remedies import (
     Entry,
@@ -184,7 +185,7 @@ async def find_fixes(compressor: TrajectoryCompressor, over: OverRows, *,
 
 # What decides whether the second pass brings a row under: its plan's middle and region,
 # the summary size (the row as the summary left it) and the target.
-_Key = tuple[Region, Region | None, int, int]
+_Key = tuple[Region, Region | None, int, int, Masking | None]
 
 
 class _Replan:
@@ -195,7 +196,8 @@ class _Replan:
         self.base = compressor
         self.rows = rows
         self.exact = exact
-        self.first: list[dict[tuple[Region | None, int], RowResult]] = [{} for _ in rows]
+        self.first: list[dict[tuple[Region | None, int, Masking | None], RowResult]] = [
+            {} for _ in rows]
         self.elided: list[dict[_Key, bool]] = [{} for _ in rows]
 
     async def fits(self, remedies: Question) -> frozenset[int]:
@@ -224,7 +226,7 @@ class _Replan:
             return True
         if not elide:
             return False
-        key = (plan.middle, plan.region, config.summary_target_tokens, target)
+        key = (plan.middle, plan.region, config.summary_target_tokens, target, plan.mask)
         known = self.elided[i]
         if key not in known:
             known[key] = elision_fits(compressor, row, plan, first, exact=self.exact)
@@ -236,7 +238,7 @@ class _Replan:
         extractive summarizer) depends on the region and the summary size only, not on
         the target or the middle around the region, so it is made once for them."""
         config = compressor.config
-        key = (plan.region, config.summary_target_tokens)
+        key = (plan.region, config.summary_target_tokens, plan.mask)
         known = self.first[i]
         if key not in known:
             keep = compressor.with_config(dataclasses.replace(config,
@@ -250,7 +252,9 @@ def _cannot_fit(row: CountedRow, plan: Plan, target: int, elide: bool) -> bool:
     with the region gone and nothing in its place (and, with the second pass, every tool
     output it may cut gone too). Counted with the row's own per-turn counts, which in
     either counting mode is what removing those turns takes off."""
-    left = row.total - plan.region_tokens if plan.region is not None else row.total
+    # The plan's own total: a masked row's (§19) is less than the row as read.
+    total = plan.total_tokens
+    left = total - plan.region_tokens if plan.region is not None else total
     if elide:
         roles = [t["from"] for t in row.turns]
         region = plan.region or Region(0, 0)

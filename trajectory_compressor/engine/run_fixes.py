@@ -60,6 +60,13 @@ class Flagged:
         start = region.get("start_idx", -1) if isinstance(region, dict) else -1
         return isinstance(start, int) and start >= 0
 
+    @property
+    def rewritten(self) -> bool:
+        """Whether the output no longer holds the row as planned (a summary, or tool
+        outputs masked, §19): it is read from the run's input."""
+        masked = self.metrics.get("masked_turns")
+        return self.summarized or (isinstance(masked, int) and masked > 0)
+
     def recorded(self, key: str) -> int | None:
         value = self.metrics.get(key)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -156,7 +163,7 @@ def run_fixes(output: Path, flagged: Sequence[Flagged], config: CompressionConfi
 
 def _read_written(reader: _Reader, output: Path) -> None:
     """The rows that got no summary, from the output (or their over-limit entry)."""
-    waiting = [w for w in reader.wanted if not w.flagged.summarized]
+    waiting = [w for w in reader.wanted if not w.flagged.rewritten]
     moved = [w for w in waiting if w.flagged.row is not None]
     if moved:
         stream = reader.stream()
@@ -187,7 +194,7 @@ def _read_written(reader: _Reader, output: Path) -> None:
 
 def _read_inputs(reader: _Reader, inputs: Sequence[Path]) -> None:
     """The rows that got a summary, from the run's input at their recorded place."""
-    waiting = [w for w in reader.wanted if w.flagged.summarized]
+    waiting = [w for w in reader.wanted if w.flagged.rewritten]
     if not waiting:
         return
     files: dict[Path, list[_Wanted]] = {}

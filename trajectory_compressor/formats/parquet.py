@@ -84,6 +84,11 @@ METRICS_TYPE = pa.struct([
                            ("tokens_after", _INT), ("turns", _INT),
                            ("rules", pa.struct([(rule, _SAVING) for rule in ORDER])),
                            ("verify_failed", pa.string())])),
+    # §19: what the strategy did, and the share of the assistant tokens kept
+    ("strategy_used", pa.string()),
+    ("masked_turns", _INT),
+    ("masked_tokens", _INT),
+    ("assistant_tokens_kept", pa.float64()),
     # §20: a window of a row (`output.mode: windows`); null on other rows
     ("window", _INT),
     ("windows", _INT),
