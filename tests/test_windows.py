@@ -182,7 +182,7 @@ def test_context_is_the_live_compressors(row, target):
             if w.context - head >= live.MIN_MIDDLE and (user is None or user < head):
                 # The whole layout: the one the live compressor compacts to (a later user
                 # message would make it keep that message out of the summary; windows
-                # summarize it like any other turn, see README "Windows output").
+                # summarize it like any other turn, see docs/strategies.md, windows).
                 assert live.boundaries(history, counts, head, limits.tail_budget) == \
                     (head, w.context)
         else:

@@ -136,7 +136,7 @@ class Windowing(Flags):
         "<id>#w1, <id>#w2, ... that each fit: the first turns, then the protected head, "
         "one summary of everything before and the next turns, as a live compressor hands "
         "them to the model; each assistant turn trained in exactly one window, marked not "
-        "trained where it is context. See README \"Windows output\".")] = None
+        "trained where it is context. See docs/strategies.md.")] = None
 
 
 @dataclass(frozen=True)
