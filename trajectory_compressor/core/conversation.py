@@ -13,6 +13,16 @@ Row = dict[str, Any]
 
 ROLES = ("system", "human", "gpt", "tool")
 SUMMARY_PREFIX = "[CONTEXT SUMMARY]:"
+# Set on a turn that is a tool call spelled as a turn of its own (LLaMA-Factory's
+# `function_call`, whose value is the call's JSON): every summarizer reads it as a call.
+CALL_TURN = "_call"
+
+
+def call_view(turns: list[Turn]) -> list[Turn]:
+    """``turns`` as a summarizer reads them: a call turn's JSON in a ``<tool_call>`` block,
+    as Hermes and OpenAI rows spell their calls; the other turns as they are."""
+    return [{**t, "value": f"<tool_call>\n{t['value']}\n</tool_call>"}
+            if t.get(CALL_TURN) else t for t in turns]
 
 
 def json_type(value: Any) -> str:

@@ -11,7 +11,7 @@ from types import TracebackType
 from ..core import reasons
 from ..core.assemble import assemble, base_metrics, compressed_metrics, notice_index
 from ..core.config import CompressionConfig
-from ..core.conversation import Row, Trajectory
+from ..core.conversation import Row, Trajectory, call_view
 from ..core.deadline import Deadline
 from ..core.distill_row import DistillStats, distill_turns
 from ..core.errors import RowError
@@ -252,8 +252,9 @@ class TrajectoryCompressor:
         probe = SummaryCheck(texts[:region.start], texts[region.start:region.end],
                              texts[region.end:])
         request = SummaryRequest(
-            turns[region.start:region.end], region.start, self._summary_budget(turns, plan),
-            plan.region_tokens, deadline, origin=origin, tail_items=tuple(probe.tail_items),
+            call_view(turns[region.start:region.end]), region.start,
+            self._summary_budget(turns, plan), plan.region_tokens, deadline, origin=origin,
+            tail_items=tuple(probe.tail_items),
         )
         requests = [request]
         try:

@@ -29,6 +29,7 @@ from ..formats.hf_card import card_path, dataset_card
 from ..formats.registry import count_rows
 from .blocking import run_blocking
 from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
+from .committed import committed_record
 from .compressor import RowResult, TrajectoryCompressor
 from .count import Item
 from .layout import OutputLayout
@@ -177,7 +178,9 @@ class Pipeline:
             report = {**self.metrics.to_dict(), "settings": self.config.run_settings(),
                       "tokenizer": tokenizer_identity(self.config),
                       "run": run_record(self.inputs, self.layout, self.config,
-                                        self.options.sample_percent, self.options.seed)}
+                                        self.options.sample_percent, self.options.seed),
+                      "committed": committed_record(self.layout.outputs.values(),
+                                                    self.metrics.total_trajectories)}
             write_atomic(self.layout.metrics, jsonio.dumps_pretty(report))
         return RunResult(self.metrics, self.layout, writer.warnings, resumed=resume is not None)
 
