@@ -189,13 +189,13 @@ def report_output(
     """
     from .gates import evaluate, finish
     from .report import (
-        find_fixes,
         find_row,
         format_found,
         format_report,
         found_to_dict,
         load_report,
         report_counts,
+        settle_fixes,
     )
 
     report = load_report(output)
@@ -209,7 +209,7 @@ def report_output(
         config = recorded if recorded is not None else fallback()
     config = config.replace(**(overrides or {}))
     if show is None:
-        report.fixes = find_fixes(report, config)
+        settle_fixes(report, config)
     if html is not None:
         if show is not None:
             raise ConfigError("give --html or --show, not both (the page holds the timeline "

@@ -76,6 +76,7 @@ class TargetAnalysis:
     # The rows the configured summarizer leaves over the limit, and what would fix them.
     over: OverRows = field(default_factory=OverRows)
     fixes: WhatWouldFix | None = None
+    fixes_cpu_seconds: float = 0.0  # the remedies' search, over the rows it re-planned
 
     @property
     def target(self) -> int:
@@ -120,6 +121,7 @@ class TargetAnalysis:
             "metrics": {k: v for k, v in self.metrics.to_dict().items() if k != "processing"},
             "over_limit_reasons": dict(self.reasons),
             "remedies": None if self.fixes is None else self.fixes.to_dict(),
+            "remedies_cpu_seconds": round(self.fixes_cpu_seconds, 3),
             "extractive": {
                 "trajectories_compressed": self.extractive.trajectories_compressed,
                 "trajectories_still_over_limit": self.extractive.trajectories_still_over_limit,
@@ -364,7 +366,10 @@ async def _walk(analysis: Analysis, inputs: list[Any], stream: RowStream,
         clock.extractive_seconds[:] = [s.total_seconds for s in timed]
         for target, compressor in zip(analysis.targets, compressors, strict=True):
             if target.over.over:
+                # Only the rows left over the limit (the first `MAX_ROWS`) are re-planned.
+                started = time.process_time()
                 target.fixes = await find_fixes(compressor, target.over, exact=target.exact)
+                target.fixes_cpu_seconds = time.process_time() - started
 
 
 def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect: Dialect,
