@@ -39,7 +39,7 @@ from .progress import Progress
 from .projection import CountedRow
 from .remedies import OverRows
 from .resume_guard import ConsumedDigest, check_checkpoint
-from .stored_fixes import compute_fixes
+from .stored_fixes import STORED_ROWS, compute_fixes
 from .stream import Entry, RowStream
 from .writer import RunWriter, StrictStop
 
@@ -112,7 +112,7 @@ class Pipeline:
         self._window_chars = 0
         # The first rows left over the limit, as planned: "what would fix it" is searched
         # for them once at the end of the run and stored with it (`stored_fixes`).
-        self._over = OverRows()
+        self._over = OverRows(limit=STORED_ROWS)
         self._tasks: set[asyncio.Task[RowResult]] = set()
         # Set to the first exception a row task raises (a rejected API key): the run
         # stops at once instead of when that row reaches the head of the window.
@@ -175,18 +175,19 @@ class Pipeline:
             self.progress.close()
             if self._counting is not None:
                 self._counting.shutdown(wait=False)
-        # Searched before the commit (the lock is still held, nothing is written yet), from
-        # the rows this run planned; a resumed run did not plan the rows before its
-        # checkpoint, and stores none (`report` re-plans then).
-        remedies = (await compute_fixes(self.compressor, self._over)
-                    if self._over.over and resume is None and self.config.metrics_enabled
-                    else None)
         writer.commit()
         card = card_path(self.layout.outputs.values())
         if card is not None:  # every split by its name for datasets.load_dataset(OUTPUT)
             write_atomic(card, dataset_card(self.layout.outputs.values()))
         self.metrics.processing_end_time = datetime.now().isoformat()
         self.metrics.processing_duration_seconds = writer.elapsed()
+        # Searched once the outputs are committed (the run's lock is still held; its time
+        # is the section's own, not the run's), from the rows this run planned; a resumed
+        # run did not plan the rows before its checkpoint and stores none (`report`
+        # re-plans then).
+        remedies = (await compute_fixes(self.compressor, self._over)
+                    if self._over.over and resume is None and self.config.metrics_enabled
+                    else None)
         if self.config.metrics_enabled:
             report = {**self.metrics.to_dict(), "settings": self.config.run_settings(),
                       "tokenizer": tokenizer_identity(self.config),

@@ -2,7 +2,7 @@
 2): `report` and `report --html` read it back instead of re-planning every row over the
 limit (which cost several times the run itself).
 
-`compress` keeps the first `remedies.MAX_ROWS` rows still over the limit as it planned
+`compress` keeps the first `STORED_ROWS` rows still over the limit as it planned
 them (`OverRows`), and at the end of the run searches the remedies for them once
 (`find_fixes`, bounded as `analyze` is). The table goes into the metrics file's
 ``remedies`` section with the settings it was computed under and the seconds it took.
@@ -23,6 +23,10 @@ from .projection import CountedRow
 from .remedies import OverRow, OverRows, WhatWouldFix, find_fixes
 
 VERSION = 1
+# Rows a run keeps for its table: the first ones over the limit, in input order (fewer than
+# `report` re-plans, `remedies.MAX_ROWS`: the search costs about a second of CPU a row, and
+# every run pays it).
+STORED_ROWS = 20
 # The rows of a stored table: their figures only (see the module's docstring).
 _NO_ROW = CountedRow({}, [], [], SHAREGPT)
 
