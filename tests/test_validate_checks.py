@@ -84,12 +84,15 @@ LF_MESSAGES = [
 ]
 
 
+ENDS = " (the row ends on it; trainers that pair calls with results refuse it)"
+
+
 @pytest.mark.parametrize("rows, where, expected", [
     (HERMES, "jsonl", {2: "turn 1 makes a tool call that no tool result answers",
                        3: "turn 1 makes 2 tool calls but only 1 tool results answer them"}),
-    (OPENAI, "jsonl", {2: "turn 1 makes a tool call that no tool result answers",
+    (OPENAI, "jsonl", {2: "turn 1 makes a tool call that no tool result answers" + ENDS,
                        3: "turn 1 makes 2 tool calls but only 1 tool results answer them"}),
-    (LLAMAFACTORY, "json", {2: "turn 3 makes a tool call that no tool result answers"}),
+    (LLAMAFACTORY, "json", {2: "turn 3 makes a tool call that no tool result answers" + ENDS}),
     (LF_MESSAGES, "jsonl", {2: "turn 1 makes a tool call that no tool result answers"}),
 ], ids=["hermes", "openai", "llamafactory-sharegpt", "llamafactory-messages"])
 def test_an_unanswered_tool_call_is_found_in_every_dialect(tmp_path, rows, where, expected):

@@ -27,11 +27,14 @@ class Unanswered:
     turn: int
     calls: int
     results: int
+    last: bool = False  # the row ends with this turn (an episode stopped on its call)
 
     def message(self) -> str:
         if self.results == 0:
             what = "a tool call" if self.calls == 1 else f"{self.calls} tool calls"
-            return f"turn {self.turn} makes {what} that no tool result answers"
+            ends = " (the row ends on it; trainers that pair calls with results refuse it)"
+            return (f"turn {self.turn} makes {what} that no tool result answers"
+                    + (ends if self.last else ""))
         return (f"turn {self.turn} makes {self.calls} tool calls but only {self.results} "
                 "tool results answer them")
 
@@ -66,4 +69,4 @@ def unanswered_calls(turns: Trajectory) -> Iterator[Unanswered]:
             results += results_in(turns[after])
             after += 1
         if results < calls:
-            yield Unanswered(index, calls, results)
+            yield Unanswered(index, calls, results, last=after == len(turns))
