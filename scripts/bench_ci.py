@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from trajectory_compressor.dialects.openai import openai_to_sharegpt  # noqa: E402
 
-HYDRA = "defaults:\n  - _self_\nmodel:\n  name: llama-3-8b\n  lr: 2.0e-5\ntrainer:\n  max_steps: 1000\n"
+HYDRA = ("defaults:\n  - _self_\nmodel:\n  name: llama-3-8b\n  lr: 2.0e-5\n"
+         "trainer:\n  max_steps: 1000\n")
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
 
