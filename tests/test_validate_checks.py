@@ -272,3 +272,24 @@ def test_the_committed_record_matches_the_output(run):
     data = out.read_bytes()
     assert entry == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     assert metrics["committed"]["rows"] == 10
+
+
+def test_the_runs_own_gate_judges_rows_over_the_target(tmp_path):
+    src = sample_head("trajectories.jsonl", tmp_path)
+    args = ("--target-max-tokens", "2000", "--summary-target-tokens", "200", "-q",
+            "--summarizer", "extractive", "--no-cache", *NO_CONFIG)
+    loose = tmp_path / "loose.jsonl"
+    assert invoke_cli("compress", str(src), "-o", str(loose), *args,
+                      "--max-over-limit", "100%").returncode == 0
+    assert json.loads((tmp_path / "loose_metrics.json").read_text())["gates"] == {
+        "over_limit": "100%"}
+    result = _validate(loose)
+    assert result.returncode == 0, result.stdout
+    assert "; allowed by the run's own --max-over-limit: " in result.stdout
+    strict = tmp_path / "strict.jsonl"
+    assert invoke_cli("compress", str(src), "-o", str(strict), *args,
+                      "--max-over-limit", "0").returncode == 3
+    judged = _validate(strict)
+    assert judged.returncode == 3 and "gate failed: over-limit rows" in judged.stderr
+    # A gate given to validate wins over the run's.
+    assert _validate(strict, "--max-over-limit", "100%").returncode == 0

@@ -193,11 +193,12 @@ def compress(
     if endpoints.base_url and cfg.summarizer == "local":
         raise ConfigError("--base-url names endpoints for --summarizer openai (or batch); "
                           "--summarizer local starts its own server: give one or the other")
-    options = rows.options(**run.values())
+    limits = gates.parsed()
+    options = rows.options(**run.values(),
+                           gates=tuple((g.what, g.shown_limit) for g in limits))
     engine.join()
     from .commands import analyze_input, compress_input
 
-    limits = gates.parsed()
     if limits and (dry_run or cfg.summarizer == "batch" or batch.given):
         raise ConfigError("--max-over-limit/--max-failed/--max-rejected gate a finished "
                           "run: not --dry-run; for --summarizer batch, give them to "
@@ -315,7 +316,8 @@ def validate(
         "--allow-over-limit", help="Rows over the target do not fail the check (they are "
         "still counted in the closing line and --json). Without it any row over the target "
         "is a problem (exit 1), flagged still_over_limit by its run or not; a "
-        "--max-over-limit gate given here decides instead (exit 3 past it).")] = False,
+        "--max-over-limit gate given here, or else the one compress was given (recorded in "
+        "the metrics file), decides instead (exit 3 past it).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (rows, "
                                           "problems by kind, each problem, the settings) "
                                           "instead of text.")] = False,
@@ -335,7 +337,8 @@ def validate(
     no longer than the original; and the row's count (per turn, or with --token-counting
     chat_template as the trainer sees it) within the target. A row over the target is a
     problem of its own kind, flagged still_over_limit by its run or not: exit 1 unless
-    --allow-over-limit (or a --max-over-limit gate here) allows it. The output is checked
+    --allow-over-limit allows it, or a --max-over-limit gate judges it (given here, or
+    else the run's own, which compress records in the metrics file). The output is checked
     against its metrics file too: that file must be this output's run's (not another
     run's), the output unchanged since its run committed it (size and SHA-256), and its
     row count the run's. One line per problem (location and rule), then a closing line

@@ -296,6 +296,10 @@ def validate_output_text(output: str, base: CompressionConfig | None,
 
     settings = check_settings(Path(output), base, overrides, default, base_keys=base_keys,
                               base_name=base_name)
+    gate_name = "--max-over-limit"
+    if not gates and settings.metrics is not None:
+        gates = _recorded_gates(settings.metrics)
+        gate_name = "the run's own --max-over-limit"
     gate_decides = any(g.what == "over_limit" for g in gates or [])
     over_allowed = allow_over_limit or gate_decides
     found = Validation()
@@ -326,7 +330,7 @@ def validate_output_text(output: str, base: CompressionConfig | None,
                         found.unreadable)
         checked = evaluate(gates, counts)
     closing = closing_line(found, settings.config.target_max_tokens, over_allowed,
-                           "--max-over-limit" if gate_decides else "--allow-over-limit")
+                           gate_name if gate_decides else "--allow-over-limit")
     if as_json:
         data = {"output": output, "rows": found.rows, "problems": failing,
                 "kinds": dict(found.kinds),
@@ -344,6 +348,25 @@ def validate_output_text(output: str, base: CompressionConfig | None,
 
         return finish(checked, code)
     return code
+
+
+def _recorded_gates(metrics: dict[str, Any]) -> list[Gate]:
+    """The CI gates the run was given (its metrics file's ``gates``), for `validate` to
+    apply when given none: rows over the target are then the run's gate's to judge."""
+    from .gates import parse_gate
+
+    recorded = metrics.get("gates")
+    if not isinstance(recorded, dict):
+        return []
+    found = []
+    for what in ("over_limit", "failed", "rejected"):
+        value = recorded.get(what)
+        if isinstance(value, str):
+            try:
+                found.append(parse_gate(what, value))
+            except ConfigError:
+                continue  # a damaged entry: as if the run had no such gate
+    return found
 
 
 def closing_line(found: Any, target: int, over_allowed: bool, allowed_by: str) -> str:

@@ -193,6 +193,8 @@ class Pipeline:
                       "tokenizer": tokenizer_identity(self.config),
                       "run": run_record(self.inputs, self.layout, self.config,
                                         self.options.sample_percent, self.options.seed),
+                      **({"gates": dict(self.options.gates)} if self.options.gates
+                         else {}),
                       "committed": committed_record(self.layout.outputs.values(),
                                                     self.metrics.total_trajectories),
                       **({"remedies": remedies} if remedies is not None else {})}

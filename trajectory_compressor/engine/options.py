@@ -31,6 +31,9 @@ class RunOptions:
     overwrite: bool = False  # replace outputs another input or other settings wrote
     split: str | None = None  # with data_files: the input is a Hugging Face dataset
     data_files: DataFiles = None
+    # The CI gates the run is judged by ((what, limit as given): ("over_limit", "5%")),
+    # recorded in its metrics file for `validate` to apply as well.
+    gates: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         share = self.sample_percent
@@ -49,6 +52,7 @@ class RunKeywords(TypedDict, total=False):
     overwrite: bool
     split: str | None
     data_files: DataFiles
+    gates: tuple[tuple[str, str], ...]
 
 
 def run_options(options: RunOptions | None = None, **keywords: Unpack[RunKeywords]

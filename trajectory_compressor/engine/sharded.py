@@ -227,6 +227,8 @@ class ShardedRun:
                       "tokenizer": self._prints[1]["tokenizer"],
                       "run": run_record(self.inputs, self.layout, self.config,
                                         self.options.sample_percent, self.options.seed),
+                      **({"gates": dict(self.options.gates)} if self.options.gates
+                         else {}),
                       "committed": committed_record(self.layout.outputs.values(),
                                                     metrics.total_trajectories)}
             write_atomic(self.layout.metrics, jsonio.dumps_pretty(report))
