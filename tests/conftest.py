@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -14,6 +15,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+# No user config (app.config_file: $XDG_CONFIG_HOME/trajectory-compressor/config.yaml) of
+# the machine running the suite reaches a test: an empty folder of the suite's own.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="tc-xdg-")
 # A suite started in the background by a non-interactive shell (`cmd &`) inherits SIGINT
 # ignored, and so would every CLI it starts, which then cannot see the Ctrl-C the
 # interruption tests send. A handled signal is reset to the default in a child.

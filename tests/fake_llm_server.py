@@ -247,6 +247,7 @@ class FakeLLMServer:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.last_request: dict[str, Any] | None = None
+        self.bodies: list[bytes] = []  # every chat request's body as received, in order
         self.arrivals: list[float] = []  # time.monotonic() of each chat request
         # (arrival, total_tokens) of each completion the server answered with usage
         self.token_log: list[tuple[float, int]] = []
@@ -371,6 +372,7 @@ class FakeLLMServer:
         if self.api_key is not None and auth != f"Bearer {self.api_key}":
             return self._count("unauthorized", _error(401, "invalid API key" + said))
         body = await request.read()
+        self.bodies.append(body)
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError:

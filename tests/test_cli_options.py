@@ -24,7 +24,7 @@ PROTECT_FLAGS = {"--protect-last-n-turns", "--protect-first-system",
 HELP = {
     "compress": {
         "Options": {
-            "--output", "-o", "--config", "-c", "--target-max-tokens",
+            "--output", "-o", "--config", "-c", "--no-config", "--target-max-tokens",
             "--summary-target-tokens", "--tokenizer", "--summarizer", "--base-url", "--model",
             "--api-key-env", "--max-concurrent-requests", "--local-model", "--no-cache",
             "--cache-path", "--summary-tolerance", "--min-fidelity", "--on-low-fidelity",
@@ -43,8 +43,8 @@ HELP = {
     },
     "analyze": {
         "Options": {
-            "--config", "-c", "--target-max-tokens", "--summary-target-tokens", "--tokenizer",
-            "--summarizer", "--probe", "--seconds-per-call", "--base-url", "--model",
+            "--config", "-c", "--no-config", "--target-max-tokens", "--summary-target-tokens",
+            "--tokenizer", "--summarizer", "--probe", "--seconds-per-call", "--base-url", "--model",
             "--api-key-env", "--max-concurrent-requests", "--local-model", "--sample-percent",
             "--seed", "--targets", "--price-in", "--price-out", "--json", "--split",
             "--data-files", "--format", "--token-counting", "--chat-template", "--distill",
@@ -55,14 +55,14 @@ HELP = {
     },
     "validate": {
         "Options": {
-            "--config", "-c", "--target-max-tokens", "--summary-target-tokens", "--tokenizer",
-            "--format", "--token-counting", "--chat-template", "--quiet", "-q", "--debug",
-            "--help"},
+            "--config", "-c", "--no-config", "--target-max-tokens", "--summary-target-tokens",
+            "--tokenizer", "--format", "--token-counting", "--chat-template",
+            "--allow-over-limit", "--json", "--quiet", "-q", "--debug", "--help"},
         GATES: GATE_FLAGS,
     },
     "report": {
         "Options": {
-            "--show", "--json", "--limit", "--html", "--max-rows", "--config", "-c",
+            "--show", "--json", "--limit", "--html", "--max-rows", "--config", "-c", "--no-config",
             "--target-max-tokens", "--summary-target-tokens", "--tokenizer", "--overwrite",
             "--debug", "--help"},
         GATES: GATE_FLAGS,
@@ -109,7 +109,7 @@ def test_sample_options_reach_the_run_alike_from_the_cli_options_and_keywords(tm
     rows = generated_rows(3, n=40)
     src = write_jsonl(tmp_path / "in.jsonl", rows)
     config = CompressionConfig(**SETTINGS)
-    # In the folder, so that no configs/default.yaml applies: the flags are the config.
+    # In the folder (no config file applies): the flags are the config.
     proc = invoke_cli("compress", str(src), "-o", str(tmp_path / "cli.jsonl"), *FLAGS,
                       "--sample-percent", "40", "--seed", "5", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

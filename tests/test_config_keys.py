@@ -515,7 +515,8 @@ PROBES: dict[str, Probe] = {
     "summarization.temperature": (1.1, requests_seen(), {}),
     "summarization.max_retries": (1, requests_seen({"faults": {"http500": 1.0}}), FAST_RETRY),
     "summarization.retry_delay": (0.02, requests_seen({"script": ["http500"]}), FAST_RETRY),
-    "summarization.backend": ("extractive", backend, {}),
+    # A config naming a model means openai (Hermes); naming none leaves `auto` (issue 40).
+    "summarization.backend": ("extractive", backend, {"summarization": {"model": "m"}}),
     "summarization.endpoints": ([{"base_url": DEAD_URL, "model": "m"}], requests_seen(),
                                 FAST_RETRY),
     "summarization.request_timeout": (0.3, requests_seen({"script": ["stall"],

@@ -243,7 +243,7 @@ def test_the_breaker_threshold_and_cooldown_are_yaml_keys():
             CompressionConfig.from_dict({"summarization": bad})
     # They decide when an endpoint rests, not what a row becomes: a resume may change them.
     fingerprint = CompressionConfig.fingerprint_dict
-    assert fingerprint(cfg) == fingerprint(CompressionConfig())
+    assert fingerprint(cfg) == fingerprint(CompressionConfig(summarizer="auto"))
 
 
 def test_a_failing_endpoint_rests_after_breaker_failures_for_breaker_cooldown():

@@ -86,7 +86,7 @@ def test_url_credentials_are_not_stored(tmp_path, sample_jsonl):
 def test_the_default_key_goes_only_to_the_default_provider(tmp_path, sample_jsonl):
     source = write_input(sample_jsonl, tmp_path)
     env = {"OPENROUTER_API_KEY": KEY}
-    # configs/default.yaml (the working folder's) names OPENROUTER_API_KEY for openrouter.ai.
+    # The built-in defaults name OPENROUTER_API_KEY for openrouter.ai.
     with FakeLLMServer().in_thread() as server:
         other = run_cli("compress", str(source), "-o", str(tmp_path / "a.jsonl"),
                         "--base-url", server.url, "--model", "m", "--quiet", env=env)

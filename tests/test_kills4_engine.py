@@ -309,7 +309,8 @@ def test_run_options_default_as_the_readme_says():
     # README "Library use": the RunOptions table (quiet: True for the library).
     assert dataclasses.asdict(RunOptions()) == {
         "sample_percent": None, "seed": 42, "strict": False, "quiet": True,
-        "resume": False, "overwrite": False, "split": None, "data_files": None}
+        "resume": False, "overwrite": False, "split": None, "data_files": None,
+        "gates": ()}
     assert run_options() == RunOptions()
 
 

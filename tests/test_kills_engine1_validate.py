@@ -29,7 +29,8 @@ def test_validate_counts_the_rows_whose_metrics_record_an_error(tmp_path, counte
     failed = {**row("bad", "SHG", [10, 10, 10]),
               "compression_metrics": {"error": "the summarizer failed", "still_over_limit": True}}
     fine = {**row("ok", "SHG", [10, 10, 10]), "compression_metrics": {"error": None}}
-    found, problems = validated(tmp_path, [failed, fine, failed], 100, counter)
+    again = {**failed, "id": "bad-2"}  # another row (the same id twice is a problem)
+    found, problems = validated(tmp_path, [failed, fine, again], 100, counter)
     assert (found.rows, found.failed, found.problems, problems) == (3, 2, 0, [])
 
 
@@ -62,7 +63,7 @@ def test_each_rule_of_a_row_is_one_problem_and_one_count(tmp_path, counter):
                                 extra=("{not json",))
     out = tmp_path / "out.jsonl"
     assert [(p.location, p.message) for p in problems[:2]] == [
-        (f"{out}:2", "2 summaries in one row (a compressed row has one)"),
+        (f"{out}:2", "2 summaries in one row, in turns 1, 2 (a compressed row has one)"),
         (f"{out}:4", "compression made the row longer (10 -> 11 tokens)")]
     (unreadable,) = problems[2:]
     assert unreadable.location == f"{out}:6"
@@ -74,7 +75,8 @@ def test_each_rule_of_a_row_is_one_problem_and_one_count(tmp_path, counter):
 
 
 def test_a_clean_output_counts_nothing_but_its_rows(tmp_path, counter):
-    found, problems = validated(tmp_path, [hermes("HG", "a", "b")] * 3, 1000, counter)
+    rows = [hermes("HG", "a", f"b{i}") for i in range(3)]  # the same row twice is a problem
+    found, problems = validated(tmp_path, rows, 1000, counter)
     assert problems == []
     assert found == Validation(rows=3)  # problems, over_limit, failed, unreadable all 0
 
@@ -92,7 +94,8 @@ def test_a_llamafactory_row_must_alternate(tmp_path, counter):
                              {"from": "observation", "value": "a.py"},
                              {"from": "gpt", "value": "one file"}]}
     out = tmp_path / "lf.json"
-    out.write_text(json.dumps([good, bad, good]), encoding="utf-8")
+    other = {"conversations": [*good["conversations"][:3], {"from": "gpt", "value": "done"}]}
+    out.write_text(json.dumps([good, bad, other]), encoding="utf-8")
     found = Validation()
     problems = list(validate_output(str(out), CompressionConfig(summary_target_tokens=10,
                                                                 target_max_tokens=1000),

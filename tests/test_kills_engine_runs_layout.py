@@ -137,13 +137,23 @@ def test_the_output_name_picks_the_container_unless_a_format_is_given(tmp_path):
     assert odd.metrics == tmp_path / "o_metrics.json"  # the file without its extension
 
 
-def test_a_json_output_keeps_its_suffix_in_the_sidecar_names(tmp_path):
-    assert sidecar_stem(tmp_path / "a_compressed.json", folder=False) == \
-        tmp_path / "a_compressed.json"
-    assert sidecar_stem(tmp_path / "a_compressed.jsonl", folder=False) == \
-        tmp_path / "a_compressed"
-    assert sidecar_stem(tmp_path / "a_compressed.JSONL.gz", folder=False) == \
-        tmp_path / "a_compressed"
+def test_every_container_names_its_sidecars_by_one_rule(tmp_path):
+    for name in ("a_compressed.json", "a_compressed.jsonl", "a_compressed.JSONL.gz",
+                 "a_compressed.parquet"):
+        assert sidecar_stem(tmp_path / name, folder=False) == tmp_path / "a_compressed", name
+
+
+@pytest.mark.parametrize("old", ["a_compressed.json_metrics.json",
+                                 "a_compressed.json_over_limit.jsonl",
+                                 ".a_compressed.json.checkpoint.json"])
+def test_the_old_json_sidecar_names_are_still_found(tmp_path, old):
+    out = tmp_path / "a_compressed.json"
+    (tmp_path / old).write_text("{}", encoding="utf-8")
+    assert sidecar_stem(out, folder=False) == out
+    assert finished_layout(out).stem_path == out
+    # Once sidecars by the one rule exist, they are the run's.
+    (tmp_path / "a_compressed_metrics.json").write_text("{}", encoding="utf-8")
+    assert sidecar_stem(out, folder=False) == tmp_path / "a_compressed"
 
 
 def test_a_finished_run_is_found_from_its_output(tmp_path):

@@ -136,18 +136,26 @@ def test_analyze_json_onto_its_input_is_refused(tmp_path):
 # never lose output
 
 
-def test_json_and_jsonl_inputs_of_one_stem_keep_both_outputs(tmp_path):
+def test_json_and_jsonl_inputs_of_one_stem_never_meet(tmp_path):
+    """One sidecar rule for every container (issue 40 item 5): `data_compressed.json` and
+    `data_compressed.jsonl` would share `data_compressed_metrics.json`, so the second run
+    refuses rather than replace the first's sidecars, and -o keeps both."""
     jsonl_rows, json_rows = _rows("lines"), _rows("json", 2)
     _write(tmp_path / "data.jsonl", jsonl_rows)
     _write(tmp_path / "data.json", json_rows)
     first = invoke_cli("compress", str(tmp_path / "data.jsonl"), *FAST)
     second = invoke_cli("compress", str(tmp_path / "data.json"), *FAST)
     assert first.returncode == 0, first.stderr
-    assert second.returncode == 0, second.stderr
+    assert second.returncode == 2, second.stderr
+    assert "belongs to the run over the input" in second.stderr and "-o" in second.stderr
+    assert not (tmp_path / "data_compressed.json").exists()
+    third = invoke_cli("compress", str(tmp_path / "data.json"), "-o",
+                       str(tmp_path / "data_json_compressed.json"), *FAST)
+    assert third.returncode == 0, third.stderr
     assert read_jsonl(tmp_path / "data_compressed.jsonl") == jsonl_rows
-    assert read_jsonl(tmp_path / "data_compressed.json") == json_rows
+    assert json.loads((tmp_path / "data_json_compressed.json").read_text()) == json_rows
     first_metrics = json.loads((tmp_path / "data_compressed_metrics.json").read_text())
-    second_metrics = json.loads((tmp_path / "data_compressed.json_metrics.json").read_text())
+    second_metrics = json.loads((tmp_path / "data_json_compressed_metrics.json").read_text())
     assert first_metrics["summary"]["total_trajectories"] == 3
     assert second_metrics["summary"]["total_trajectories"] == 2
     assert first_metrics["run"]["inputs"] == [str((tmp_path / "data.jsonl").resolve())]

@@ -346,7 +346,8 @@ def test_the_engine_is_a_yaml_setting(tmp_path):
     with pytest.raises(Exception, match=r"processing\.engine must be one of local, ray"):
         CompressionConfig.from_dict({"processing": {"engine": "spark"}})
     # Both engines write the same rows: a run with either replaces the other's outputs.
-    assert config.fingerprint_dict() == CompressionConfig().fingerprint_dict()
+    # (A config naming no endpoint leaves the summarizer to `auto`: issue 40.)
+    assert config.fingerprint_dict() == CompressionConfig(summarizer="auto").fingerprint_dict()
 
 
 # the driver killed, then resumed
@@ -417,5 +418,9 @@ def test_sigkill_of_the_driver_then_resume_equals_an_uninterrupted_run(ray_clust
     for data in (ours, theirs):
         data.pop("processing")
         data["run"].pop("outputs")
+        committed = data.pop("committed")  # the same bytes at other paths
+        data["committed"] = (committed["rows"], sorted(
+            entry["sha256"] for entry in committed["files"].values()))
+        data.pop("remedies", None)  # the reference ran locally: it stored the table
     assert ours == theirs
     assert not shards.exists() and not (tmp_path / ".out.checkpoint.json").exists()

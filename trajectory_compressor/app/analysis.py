@@ -62,7 +62,9 @@ def format_analysis(a: Analysis, prices: Prices | None = None) -> str:
     for t in a.targets:
         fixes = [] if t.fixes is None else fix_lines(t.fixes, target_label=len(a.targets) > 1)
         if fixes:
-            lines += ["", *fixes]
+            assert t.fixes is not None
+            lines += ["", *fixes, f"  (re-planned {num(t.fixes.examined)} of the rows over the "
+                      f"limit in {t.fixes_cpu_seconds:.1f} s CPU)"]
     if a.gap is not None and a.gap.rows:
         lines += ["", *_gap_block(a)]
     windowed = [t for t in a.targets if t.metrics.windowed_rows]

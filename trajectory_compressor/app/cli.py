@@ -28,6 +28,7 @@ from .options import (
     Engine,
     Fidelity,
     InputArg,
+    NoConfigOpt,
     Protected,
     Reading,
     Rows,
@@ -52,7 +53,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-DEFAULT_CONFIG = Path("configs/default.yaml")
 EXIT_CODES = """Exit codes:
   0    done
   1    done, but some rows were rejected or failed (or --strict stopped the run)
@@ -64,11 +64,12 @@ EXIT_CODES = """Exit codes:
 # Shown in compress --help; HELP_NOW is filled in when the help is shown.
 HELP_NOW = "{summarizer here and now}"
 SUMMARIZER_DEFAULT = (
-    "Default with no config file, or configs/default.yaml (backend: auto): openai when "
+    "Default with no config file, or one that names no endpoint (backend: auto): openai when "
     "--base-url, a config's endpoint or $OPENROUTER_API_KEY names one; local only with "
     "--summarizer local or --local-model; else extractive (facts taken from the row, none "
-    "invented), even with the 'local' extra installed. A config without summarization.backend "
-    "(the Hermes schema) means openai. Here and now: " + HELP_NOW + ".")
+    "invented), even with the 'local' extra installed. A config that names a model or base "
+    "URL without summarization.backend (the Hermes schema) means openai. Here and now: "
+    + HELP_NOW + ".")
 
 SummarizerOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
     "--summarizer", help="openai (HTTP endpoints), extractive (no model, offline), local (a "
@@ -82,23 +83,20 @@ ProjectedSummarizerOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
     "--help).")]
 
 
-def _load_config(path: Path | None) -> CompressionConfig:
-    config = _read_config(path)
+def _load_config(path: Path | None, no_config: bool = False) -> CompressionConfig:
+    config = _read_config(path, no_config)
     for message in config.ignored_settings():
         typer.echo(inert(f"warning: {message}"), err=True)
     return config
 
 
-def _read_config(path: Path | None) -> CompressionConfig:
-    if path is not None:
-        if not path.exists():
-            raise ConfigError(f"config file not found: {path}")
-        return CompressionConfig.from_yaml(path)
-    if DEFAULT_CONFIG.exists():
-        return CompressionConfig.from_yaml(DEFAULT_CONFIG)
-    # No config file: the summarizer follows what this machine has (`default_summarizer`);
-    # a config file without summarization.backend means openai, as in Hermes.
-    return CompressionConfig(summarizer="auto")
+def _read_config(path: Path | None, no_config: bool = False) -> CompressionConfig:
+    """The named config, else the user's (`config_file.choose_config`); a config file
+    without summarization.backend means openai when it names an endpoint (as in Hermes),
+    auto otherwise."""
+    from .config_file import choose_config
+
+    return choose_config(path, no_config).config
 
 
 def _fail(exc: BaseException, debug: bool) -> NoReturn:
@@ -152,11 +150,12 @@ def command(interrupted: str = "interrupted") -> Callable[[Callable[..., int]], 
     return register
 
 
-def _settings(path: Path | None, *groups: Flags, endpoints: Endpoints,
+def _settings(path: Path | None, no_config: bool, *groups: Flags, endpoints: Endpoints,
               **flags: Any) -> CompressionConfig:
     """The config (`_load_config`) with what ``groups``, ``endpoints`` and ``flags`` give
     in place of its own settings."""
-    config = _load_config(path).replace(**config_overrides(*groups, endpoints), **flags)
+    config = _load_config(path, no_config).replace(**config_overrides(*groups, endpoints),
+                                                   **flags)
     return endpoints.named(config)
 
 
@@ -172,6 +171,7 @@ def compress(
         "--output-format", help="same (as the input; Parquet for Hugging Face datasets), jsonl "
         "or parquet.")] = None,
     config: ConfigOpt = None,
+    no_config: NoConfigOpt = False,
     budget: Budget,
     protected: Protected,
     summarizer: SummarizerOpt = None,
@@ -194,23 +194,24 @@ def compress(
     debug: DebugOpt = False,
 ) -> int:
     """Compress trajectories over the target; write data, metrics, over-limit and rejects."""
-    cfg = _settings(config, budget, protected, reading, tool_outputs, strategy, cache, fidelity,
-                    allowances, engine, windowing, endpoints=endpoints,
+    cfg = _settings(config, no_config, budget, protected, reading, tool_outputs, strategy,
+                    cache, fidelity, allowances, engine, windowing, endpoints=endpoints,
                     summarizer=summarizer, output_format=output_format)
     cfg = _settle_summarizer(cfg, announce=not (run.quiet or dry_run or endpoints.base_url))
     if endpoints.base_url and cfg.summarizer == "local":
         raise ConfigError("--base-url names endpoints for --summarizer openai (or batch); "
                           "--summarizer local starts its own server: give one or the other")
+    limits = gates.parsed()
     options = rows.options(**run.values(),
-                           summarizer_rows=summarizer_rows.emit_summarizer_rows)
+                           summarizer_rows=summarizer_rows.emit_summarizer_rows,
+                           gates=tuple((g.what, g.shown_limit) for g in limits))
     engine.join()
     from .commands import analyze_input, compress_input
 
-    if gates.parsed() and (dry_run or cfg.summarizer == "batch" or batch.given):
+    if limits and (dry_run or cfg.summarizer == "batch" or batch.given):
         raise ConfigError("--max-over-limit/--max-failed/--max-rejected/--max-fallback-share "
                           "gate a finished run: not --dry-run; for --summarizer batch, give "
                           "them to report OUTPUT after phase 2")
-    limits = gates.parsed()
     if dry_run:
         return analyze_input(input, cfg, options)
     if cfg.summarizer == "batch" or batch.given:
@@ -229,6 +230,7 @@ def analyze(
     input: InputArg,
     *,
     config: ConfigOpt = None,
+    no_config: NoConfigOpt = False,
     budget: Budget,
     protected: Protected,
     summarizer: ProjectedSummarizerOpt = None,
@@ -265,7 +267,8 @@ def analyze(
     """Dry run: token distribution, what compress would do and how long it would take;
     no LLM call (but --probe's), writes nothing."""
     # The time estimate's summarizer, endpoints and concurrency, as compress takes them.
-    cfg = _settings(config, budget, protected, reading, tool_outputs, strategy, windowing,
+    cfg = _settings(config, no_config, budget, protected, reading, tool_outputs, strategy,
+                    windowing,
                     endpoints=endpoints, summarizer=summarizer)
     options = rows.options()
     target_list = _parse_targets(targets) if targets is not None else None
@@ -301,6 +304,7 @@ def report(
         "--overwrite", help="Replace an existing --html file that is not a page this tool "
         "wrote (without it only an earlier report page is replaced).")] = False,
     config: ConfigOpt = None,
+    no_config: NoConfigOpt = False,
     budget: Budget,
     gates: CIGates,
     debug: DebugOpt = False,
@@ -310,12 +314,12 @@ def report(
     --show uses the settings the run recorded in its metrics file (target, protected
     turns, tokenizer); --config and the flags override them.
     """
-    base = _load_config(config) if config is not None else None
+    base = _load_config(config, no_config) if config is not None else None
     from .commands import report_output
 
     return report_output(output, base, budget.overrides(), show=show, as_json=as_json,
-                         limit=limit, fallback=lambda: _load_config(None), html=html,
-                         max_rows=max_rows, gates=gates.parsed(), overwrite=overwrite)
+                         limit=limit, fallback=lambda: _load_config(None, no_config),
+                         html=html, max_rows=max_rows, gates=gates.parsed(), overwrite=overwrite)
 
 
 @command()
@@ -324,33 +328,62 @@ def validate(
                                           "check.", show_default=False)],
     *,
     config: ConfigOpt = None,
+    no_config: NoConfigOpt = False,
     budget: Budget,
     reading: Reading,
+    allow_over_limit: Annotated[bool, typer.Option(
+        "--allow-over-limit", help="Rows over the target do not fail the check (they are "
+        "still counted in the closing line and --json). Without it any row over the target "
+        "is a problem (exit 1), flagged still_over_limit by its run or not; a "
+        "--max-over-limit gate given here, or else the one compress was given (recorded in "
+        "the metrics file), decides instead (exit 3 past it).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (rows, "
+                                          "problems by kind, each problem, the settings) "
+                                          "instead of text.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the problems.")] = False,
     gates: CIGates,
     debug: DebugOpt = False,
 ) -> int:
-    """Check every row against its dialect's rules and the target; exit 1 on a problem.
+    """Check every row against its dialect's rules, the target and its run's record;
+    exit 1 on a problem.
 
-    Rules: roles known; every tool result right after the assistant call it answers;
-    tool arguments valid JSON; LLaMA-Factory turns alternating; at most one summary; a
-    compressed row no longer than the original; and the row's count (per turn, or with
-    --token-counting chat_template as the trainer sees it) within the target unless its
-    metrics flag it as still over the limit. One line per problem: location and rule.
+    Rules: roles known; every tool call answered by a tool result right after it, and
+    every tool result after the call it answers (Hermes <tool_call>/<tool_response>,
+    OpenAI tool_calls/tool_call_id, LLaMA-Factory function_call/observation); tool
+    arguments valid JSON; LLaMA-Factory turns alternating; at most one summary in a row;
+    no row repeated (same id, or same content); a row's metrics agreeing with it (marked
+    compressed only with a summary, its recorded token count its count); a compressed row
+    no longer than the original; and the row's count (per turn, or with --token-counting
+    chat_template as the trainer sees it) within the target. A row over the target is a
+    problem of its own kind, flagged still_over_limit by its run or not: exit 1 unless
+    --allow-over-limit allows it, or a --max-over-limit gate judges it (given here, or
+    else the run's own, which compress records in the metrics file). The output is checked
+    against its metrics file too: that file must be this output's run's (not another
+    run's), the output unchanged since its run committed it (size and SHA-256), and its
+    row count the run's. One line per problem (location and rule), then a closing line
+    naming every kind of problem found.
 
-    The target, summary size, counting mode, tokenizer and template are those the run
-    recorded in its metrics file beside OUTPUT (--config and each flag override them;
-    without a metrics file, the defaults); the closing line says which it used. An output
+    The target, summary size, counting mode, tokenizer and chat-template file are those
+    the run recorded in its metrics file beside OUTPUT. --config wins over them, but for
+    the counting mode and chat-template file it does not set (the run's are kept); each
+    flag overrides both; without a metrics file, the defaults. A chat-template file that
+    is gone is an error (exit 2). The closing line says which settings it used. An output
     without rows is a problem unless its run's metrics say it had none.
     """
-    base = _load_config(config) if config is not None else None
-    default = (f"defaults from {DEFAULT_CONFIG}" if DEFAULT_CONFIG.exists()
-               else "built-in defaults", _read_config(None))
+    from .config_file import choose_config, config_keys
+
+    base = _load_config(config, no_config) if config is not None else None
+    chosen = choose_config(None, no_config)
+    default = (chosen.origin if chosen.path is None else f"defaults from {chosen.origin}",
+               chosen.config)
     from .commands import validate_output_text
 
     # Flag -> value, for the closing line to name the flags that override the settings.
     return validate_output_text(output, base, {**budget.by_flag(), **reading.by_flag()},
-                                default, quiet=quiet, gates=gates.parsed())
+                                default, quiet=quiet, gates=gates.parsed(),
+                                base_keys=config_keys(config) if config else frozenset(),
+                                base_name=f"--config {config}", as_json=as_json,
+                                allow_over_limit=allow_over_limit)
 
 
 def _key_environ() -> Mapping[str, str]:
@@ -378,13 +411,15 @@ def _settle_summarizer(config: CompressionConfig, announce: bool) -> Compression
 def _summarizer_here_and_now() -> str:
     """The summarizer compress would use with no flags, run from this folder, and why."""
     from ..summarizers import AUTO, default_summarizer
+    from .config_file import choose_config
 
     try:
-        config = _read_config(None)
+        chosen = choose_config(None)
     except CompressorError as exc:
         return f"unknown ({exc})"
+    config = chosen.config
     if config.summarizer != AUTO:
-        return f"{config.summarizer} (summarization.backend in {DEFAULT_CONFIG})"
+        return f"{config.summarizer} (summarization.backend in {chosen.origin})"
     name, why = default_summarizer(config, _key_environ())
     return f"{name} ({why})"
 

@@ -213,16 +213,17 @@ def report_output(
     """
     from .gates import evaluate, finish
     from .report import (
-        find_fixes,
         find_row,
         format_found,
         format_report,
         found_to_dict,
         load_report,
         report_counts,
+        settle_fixes,
     )
 
     report = load_report(output)
+    disagreements = _sidecar_warnings(report)
     checked = evaluate(gates, report_counts(report)) if gates else []
     if config is None:
         from .sidecar import recorded_config
@@ -232,7 +233,7 @@ def report_output(
         config = recorded if recorded is not None else fallback()
     config = config.replace(**(overrides or {}))
     if show is None:
-        report.fixes = find_fixes(report, config)
+        settle_fixes(report, config)
     if html is not None:
         if show is not None:
             raise ConfigError("give --html or --show, not both (the page holds the timeline "
@@ -241,8 +242,8 @@ def report_output(
         if not as_json:
             return finish(checked)
     if show is None:
-        data = {**report.to_dict(), **({"gates": [r.to_dict() for r in checked]}
-                                       if gates else {})}
+        data = {**report.to_dict(), "sidecar_disagreements": disagreements,
+                **({"gates": [r.to_dict() for r in checked]} if gates else {})}
         text = (jsonio.dumps_pretty(data).decode("utf-8") if as_json
                 else format_report(report, limit) + "\n")
         sys.stdout.write(inert(text))
@@ -259,6 +260,17 @@ def report_output(
     sys.stdout.write(inert(jsonio.dumps_pretty(found_to_dict(found, timeline)).decode("utf-8")
                            if as_json else format_found(found, timeline) + "\n"))
     return finish(checked)
+
+
+def _sidecar_warnings(report: RunReport) -> list[str]:
+    """Where the output disagrees with the metrics file beside it (another run's, or an
+    output changed since its run committed it): one warning line each on stderr."""
+    from ..engine.committed import sidecar_disagreements
+
+    found = sidecar_disagreements(report.output, report.metrics, report.layout.metrics)
+    for message in found:
+        sys.stderr.write(inert(f"warning: {report.output}: {message}") + "\n")
+    return found
 
 
 def _write_html(report: RunReport, config: CompressionConfig, path: Path, max_rows: int,
@@ -290,40 +302,136 @@ def _write_html(report: RunReport, config: CompressionConfig, path: Path, max_ro
 
 def validate_output_text(output: str, base: CompressionConfig | None,
                          overrides: dict[str, Any], default: tuple[str, CompressionConfig], *,
-                         quiet: bool = False, gates: list[Gate] | None = None) -> int:
-    """Print one line per problem of ``output`` and a closing count that says which
-    settings it checked against; 0 when there is none, 1 when a row breaks a rule or the
-    output holds no row though its run wrote some, 3 when one of ``gates`` failed
-    (over-limit: rows over the target; failed: rows whose metrics have an error; rejected:
-    unreadable rows).
+                         base_keys: frozenset[str] = frozenset(), base_name: str = "--config",
+                         quiet: bool = False, as_json: bool = False,
+                         allow_over_limit: bool = False,
+                         gates: list[Gate] | None = None) -> int:
+    """Print one line per problem of ``output`` and a closing line that names every kind
+    of problem found and the settings it checked against (or, ``as_json``, one JSON
+    object); return 0 when there is none, 1 when a row breaks a rule, the output holds no
+    row though its run wrote some, the output disagrees with its metrics file, or a row is
+    over the target (unless ``allow_over_limit``, or a --max-over-limit gate decides), 3
+    when one of ``gates`` failed.
 
     The settings are ``base`` (a --config file) when given, else those the run recorded in
     its metrics file, else ``default`` (label, config); ``overrides`` (flag -> value,
     None: not given) apply on top (`sidecar.check_settings`).
     """
-    from ..engine.validate import Validation, validate_output
+    from ..engine.validate import Problem, Validation, validate_output
     from .sidecar import check_settings
 
-    settings = check_settings(Path(output), base, overrides, default)
+    settings = check_settings(Path(output), base, overrides, default, base_keys=base_keys,
+                              base_name=base_name)
+    gate_name = "--max-over-limit"
+    if not gates and settings.metrics is not None:
+        gates = _recorded_gates(settings.metrics)
+        gate_name = "the run's own --max-over-limit"
+    gate_decides = any(g.what == "over_limit" for g in gates or [])
+    over_allowed = allow_over_limit or gate_decides
     found = Validation()
-    for problem in validate_output(output, settings.config, found):
-        sys.stdout.write(inert(f"{problem.location}: {problem.message}\n"))
+    listed: list[Problem] = []
+    for problem in validate_output(output, settings.config, found, metrics=settings.metrics,
+                                   metrics_path=settings.path,
+                                   own_counting=settings.same_counting):
+        if problem.kind == "over_target" and over_allowed:
+            continue  # counted for the closing line and the gate, not a failure
+        listed.append(problem)
+        if not as_json:
+            sys.stdout.write(inert(f"{problem.location}: {problem.message}\n"))
     if found.rows == 0:
         empty = _empty_output_problem(output, settings.metrics)
         if empty is not None:
-            found.problems += 1
-            sys.stdout.write(inert(empty) + "\n")
-    if not quiet:
-        sys.stdout.write(f"{found.rows:,} rows checked, {found.problems:,} problems "
-                         f"({inert(settings.describe())})\n")
-    code = 1 if found.problems else 0
+            problem = found.add(Problem(output, empty.removeprefix(f"{output}: "), "empty"))
+            listed.append(problem)
+            if not as_json:
+                sys.stdout.write(inert(empty) + "\n")
+    failing = sum(n for kind, n in found.kinds.items()
+                  if kind != "over_target" or not over_allowed)
+    code = 1 if failing else 0
+    checked: list[Any] = []
     if gates:
-        from .gates import Counts, apply_gates
+        from .gates import Counts, evaluate
 
         counts = Counts(found.rows - found.unreadable, found.over_limit, found.failed,
                         found.unreadable, found.fallbacks, found.summaries)
-        return apply_gates(gates, counts, code)
+        checked = evaluate(gates, counts)
+    closing = closing_line(found, settings.config.target_max_tokens, over_allowed,
+                           gate_name if gate_decides else "--allow-over-limit")
+    if as_json:
+        data = {"output": output, "rows": found.rows, "problems": failing,
+                "kinds": dict(found.kinds),
+                "over_target": {"rows": found.over_limit, "flagged": found.flagged,
+                                "target": settings.config.target_max_tokens,
+                                "allowed": over_allowed},
+                "settings": settings.describe(), "summary": closing,
+                "problem_list": [p.to_dict() for p in listed],
+                **({"gates": [r.to_dict() for r in checked]} if gates else {})}
+        sys.stdout.write(inert(jsonio.dumps_pretty(data).decode("utf-8")))
+    elif not quiet:
+        sys.stdout.write(inert(f"{closing} ({settings.describe()})") + "\n")
+    if gates:
+        from .gates import finish
+
+        return finish(checked, code)
     return code
+
+
+def _recorded_gates(metrics: dict[str, Any]) -> list[Gate]:
+    """The CI gates the run was given (its metrics file's ``gates``), for `validate` to
+    apply when given none: rows over the target are then the run's gate's to judge."""
+    from .gates import parse_gate
+
+    recorded = metrics.get("gates")
+    if not isinstance(recorded, dict):
+        return []
+    found = []
+    for what in ("over_limit", "failed", "rejected", "fallback_share"):
+        value = recorded.get(what)
+        if isinstance(value, str):
+            try:
+                found.append(parse_gate(what, value))
+            except ConfigError:
+                continue  # a damaged entry: as if the run had no such gate
+    return found
+
+
+def closing_line(found: Any, target: int, over_allowed: bool, allowed_by: str) -> str:
+    """``30 rows checked, 15 problems: 13 rows over the target 4,000, flagged
+    still_over_limit by the run; 2 rows with a tool call no result answers``; rows over
+    the target that ``over_allowed`` lets pass follow as ``; allowed (...): ...``."""
+    from ..engine.validate import KINDS
+
+    parts, allowed = [], ""
+    for kind, noun in KINDS.items():
+        n = found.kinds.get(kind, 0)
+        if not n:
+            continue
+        if kind != "over_target":
+            parts.append(f"{n:,} {noun}" if n != 1 else f"1 {_singular(noun)}")
+            continue
+        text = f"{n:,} {'row' if n == 1 else 'rows'} over the target {target:,}"
+        if found.flagged == n:
+            text += ", flagged still_over_limit by the run"
+        elif found.flagged:
+            text += (f" ({found.flagged:,} flagged still_over_limit by the run, "
+                     f"{n - found.flagged:,} not)")
+        else:
+            text += ", not flagged by the run"
+        if over_allowed:
+            allowed = f"; allowed by {allowed_by}: {text}"
+        else:
+            parts.append(text)
+    failing = sum(n for kind, n in found.kinds.items()
+                  if kind != "over_target" or not over_allowed)
+    head = f"{found.rows:,} rows checked, {failing:,} {'problem' if failing == 1 else 'problems'}"
+    return head + (": " + "; ".join(parts) if parts else "") + allowed
+
+
+def _singular(noun: str) -> str:
+    for plural in ("rows", "disagreements", "outputs"):
+        if plural in noun:
+            return noun.replace(plural, plural[:-1], 1)
+    return noun
 
 
 def _empty_output_problem(output: str, metrics: dict[str, Any] | None) -> str | None:

@@ -440,7 +440,7 @@ def _fixes(data: ReportData) -> str:
     if useless:
         parts.append(f'<p class="hint">No effect alone: '
                      f'{esc(", ".join(e.command for e in useless))}</p>')
-    notes = []
+    notes = [] if data.fixes_source in ("", "stored") else [data.fixes_source]
     if w.head_alone:
         notes.append(f"{w.head_alone:,} of them: the protected head alone is over the "
                      f"target; only {head_help(w)} can help.")

@@ -15,6 +15,7 @@ import typer
 from ..core.config import CompressionConfig
 from ..core.errors import ConfigError
 from ..engine.options import DataFiles, RunOptions, run_options
+from .config_file import USER_CONFIG_HELP
 from .flags import Flags
 from .gates import (
     Gate,
@@ -34,8 +35,13 @@ if TYPE_CHECKING:
 ConfigOpt = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs Optional on 3.10
     typer.Option("--config", "-c", help="YAML config (the reference's schema plus extensions). "
-                 "Default: configs/default.yaml when it exists, else built-in defaults."),
+                 f"Default: the user's config, {USER_CONFIG_HELP}, when it exists, else "
+                 "built-in defaults. A file in the working folder (configs/default.yaml) is "
+                 "never read unless named here."),
 ]
+NoConfigOpt = Annotated[bool, typer.Option(
+    "--no-config", help="Read no config file, not even the user's: built-in defaults and "
+    "the flags.")]
 InputArg = Annotated[str, typer.Argument(
     help="A .jsonl/.jsonl.gz/.json/.parquet file, a folder of them, a glob, a Hugging Face "
     "save_to_disk folder, or a dataset name for datasets streaming.", show_default=False)]

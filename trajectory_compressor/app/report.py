@@ -9,6 +9,7 @@ failures than that file holds is the output itself scanned for them.
 from __future__ import annotations
 
 import textwrap
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,9 @@ class RunReport:
     metrics: dict[str, Any] | None
     rows: list[FlaggedRow] = field(default_factory=list)
     fixes: WhatWouldFix | None = None  # what would fix the rows over the limit, if asked
+    # Where the table comes from: "stored" (computed by compress), or why it was re-planned
+    # here and how long that took.
+    fixes_source: str = ""
 
     def figures(self) -> dict[str, Any]:
         """The run's counts for scripts: rows, compressed, skipped, over the limit,
@@ -103,7 +107,8 @@ class RunReport:
         return {"output": str(self.output), "metrics_file": str(self.layout.metrics),
                 "over_limit_file": str(self.layout.over_limit), "figures": self.figures(),
                 "metrics": self.metrics, "rows": [r.to_dict() for r in self.rows],
-                "remedies": None if self.fixes is None else self.fixes.to_dict()}
+                "remedies": None if self.fixes is None else self.fixes.to_dict(),
+                "remedies_source": self.fixes_source or None}
 
 
 def load_report(output: str | Path) -> RunReport:
@@ -185,6 +190,22 @@ def _failed_in_output(output: Path) -> Iterator[FlaggedRow]:
             yield FlaggedRow(location, row_id(row), metrics["error"],
                              TrajectoryMetrics.from_dict(metrics), metrics,
                              code=code_of(str(metrics["error"]), True))
+
+
+def settle_fixes(report: RunReport, config: CompressionConfig) -> None:
+    """``report.fixes``: the table `compress` stored with the run when it was computed
+    under ``config``'s settings (no re-planning), else re-planned here (`find_fixes`),
+    with ``report.fixes_source`` saying which, why, and the CPU seconds it took."""
+    from ..engine.stored_fixes import stored_fixes
+
+    stored, why = stored_fixes(report.metrics, config)
+    if stored is not None:
+        report.fixes, report.fixes_source = stored, "stored"
+        return
+    started = time.process_time()
+    report.fixes = find_fixes(report, config)
+    report.fixes_source = (f"re-planned here in {time.process_time() - started:.1f} s CPU: "
+                           f"{why}")
 
 
 def find_fixes(report: RunReport, config: CompressionConfig,
@@ -355,6 +376,9 @@ def format_report(report: RunReport, limit: int | None = 50) -> str:
         lines.append(f"  ... {num(len(report.rows) - len(shown))} more (--limit 0 shows all)")
     if report.fixes is not None:
         lines += ["", *fix_lines(report.fixes)]
+        if report.fixes_source != "stored":
+            lines += textwrap.wrap(f"({report.fixes_source})", 80, initial_indent="  ",
+                                   subsequent_indent="   ")
     lines += ["", "See one row's turns: trajectory-compressor report OUTPUT --show ID"]
     return "\n".join(lines)
 

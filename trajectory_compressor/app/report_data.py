@@ -105,6 +105,7 @@ class ReportData:
     shown: list[ShownRow]
     notes: list[str] = field(default_factory=list)
     fixes: WhatWouldFix | None = None  # what would fix the rows still over the limit
+    fixes_source: str = ""  # "stored" (by compress), or why and how long it was re-planned
 
 
 class _Tokens:
@@ -235,7 +236,8 @@ def collect_report_data(report: RunReport, config: CompressionConfig, counter: T
         over_after=tokens.over[1], ratios=ratios,
         fidelity=fidelity if fidelity.total or "fidelity" in metrics else None,
         sources=recorded_sources if isinstance(recorded_sources, dict) else sources,
-        flagged_total=len(report.rows), shown=shown, notes=notes, fixes=report.fixes)
+        flagged_total=len(report.rows), shown=shown, notes=notes, fixes=report.fixes,
+        fixes_source=report.fixes_source)
 
 
 def _shown(f: FlaggedRow) -> ShownRow:

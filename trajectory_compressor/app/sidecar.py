@@ -185,6 +185,8 @@ class CheckSettings:
     config: CompressionConfig
     metrics: dict[str, Any] | None
     origin: str
+    path: Path | None = None  # the metrics file
+    same_counting: bool = False  # counts as the run did (its tokenizer, mode, template)
 
     def describe(self) -> str:
         """``target 300, summary 50, counting turns, tokenizer deepseek-v4; settings from
@@ -198,17 +200,33 @@ class CheckSettings:
 
 
 def check_settings(output: Path, base: CompressionConfig | None, overrides: dict[str, Any],
-                   default: tuple[str, CompressionConfig]) -> CheckSettings:
-    """What to check ``output`` against: ``base`` (a --config file) when given, else the
-    settings its metrics file recorded, else ``default`` (label, config); then the
-    ``overrides`` (flag name -> value, None: not given) on top."""
+                   default: tuple[str, CompressionConfig], *,
+                   base_keys: frozenset[str] = frozenset(),
+                   base_name: str = "--config") -> CheckSettings:
+    """What to check ``output`` against: ``base`` (a --config file, ``base_keys`` the
+    ``section.key`` names it sets) when given, else the settings its metrics file
+    recorded, else ``default`` (label, config); then the ``overrides`` (flag name ->
+    value, None: not given) on top.
+
+    A --config file wins over the recorded settings, but for the counting mode and the
+    chat-template file it does not set: those stay the run's (a count in another mode is
+    not the run's count). A chat-template file that is named but missing is a
+    `ConfigError`, as is a run that counted with a template file the checks cannot get.
+    """
     from ..engine.layout import finished_layout
 
     path = finished_layout(output).metrics
     metrics = read_metrics(path)
     recorded = recorded_config(metrics, path) if metrics is not None else None
     if base is not None:
-        config, origin = base, "settings from --config"
+        config, origin = base, f"settings from {base_name} (over the run's own)"
+        if recorded is not None:
+            kept = {field: getattr(recorded, field) for key, field in _KEPT.items()
+                    if key not in base_keys and getattr(recorded, field) is not None}
+            if kept != {f: getattr(base, f) for f in kept}:
+                config = dataclasses.replace(config, **kept)
+                origin += ", with the run's " + " and ".join(
+                    _KEPT_LABEL[f] for f in kept if getattr(base, f) != kept[f])
     elif recorded is not None:
         config, origin = recorded, f"settings from {path.name}"
     elif metrics is not None:
@@ -219,12 +237,25 @@ def check_settings(output: Path, base: CompressionConfig | None, overrides: dict
     config = config.replace(**{_FIELDS[flag]: value for flag, value in given.items()})
     if given:
         origin += ", " + ", ".join(given) + " from the command line"
-    if metrics is not None and base is None:
+    if config.token_counting == "chat_template" and config.chat_template \
+            and not Path(config.chat_template).is_file():
+        raise ConfigError(f"the chat-template file {config.chat_template} to count with is "
+                          "missing (the run recorded it"
+                          + (f" in {path.name}" if metrics is not None else "")
+                          + "); give the same template with --chat-template")
+    same = False
+    if metrics is not None:
         check_template(metrics, path, config)
         changed = _identity_changes(metrics, config)
         if changed:
             origin += f" (differs from the run's {' and '.join(changed)})"
-    return CheckSettings(config, metrics, origin)
+        same = bool(metrics.get("tokenizer")) and not changed
+    return CheckSettings(config, metrics, origin, path, same)
+
+
+# What a --config file does not replace unless it sets it: the run's way of counting.
+_KEPT = {"tokenizer.counting": "token_counting", "tokenizer.chat_template": "chat_template"}
+_KEPT_LABEL = {"token_counting": "counting mode", "chat_template": "chat template"}
 
 
 # Flags `validate` takes for the settings, and the config field each sets.

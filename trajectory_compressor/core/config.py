@@ -188,6 +188,11 @@ class CompressionConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: the top level must be a mapping of sections")
         config = cls()
+        if not _names_endpoint(data.get("summarization")):
+            # Hermes configs name a model and base URL and mean `openai` (the dataclass
+            # default); one that names no endpoint (only a target, say) leaves the choice to
+            # `auto`, as no config at all does: no key is wanted for a run it cannot make.
+            config.summarizer = "auto"
         for section, values in data.items():
             if section not in SECTIONS:
                 raise ConfigError(_unknown(source, str(section), list(SECTIONS), "section"))
@@ -427,6 +432,10 @@ class CompressionConfig:
             names = SECTIONS[section]
             settings[section] = {key: getattr(self, names[key])
                                  for key in (keys if keys is not None else names)}
+        if self.chat_template:
+            # Where the counting template is, for `validate` and `report` to count with it
+            # again (the ``tokenizer`` section keeps its hash).
+            settings["tokenizer"]["chat_template"] = str(Path(self.chat_template).resolve())
         model = self.model_that_runs()
         if model is None:
             del settings["summarization"]["model"]
@@ -604,6 +613,16 @@ _FIELD_TYPES: dict[str, str] = {
 _ENDPOINT_KEYS = [f.name for f in dataclasses.fields(EndpointConfig)]
 _ENDPOINT_TYPES = {"api_key_env": "str?", "weight": "number", "max_concurrency": "int?",
                    "rpm": "int?", "tpm": "int?"}
+
+
+# The summarization keys that name an endpoint (Hermes: model, base_url, api_key_env).
+ENDPOINT_KEYS = ("backend", "model", "base_url", "api_key_env", "endpoints")
+
+
+def _names_endpoint(summarization: Any) -> bool:
+    """Whether a config's ``summarization`` section names a backend or an endpoint."""
+    return isinstance(summarization, dict) and any(
+        summarization.get(key) not in (None, "", []) for key in ENDPOINT_KEYS)
 
 
 def _same_url(url: str) -> str:

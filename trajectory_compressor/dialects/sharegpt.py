@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import json_text
-from ..core.conversation import ROLES, Row, Trajectory, Turn, json_type
+from ..core.conversation import CALL_TURN, ROLES, Row, Trajectory, Turn, json_type
 from ..core.errors import RowError
 from ..core.plan import ALTERNATING, ANY_BUT_TOOL, Boundaries
 from .base import SOURCE, parse_tools, plain_messages, summary_weights
@@ -147,7 +147,10 @@ class ShareGPTVariant:
             if not isinstance(value, str):
                 raise RowError(f"{t.messages}[{i}].{t.content_tag} is a JSON "
                                f"{json_type(value)}, expected a string")
-            turns.append({"from": role, "value": value, SOURCE: ("item", item)})
+            turn: Turn = {"from": role, "value": value, SOURCE: ("item", item)}
+            if tag in t.function_tag:
+                turn[CALL_TURN] = True
+            turns.append(turn)
         return turns
 
     def boundaries(self, turns: Trajectory) -> Boundaries:

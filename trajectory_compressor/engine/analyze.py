@@ -79,6 +79,7 @@ class TargetAnalysis:
     fixes: WhatWouldFix | None = None
     # §19: summarize, mask and hybrid side by side on the rows over this target.
     strategies: StrategyComparison | None = None
+    fixes_cpu_seconds: float = 0.0  # the remedies' search, over the rows it re-planned
 
     @property
     def target(self) -> int:
@@ -124,6 +125,7 @@ class TargetAnalysis:
             "over_limit_reasons": dict(self.reasons),
             "remedies": None if self.fixes is None else self.fixes.to_dict(),
             "strategies": None if self.strategies is None else self.strategies.to_dict(),
+            "remedies_cpu_seconds": round(self.fixes_cpu_seconds, 3),
             "extractive": {
                 "trajectories_compressed": self.extractive.trajectories_compressed,
                 "trajectories_still_over_limit": self.extractive.trajectories_still_over_limit,
@@ -372,7 +374,10 @@ async def _walk(analysis: Analysis, inputs: list[Any], stream: RowStream,
         clock.extractive_seconds[:] = [s.total_seconds for s in timed]
         for target, compressor in zip(analysis.targets, compressors, strict=True):
             if target.over.over:
+                # Only the rows left over the limit (the first `MAX_ROWS`) are re-planned.
+                started = time.process_time()
                 target.fixes = await find_fixes(compressor, target.over, exact=target.exact)
+                target.fixes_cpu_seconds = time.process_time() - started
 
 
 def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect: Dialect,

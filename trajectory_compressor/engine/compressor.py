@@ -11,7 +11,7 @@ from types import TracebackType
 from ..core import reasons
 from ..core.assemble import assemble, base_metrics, compressed_metrics, notice_index
 from ..core.config import CompressionConfig
-from ..core.conversation import Row, Trajectory
+from ..core.conversation import Row, Trajectory, call_view
 from ..core.deadline import Deadline
 from ..core.distill_row import DistillStats, distill_turns, verify_turns
 from ..core.errors import ConfigError, FatalSummaryError, RowError, one_line_error
@@ -326,7 +326,7 @@ class TrajectoryCompressor:
         # A summary may state what the turns before its position (head, region) state.
         probe = SummaryCheck(texts[:region.start], region_texts, texts[region.end:])
         request = SummaryRequest(
-            original[region.start:region.end], region.start,
+            call_view(original[region.start:region.end]), region.start,
             self._summary_budget(turns, plan), _region_input_tokens(plan), deadline,
             origin=origin, tail_items=tuple(probe.tail_items),
         )

@@ -17,9 +17,9 @@ from ..formats.registry import (
     output_extension,
 )
 
-# Output suffixes the sidecar names keep: a `.json` output sits beside the `.jsonl` output
-# of an input of the same stem, and must not share its sidecars.
-_SIDECARS_KEEP_SUFFIX = (".json",)
+# Output suffixes whose sidecars were once named after the whole file name
+# (``a_compressed.json_metrics.json``): such names are still found (`sidecar_stem`).
+_LEGACY_KEEP_SUFFIX = (".json",)
 
 
 @dataclass(frozen=True)
@@ -79,16 +79,28 @@ def _lock_of(stem_path: Path) -> Path:
 
 
 def sidecar_stem(output: Path, folder: bool) -> Path:
-    """``<stem_path>`` of an output: the folder itself, or the file without its extension.
+    """``<stem_path>`` of an output: the folder itself, or the file without its extension,
+    for every container (``a_compressed.json`` and ``a_compressed.jsonl`` alike give
+    ``a_compressed_metrics.json``, ...).
 
-    A ``.json`` file keeps its suffix (``a_compressed.json`` -> ``a_compressed.json_
-    metrics.json``): the sidecars of ``a_compressed.jsonl`` beside it are
-    ``a_compressed_metrics.json``, ..., and neither run's files replace the other's.
+    A ``.json`` output's sidecars were once named after the whole file name
+    (``a_compressed.json_metrics.json``); when only such sidecars (or such a checkpoint)
+    lie beside it, that older stem is returned, so that `report`, `validate` and
+    ``--resume`` still find a run written before.
     """
-    suffix = file_suffix(output)
-    if folder or (suffix is not None and suffix.lower() in _SIDECARS_KEEP_SUFFIX):
+    if folder:
         return output
-    return output.with_name(file_stem(output))
+    stem = output.with_name(file_stem(output))
+    suffix = file_suffix(output)
+    if suffix is not None and suffix.lower() in _LEGACY_KEEP_SUFFIX \
+            and not _has_sidecars(stem) and _has_sidecars(output):
+        return output
+    return stem
+
+
+def _has_sidecars(stem_path: Path) -> bool:
+    layout = OutputLayout({}, {}, stem_path)
+    return any(p.exists() for p in (*layout.sidecars, layout.checkpoint))
 
 
 def finished_layout(output: Path) -> OutputLayout:

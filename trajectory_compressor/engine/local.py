@@ -23,20 +23,24 @@ from ..core.errors import OutputError, ResumeError, one_line_error
 from ..core.metrics import AggregateMetrics
 from ..core.plan import Plan
 from ..counting.identity import tokenizer_identity
-from ..dialects.base import Dialect
+from ..dialects.base import Dialect, row_id
 from ..formats import jsonio
 from ..formats.base import InputFile, Record, write_atomic
 from ..formats.hf_card import card_path, dataset_card
 from ..formats.registry import count_rows
 from .blocking import run_blocking
 from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
+from .committed import committed_record
 from .compressor import RowResult, TrajectoryCompressor
 from .count import Item
 from .layout import OutputLayout
 from .options import RunOptions
 from .paths import run_record
 from .progress import Progress
+from .projection import CountedRow
+from .remedies import OverRows
 from .resume_guard import ConsumedDigest, check_checkpoint
+from .stored_fixes import STORED_ROWS, compute_fixes
 from .stream import Entry, RowStream
 from .writer import RunWriter, StrictStop
 
@@ -74,6 +78,7 @@ class _Slot:
     task: asyncio.Task[RowResult] | None = None
     reject: str | None = None
     distill: DistillStats | None = None
+    counted: CountedRow | None = None  # the row as planned, until it is written
 
 
 # A batch off the counting thread: why each row's distilling failed (or None), and the
@@ -106,6 +111,9 @@ class Pipeline:
         self._in_flight = 0
         self._counting: ThreadPoolExecutor | None = None
         self._window_chars = 0
+        # The first rows left over the limit, as planned: "what would fix it" is searched
+        # for them once at the end of the run and stored with it (`stored_fixes`).
+        self._over = OverRows(limit=STORED_ROWS)
         self._tasks: set[asyncio.Task[RowResult]] = set()
         # Set to the first exception a row task raises (a rejected API key): the run
         # stops at once instead of when that row reaches the head of the window.
@@ -178,11 +186,23 @@ class Pipeline:
             write_atomic(card, dataset_card(self.layout.outputs.values()))
         self.metrics.processing_end_time = datetime.now().isoformat()
         self.metrics.processing_duration_seconds = writer.elapsed()
+        # Searched once the outputs are committed (the run's lock is still held; its time
+        # is the section's own, not the run's), from the rows this run planned; a resumed
+        # run did not plan the rows before its checkpoint and stores none (`report`
+        # re-plans then).
+        remedies = (await compute_fixes(self.compressor, self._over)
+                    if self._over.over and resume is None and self.config.metrics_enabled
+                    else None)
         if self.config.metrics_enabled:
             report = {**self.metrics.to_dict(), "settings": self.config.run_settings(),
                       "tokenizer": tokenizer_identity(self.config),
                       "run": run_record(self.inputs, self.layout, self.config,
-                                        self.options.sample_percent, self.options.seed)}
+                                        self.options.sample_percent, self.options.seed),
+                      **({"gates": dict(self.options.gates)} if self.options.gates
+                         else {}),
+                      "committed": committed_record(self.layout.outputs.values(),
+                                                    self.metrics.total_trajectories),
+                      **({"remedies": remedies} if remedies is not None else {})}
             write_atomic(self.layout.metrics, jsonio.dumps_pretty(report))
         return RunResult(self.metrics, self.layout, writer.warnings, resumed=resume is not None)
 
@@ -287,6 +307,8 @@ class Pipeline:
         except Exception as exc:
             slot.reject, slot.turns = f"cannot plan the row: {one_line_error(exc)}", None
             return
+        slot.counted = CountedRow(slot.record.row, slot.turns, turn_tokens, slot.dialect,
+                                  slot.distill)
         if plan.action == "compress":
             slot.record.raw = None  # a summarized row is written anew: its line is not needed
             slot.task = self._spawn(self._compress(slot.record, slot.turns, plan, slot.dialect))
@@ -384,6 +406,10 @@ class Pipeline:
                 self.writer.reject(head.record, head.reject, head.draws)
             else:
                 assert head.result is not None
+                if head.counted is not None:
+                    self._over.add(head.result, head.counted, str(head.record.location),
+                                   row_id(head.record.row))
+                    head.counted = None
                 self.writer.write(head.record, head.result, head.draws)
 
 

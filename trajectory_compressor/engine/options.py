@@ -34,6 +34,9 @@ class RunOptions:
     # With `output.mode: windows`: where to write one summarizer training row per
     # summary made (`engine.summarizer_rows`); None: nowhere.
     summarizer_rows: str | None = None
+    # The CI gates the run is judged by ((what, limit as given): ("over_limit", "5%")),
+    # recorded in its metrics file for `validate` to apply as well.
+    gates: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         share = self.sample_percent
@@ -53,6 +56,7 @@ class RunKeywords(TypedDict, total=False):
     split: str | None
     data_files: DataFiles
     summarizer_rows: str | None
+    gates: tuple[tuple[str, str], ...]
 
 
 def run_options(options: RunOptions | None = None, **keywords: Unpack[RunKeywords]

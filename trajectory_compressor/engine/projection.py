@@ -15,7 +15,7 @@ import copy
 from dataclasses import dataclass
 
 from ..core.assemble import assemble
-from ..core.conversation import Row, Trajectory
+from ..core.conversation import Row, Trajectory, call_view
 from ..core.distill_row import DistillStats
 from ..core.mask import apply_mask
 from ..core.plan import Plan
@@ -68,7 +68,8 @@ def projected(compressor: TrajectoryCompressor, counted: CountedRow, plan: Plan,
     metrics = compressor.projected_metrics(turns, plan, config.summary_target_tokens)
     metrics.summarization_api_calls = 1
     metrics.summary_source = "llm"
-    request = SummaryRequest(turns[plan.region.start:plan.region.end], plan.region.start,
+    request = SummaryRequest(call_view(turns[plan.region.start:plan.region.end]),
+                             plan.region.start,
                              config.summary_target_tokens)
     metrics.prompt_tokens = min(compressor.counter.count(render_turns(request)),
                                 config.max_input_tokens)

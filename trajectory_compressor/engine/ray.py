@@ -75,7 +75,13 @@ class ShardWorker:
     """One actor of the pool: a tokenizer, a summarizer with its share of the limits, and
     an event loop, kept for every shard it is given."""
 
-    def __init__(self, job: ShardJob) -> None:
+    def __init__(self, job: ShardJob, keys: dict[str, str] | None = None) -> None:
+        # The key values the driver sees (its environment and `.env` files, as the CLI
+        # reads them), for the variables this worker's environment leaves unset: a worker
+        # elsewhere, or in another folder, has neither the variable nor the file.
+        for name, value in (keys or {}).items():
+            if not os.environ.get(name):
+                os.environ[name] = value
         self.job = job
         self.loop = asyncio.new_event_loop()
         self.dialect: Dialect | Any = job.dialect or partial(detect, config=job.config)
@@ -171,10 +177,21 @@ def _execute(ray: Any, job: ShardJob, pending: list[Shard], workers: int
     items = [{"shard": s.index} for s in pending]
     dataset = ray.data.from_items(items, override_num_blocks=len(items))
     dataset = dataset.map_batches(
-        ShardWorker, fn_constructor_kwargs={"job": job}, batch_size=1,
+        ShardWorker, fn_constructor_kwargs={"job": job, "keys": driver_keys(job.config)},
+        batch_size=1,
         compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
     for row in dataset.iter_rows():
         yield ShardResult.from_json(row["result"])
+
+
+def driver_keys(config: CompressionConfig) -> dict[str, str]:
+    """The values of the key variables ``config`` names, as this process sees them (the
+    environment, then the `.env` files: `summarizers.dotenv`), for the workers."""
+    from ..summarizers.dotenv import key_environ
+
+    env = key_environ()
+    names = {config.api_key_env, *(e.api_key_env for e in config.endpoints)}
+    return {name: env[name] for name in sorted(n for n in names if n) if env.get(name)}
 
 
 def in_input_order(results: Iterable[ShardResult], pending: list[Shard]

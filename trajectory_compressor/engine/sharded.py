@@ -27,6 +27,7 @@ from ..formats.bounded import CHECKPOINT_CAP, read_bounded
 from ..formats.hf_card import card_path, dataset_card
 from ..formats.registry import read_records
 from .checkpoint import Checkpoint, check_resumable, input_fingerprint, settings_fingerprint
+from .committed import committed_record
 from .count import tokenizer_identity
 from .layout import OutputLayout
 from .local import RunResult
@@ -234,7 +235,11 @@ class ShardedRun:
             report = {**metrics.to_dict(), "settings": self.config.run_settings(),
                       "tokenizer": self._prints[1]["tokenizer"],
                       "run": run_record(self.inputs, self.layout, self.config,
-                                        self.options.sample_percent, self.options.seed)}
+                                        self.options.sample_percent, self.options.seed),
+                      **({"gates": dict(self.options.gates)} if self.options.gates
+                         else {}),
+                      "committed": committed_record(self.layout.outputs.values(),
+                                                    metrics.total_trajectories)}
             write_atomic(self.layout.metrics, jsonio.dumps_pretty(report))
         self.layout.checkpoint.unlink(missing_ok=True)
         shutil.rmtree(self.parts, ignore_errors=True)

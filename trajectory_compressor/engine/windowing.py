@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core import reasons
 from ..core.assemble import base_metrics
-from ..core.conversation import Row, Trajectory
+from ..core.conversation import Row, Trajectory, call_view
 from ..core.deadline import Deadline
 from ..core.invented import SummaryCheck
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
@@ -117,7 +117,8 @@ async def _summarize(compressor: Any, turns: Trajectory, texts: list[str],
                          texts[region.end:window.train.end])
     budget = max(1, min(window.summary_tokens, window.summarized_tokens - 1))
     request = SummaryRequest(
-        turns[region.start:region.end], region.start, budget, window.summarized_tokens,
+        call_view(turns[region.start:region.end]), region.start, budget,
+        window.summarized_tokens,
         deadline, origin=None if origin is None else f"{origin} #w{window.number}",
         tail_items=tuple(probe.tail_items))
     own: list[SummaryRequest] = [request]
