@@ -53,7 +53,8 @@ OPENAI = [
         {"role": "assistant", "content": "done"}]},
     {"id": "o-none", "messages": [
         {"role": "user", "content": "list"},
-        {"role": "assistant", "content": "", "tool_calls": [OPENAI_CALL]}]},
+        {"role": "assistant", "content": "", "tool_calls": [OPENAI_CALL]},
+        {"role": "user", "content": "well?"}, {"role": "assistant", "content": "done"}]},
     {"id": "o-half", "messages": [
         {"role": "user", "content": "list"},
         {"role": "assistant", "content": "",
@@ -67,8 +68,8 @@ LLAMAFACTORY = [
         {"from": "human", "value": "list"}, {"from": "function_call", "value": LF_CALL},
         {"from": "observation", "value": "a.py"}, {"from": "gpt", "value": "done"}]},
     {"id": "l-none", "conversations": [
-        {"from": "human", "value": "list"}, {"from": "gpt", "value": "looking"},
-        {"from": "human", "value": "go on"}, {"from": "function_call", "value": LF_CALL}]},
+        {"from": "human", "value": "list"}, {"from": "function_call", "value": LF_CALL},
+        {"from": "human", "value": "well?"}, {"from": "gpt", "value": "done"}]},
 ]
 LF_MESSAGES = [
     {"id": "m-ok", "messages": [
@@ -84,15 +85,14 @@ LF_MESSAGES = [
 ]
 
 
-ENDS = " (the row ends on it; trainers that pair calls with results refuse it)"
 
 
 @pytest.mark.parametrize("rows, where, expected", [
     (HERMES, "jsonl", {2: "turn 1 makes a tool call that no tool result answers",
                        3: "turn 1 makes 2 tool calls but only 1 tool results answer them"}),
-    (OPENAI, "jsonl", {2: "turn 1 makes a tool call that no tool result answers" + ENDS,
+    (OPENAI, "jsonl", {2: "turn 1 makes a tool call that no tool result answers",
                        3: "turn 1 makes 2 tool calls but only 1 tool results answer them"}),
-    (LLAMAFACTORY, "json", {2: "turn 3 makes a tool call that no tool result answers" + ENDS}),
+    (LLAMAFACTORY, "json", {2: "turn 1 makes a tool call that no tool result answers"}),
     (LF_MESSAGES, "jsonl", {2: "turn 1 makes a tool call that no tool result answers"}),
 ], ids=["hermes", "openai", "llamafactory-sharegpt", "llamafactory-messages"])
 def test_an_unanswered_tool_call_is_found_in_every_dialect(tmp_path, rows, where, expected):
@@ -112,6 +112,21 @@ def test_an_unanswered_tool_call_is_found_in_every_dialect(tmp_path, rows, where
         "row with a tool call no result answers"
     assert lines[-1] == f"{len(rows)} rows checked, {n} problem{'s' * (n > 1)}: {n} {noun} " \
         + CLOSING_SETTINGS
+
+
+@pytest.mark.parametrize("rows", [
+    [{"id": "h-end", "conversations": [{"from": "human", "value": "fix it"},
+                                       {"from": "gpt", "value": HERMES_CALL}]}],
+    [{"id": "o-end", "messages": [{"role": "user", "content": "fix it"},
+                                  {"role": "assistant", "content": "",
+                                   "tool_calls": [OPENAI_CALL]}]}],
+], ids=["hermes", "openai"])
+def test_a_row_that_ends_on_its_call_is_not_a_problem(tmp_path, rows):
+    # An agent's episode ends on its final call (SWE-agent's `submit`): OpenAI fine-tuning
+    # trains such a last assistant call, so it is a whole example, not a broken pair.
+    result = _validate(_write_jsonl(tmp_path / "end.jsonl", rows))
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert "no tool result answers" not in result.stdout
 
 
 def test_more_than_one_summary_in_a_turn_or_a_row(tmp_path):

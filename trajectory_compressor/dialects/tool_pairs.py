@@ -27,14 +27,12 @@ class Unanswered:
     turn: int
     calls: int
     results: int
-    last: bool = False  # the row ends with this turn (an episode stopped on its call)
+    last: bool = False  # the row ends with this turn's results
 
     def message(self) -> str:
         if self.results == 0:
             what = "a tool call" if self.calls == 1 else f"{self.calls} tool calls"
-            ends = " (the row ends on it; trainers that pair calls with results refuse it)"
-            return (f"turn {self.turn} makes {what} that no tool result answers"
-                    + (ends if self.last else ""))
+            return f"turn {self.turn} makes {what} that no tool result answers"
         return (f"turn {self.turn} makes {self.calls} tool calls but only {self.results} "
                 "tool results answer them")
 
@@ -68,5 +66,9 @@ def unanswered_calls(turns: Trajectory) -> Iterator[Unanswered]:
         while after < len(turns) and turns[after].get("from") == "tool":
             results += results_in(turns[after])
             after += 1
+        if results == 0 and after == len(turns):
+            # The episode ended on its call (an agent's final `submit`): a complete
+            # training example (OpenAI fine-tuning trains such a last call), not a break.
+            continue
         if results < calls:
             yield Unanswered(index, calls, results, last=after == len(turns))
