@@ -40,9 +40,12 @@ def test_compress_the_sample_file(tmp_path, sample_jsonl, counter):
         n_summaries = sum(t["value"].startswith(SUMMARY_PREFIX) for t in after["conversations"])
         assert n_summaries == (1 if m["was_compressed"] else 0)
     assert metrics["tokens"]["total_after"] < metrics["tokens"]["total_before"]
+    # "remedies": the stored "what would fix it" table, there when rows stay over.
     assert list(metrics) == ["summary", "tokens", "turns", "averages", "summarization",
                              "processing", "usage", "distributions", "fidelity", "over_limit",
-                             "strategy", "settings", "tokenizer", "run", "committed"]
+                             "strategy", "settings", "tokenizer", "run", "committed",
+                             "remedies"]
+    assert metrics["summary"]["trajectories_still_over_limit"] > 0
     assert metrics["settings"]["compression"] == {"target_max_tokens": 15250,
                                                   "summary_target_tokens": 750,
                                                   "over_limit_strategy": "keep",

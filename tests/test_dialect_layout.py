@@ -32,6 +32,10 @@ ALLOWED = {
     ("core/assemble.py", "human"): "the summary turn of the conversation model",
     ("core/windows.py", "human"): "the summary turn of the conversation model (§20)",
     ("core/windows.py", "gpt"): "the conversation model's role (core/conversation.py)",
+    ("core/mask.py", "gpt"): "the conversation model's role (core/conversation.py)",
+    ("core/mask.py", "human"): "the conversation model's role (core/conversation.py)",
+    ("engine/compressor.py", "gpt"): "the conversation model's role: assistant tokens kept "
+                                     "(§19)",
     ("counting/template.py", "observation"): "a header role chat templates write, matched "
                                              "in rendered text, not a row field",
     ("counting/template.py", "tool_calls"): "the message form chat templates take (their "

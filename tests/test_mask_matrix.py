@@ -51,7 +51,9 @@ def without_nulls(value):
 
 
 def check(source_rows: list[dict], out, converted: bool = False) -> dict:
-    proc = invoke_cli("validate", str(out))
+    # Rows masking could not bring under stay over, flagged by the run: allowed here, and
+    # any other problem (a broken pair, metrics contradicting the row) still fails.
+    proc = invoke_cli("validate", str(out), "--allow-over-limit")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     written = written_rows(out)
     if converted:
@@ -126,7 +128,9 @@ def test_a_save_to_disk_folder(tmp_path):
                       "--no-cache", "-q", "--target-max-tokens", str(TARGET), "--strategy",
                       "mask", "--mask-keep-last", "1")
     assert proc.returncode in (0, 1), proc.stderr
-    proc = invoke_cli("validate", str(out))
+    # Rows masking could not bring under stay over, flagged by the run: allowed here, and
+    # any other problem (a broken pair, metrics contradicting the row) still fails.
+    proc = invoke_cli("validate", str(out), "--allow-over-limit")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     written = [r for f in sorted(out.rglob("*.parquet")) for r in written_rows(f)]
     assert len(written) == len(rows)

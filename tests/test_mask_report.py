@@ -72,7 +72,8 @@ def test_summarize_reports_the_assistant_share_it_keeps(tmp_path):
     assert run.returncode in (0, 1), run.stderr
     metrics = json.loads(out.read_text(encoding="utf-8"))[0]["compression_metrics"]
     assert metrics["strategy_used"] == "summarize" and metrics["masked_turns"] == 0
-    section = json.loads((tmp_path / "out.json_metrics.json").read_text())["strategy"]
+    # One sidecar naming rule for every container: out.json -> out_metrics.json.
+    section = json.loads((tmp_path / "out_metrics.json").read_text())["strategy"]
     assert section["rows_by_strategy"] == {"summarize": 1}
     assert section["assistant_tokens_kept"] == metrics["assistant_tokens_kept"] < 1.0
     assert round(section["assistant_tokens_after"] / section["assistant_tokens_before"], 4) \

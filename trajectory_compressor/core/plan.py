@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from . import reasons
 from .config import CompressionConfig
 from .distill_row import DistillStats
-
-if TYPE_CHECKING:
-    from .mask import Masking
 
 # ``mask``: tool outputs were masked (`core.mask`) and the row fits without a summary.
 Action = Literal["skip", "compress", "over_limit", "mask"]
@@ -67,7 +64,8 @@ class Plan:
     windows: tuple[Any, ...] | None = None
     # The tool outputs masked before the plan (§19, `core.mask`): the counts above are of
     # the masked row, which every result of this plan is written from.
-    mask: Masking | None = None
+    # A `core.mask.Masking`, typed loosely: that module plans with `Region` from this one.
+    mask: Any = None
     # Tokens of the row's assistant turns, and of those inside ``region`` (§19).
     assistant_tokens: int = 0
     region_assistant_tokens: int = 0

@@ -204,8 +204,13 @@ def _row_problems(row: dict, turns: list, dialect: object, rows: RowCounter,
 def _contradictions(metrics: dict[str, Any], turns: list) -> Iterator[str]:
     """Where a row's own metrics say something its turns do not show."""
     has_summary = any(SUMMARY_PREFIX in str(t.get("value", "")) for t in turns)
-    if metrics.get("was_compressed") is True and not has_summary:
+    # A row compressed by masking alone (§19) holds placeholders, not a summary; rows of
+    # runs before strategies existed carry no strategy_used.
+    summarized = "summarize" in str(metrics.get("strategy_used", "summarize"))
+    if metrics.get("was_compressed") is True and summarized and not has_summary:
         yield "its metrics mark it compressed, but it holds no summary turn"
+    if metrics.get("strategy_used") == "mask" and has_summary:
+        yield "its metrics say it was masked only, but it holds a summary turn"
     if metrics.get("was_compressed") is False and has_summary \
             and metrics.get("skipped_under_target") is True:
         yield "its metrics mark it skipped (under the target), but it holds a summary turn"
