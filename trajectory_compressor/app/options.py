@@ -167,7 +167,7 @@ class Strategy(Flags):
         "first, with one line each naming the tool, its arguments, exit status or error, "
         "size and the identifiers later turns use, until the row fits; no LLM call, "
         "assistant turns kept) or hybrid (mask first, summarize only a row still over). "
-        "See README \"Strategies\".")] = None
+        "See docs/strategies.md.")] = None
     mask_keep_last: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--mask-keep-last", metavar="N", min=0, help="With mask or hybrid: the last N tool "
         "outputs before the protected tail are never masked (compression.mask_keep_last; "
