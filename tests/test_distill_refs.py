@@ -259,3 +259,20 @@ def test_resolve_by_hand():
     assert expand_outputs(["X", str(resolved[4])]) == ["X", "⟪odd\nC\nX\nend"]
     # Nothing to resolve: the same list.
     assert resolve_references(["a"], ["a"], [0]) == ["a"]
+
+
+@pytest.mark.parametrize("name", list(DIALECTS))
+def test_a_row_writing_out_would_grow_is_written_as_distilled(name):
+    # Masking the log saves its text less a placeholder; writing the log out in place of
+    # its repeat's reference puts the text back: the row would end longer than it came.
+    dialect, make = DIALECTS[name]
+    row = make([filler(0), LOG, filler(1), filler(2), LOG])  # type: ignore[operator]
+    result = run(row, dialect, distill="safe", strategy="mask", mask_keep_last=1,
+                 target_max_tokens=size(row, dialect) // 4)
+    m = result.metrics
+    written = reads_back(row, result.row)
+    # The fallback: every output as distilled, nothing masked, the growth the error.
+    assert m.error and "longer than the original" in m.error and m.masked_turns == 1
+    assert not any(text.startswith("[tool output masked") for _, text in written)
+    assert written[4][1] == "⟪same as tool output #2 above⟫"
+    assert m.compressed_tokens == size(result.row, dialect) <= m.original_tokens
