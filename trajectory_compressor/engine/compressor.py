@@ -561,8 +561,8 @@ class TrajectoryCompressor:
             if elided is not None:
                 turns, new_row = elided
         if plan.distill is not None and plan.distill.turns:
-            turns, new_row = self._resolved(row, turns, new_row, metrics, plan, dialect,
-                                            summary_at, source)
+            turns, new_row, metrics = self._resolved(row, turns, new_row, metrics, plan,
+                                                     dialect, summary_at, source)
         if self.config.metrics_per_trajectory:
             new_row[METRICS_KEY] = metrics.to_dict()
         return RowResult(new_row, metrics, plan, changed=True, turns=turns)
@@ -570,7 +570,7 @@ class TrajectoryCompressor:
     def _resolved(self, row: Row, turns: Trajectory, new_row: Row,
                   metrics: TrajectoryMetrics, plan: Plan, dialect: Dialect,
                   summary_at: int | None, source: Trajectory | None,
-                  ) -> tuple[Trajectory, Row]:
+                  ) -> tuple[Trajectory, Row, TrajectoryMetrics]:
         """``(turns, row)`` with every distill reference resolved within the written row
         (`core.distill_refs`), ``metrics`` recounted for the turns that changed. A row
         the expansions would make longer than it came is written as distilled."""
@@ -584,7 +584,7 @@ class TrajectoryCompressor:
         resolved = resolve_references([tool_text(t) for t in source], texts, origin)
         changed = [i for i, (a, b) in enumerate(zip(texts, resolved, strict=True)) if a != b]
         if not changed:
-            return turns, new_row
+            return turns, new_row, metrics
         new_turns = [{**t, "value": resolved[i]} if i in changed else t
                      for i, t in enumerate(turns)]
         new_row = dialect.with_turns(row, new_turns, summary_at)
@@ -596,15 +596,21 @@ class TrajectoryCompressor:
             total = metrics.compressed_tokens + sum(counts[:len(changed)]) - sum(
                 counts[len(changed):])
         if total > metrics.original_tokens and source is not turns:
-            # Written as distilled (every reference holds there), the growth its error.
-            metrics.error = reasons.grew_error(total, metrics.original_tokens)
+            # Written as distilled (every reference holds there): no summary, no mask,
+            # the summary calls made and the growth kept in the metrics.
+            kept = base_metrics(dataclasses.replace(plan, mask=None,
+                                                    total_tokens=plan.input_tokens),
+                                len(source))
+            _add_usage(kept, SummaryUsage(metrics.summarization_api_calls,
+                                          metrics.summarization_errors, metrics.retries,
+                                          metrics.prompt_tokens, metrics.completion_tokens,
+                                          dict(metrics.errors_by_kind)))
+            kept.error = reasons.grew_error(total, metrics.original_tokens)
             new_row = dialect.with_turns(row, source)
-            _recount(metrics, self.rows.total(dialect, new_row), self.config)
-            metrics.compressed_turns = len(source)
-            metrics.turns_removed = 0
-            return source, new_row
+            _recount(kept, self.rows.total(dialect, new_row), self.config)
+            return source, new_row, kept
         _recount(metrics, total, self.config)
-        return new_turns, new_row
+        return new_turns, new_row, metrics
 
 
 def _region_input_tokens(plan: Plan) -> int:
