@@ -199,6 +199,23 @@ def expand(distilled: str, earlier: Sequence[str] = ()) -> str:
     return "\n".join(out)
 
 
+def reference_of(line: str) -> tuple[int, int, int] | None:
+    """``(k, start, end)`` when ``line`` is a reference to tool output #k (``same as``,
+    ``lines of``, ``file lines``), k's digits at ``line[start:end]``; else None."""
+    for pattern in (_SAME, _LINES, _FILE_LINES):
+        match = pattern.fullmatch(line)
+        if match:
+            last = match.lastindex or 1
+            return int(match.group(last)), match.start(last), match.end(last)
+    return None
+
+
+def expand_line(line: str, earlier: Sequence[str]) -> list[str]:
+    """The text lines one notation line (not a column note) stands for; ``earlier`` as
+    for `expand`."""
+    return _expand_line(line, earlier)
+
+
 def _expand_line(line: str, earlier: Sequence[str]) -> list[str]:
     match = _RUN.fullmatch(line)
     if match:

@@ -13,6 +13,7 @@ from ..core.assemble import assemble, base_metrics, compressed_metrics, notice_i
 from ..core.config import CompressionConfig
 from ..core.conversation import Row, Trajectory, call_view
 from ..core.deadline import Deadline
+from ..core.distill_refs import resolve_references, tool_text
 from ..core.distill_row import DistillStats, distill_turns, verify_turns
 from ..core.errors import ConfigError, FatalSummaryError, RowError, one_line_error
 from ..core.explain import RowReason, explain
@@ -269,14 +270,16 @@ class TrajectoryCompressor:
         metrics = base_metrics(plan, len(turns))
         if plan.action == "skip" and plan.distill is None:
             return RowResult(row, metrics, plan, changed=False, turns=turns)
-        return self._with_metrics(row, apply_mask(turns, plan.mask), metrics, plan, dialect)
+        return self._with_metrics(row, apply_mask(turns, plan.mask), metrics, plan, dialect,
+                                  source=turns)
 
     def failed(self, row: Row, turns: Trajectory, plan: Plan, error: str,
                dialect: Dialect | None = None) -> RowResult:
         """The result for a row whose compression failed: written unchanged, with ``error``."""
         metrics = base_metrics(plan, len(turns))
         metrics.error = error
-        return self._with_metrics(row, apply_mask(turns, plan.mask), metrics, plan, dialect)
+        return self._with_metrics(row, apply_mask(turns, plan.mask), metrics, plan, dialect,
+                                  source=turns)
 
     async def compress_or_fail(self, row: Row, turns: Trajectory, plan: Plan,
                                dialect: Dialect | None = None,
@@ -337,23 +340,27 @@ class TrajectoryCompressor:
             metrics = base_metrics(plan, len(turns))
             _add_usage(metrics, _total_usage(requests))  # the attempts made before the cut
             metrics.error = reasons.deadline_error(self.config.per_trajectory_timeout)
-            return self._with_metrics(row, turns, metrics, plan, dialect)
+            return self._with_metrics(row, turns, metrics, plan, dialect,
+                                      source=original)
         summary = chosen.summary
         if summary is None:  # on_low_fidelity: uncompressed
             kept = base_metrics(plan, len(turns))
             _add_usage(kept, chosen.usage)
             _add_fidelity(kept, chosen, self.scrubber)
-            return self._with_metrics(row, turns, kept, plan, dialect)
+            return self._with_metrics(row, turns, kept, plan, dialect,
+                                      source=original)
         summary.usage = chosen.usage
         metrics = self._metrics_after(turns, plan, summary)
         if metrics.compressed_tokens > metrics.original_tokens:
             grown = base_metrics(plan, len(turns))
             _add_usage(grown, summary.usage)
             grown.error = reasons.grew_error(metrics.compressed_tokens, metrics.original_tokens)
-            return self._with_metrics(row, turns, grown, plan, dialect)
+            return self._with_metrics(row, turns, grown, plan, dialect,
+                                      source=original)
         _add_fidelity(metrics, chosen, self.scrubber)
         new_turns = assemble(turns, region, summary.text, self.config)
-        return self._with_metrics(row, new_turns, metrics, plan, dialect, region.start)
+        return self._with_metrics(row, new_turns, metrics, plan, dialect, region.start,
+                                  source=original)
 
     async def _choose(self, request: SummaryRequest, probe: SummaryCheck,
                       requests: list[SummaryRequest]) -> _Chosen:
@@ -529,7 +536,10 @@ class TrajectoryCompressor:
     def _with_metrics(
         self, row: Row, turns: Trajectory, metrics: TrajectoryMetrics, plan: Plan,
         dialect: Dialect | None = None, summary_at: int | None = None,
+        source: Trajectory | None = None,
     ) -> RowResult:
+        """The result of writing ``turns``; ``source``: the (distilled) turns they were
+        made from (None: ``turns`` themselves)."""
         dialect = dialect or self.dialect
         new_row = dialect.with_turns(row, turns, summary_at)
         if summary_at is not None:
@@ -550,9 +560,57 @@ class TrajectoryCompressor:
                                       self.config, self.counter, self.rows)
             if elided is not None:
                 turns, new_row = elided
+        if plan.distill is not None and plan.distill.turns:
+            turns, new_row, metrics = self._resolved(row, turns, new_row, metrics, plan,
+                                                     dialect, summary_at, source)
         if self.config.metrics_per_trajectory:
             new_row[METRICS_KEY] = metrics.to_dict()
         return RowResult(new_row, metrics, plan, changed=True, turns=turns)
+
+    def _resolved(self, row: Row, turns: Trajectory, new_row: Row,
+                  metrics: TrajectoryMetrics, plan: Plan, dialect: Dialect,
+                  summary_at: int | None, source: Trajectory | None,
+                  ) -> tuple[Trajectory, Row, TrajectoryMetrics]:
+        """``(turns, row)`` with every distill reference resolved within the written row
+        (`core.distill_refs`), ``metrics`` recounted for the turns that changed. A row
+        the expansions would make longer than it came is written as distilled."""
+        source = turns if source is None else source
+        origin: list[int | None] = list(range(len(turns)))
+        if summary_at is not None and plan.region is not None:
+            skipped = plan.region.end - plan.region.start - 1
+            origin = [i if i < summary_at else None if i == summary_at else i + skipped
+                      for i in range(len(turns))]
+        texts = [tool_text(t) for t in turns]
+        resolved = resolve_references([tool_text(t) for t in source], texts, origin)
+        changed = [i for i, (a, b) in enumerate(zip(texts, resolved, strict=True)) if a != b]
+        if not changed:
+            return turns, new_row, metrics
+        new_turns = [{**t, "value": resolved[i]} if i in changed else t
+                     for i, t in enumerate(turns)]
+        new_row = dialect.with_turns(row, new_turns, summary_at)
+        if self.rows.template is not None:
+            total = self.rows.total(dialect, new_row)
+        else:
+            counts = self.counter.count_many([str(resolved[i]) for i in changed]
+                                             + [str(texts[i]) for i in changed])
+            total = metrics.compressed_tokens + sum(counts[:len(changed)]) - sum(
+                counts[len(changed):])
+        if total > metrics.original_tokens and source is not turns:
+            # Written as distilled (every reference holds there): no summary, no mask,
+            # the summary calls made and the growth kept in the metrics.
+            kept = base_metrics(dataclasses.replace(plan, mask=None,
+                                                    total_tokens=plan.input_tokens),
+                                len(source))
+            _add_usage(kept, SummaryUsage(metrics.summarization_api_calls,
+                                          metrics.summarization_errors, metrics.retries,
+                                          metrics.prompt_tokens, metrics.completion_tokens,
+                                          dict(metrics.errors_by_kind)))
+            kept.error = reasons.grew_error(total, metrics.original_tokens)
+            new_row = dialect.with_turns(row, source)
+            _recount(kept, self.rows.total(dialect, new_row), self.config)
+            return source, new_row, kept
+        _recount(metrics, total, self.config)
+        return new_turns, new_row, metrics
 
 
 def _region_input_tokens(plan: Plan) -> int:

@@ -16,6 +16,7 @@ from ..core import reasons
 from ..core.assemble import base_metrics
 from ..core.conversation import Row, Trajectory, call_view
 from ..core.deadline import Deadline
+from ..core.distill_refs import resolve_references, tool_text
 from ..core.invented import SummaryCheck
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
 from ..core.plan import Plan
@@ -154,6 +155,8 @@ def _assemble(compressor: Any, row: Row, turns: Trajectory, plan: Plan,
                                            source_id, window.number))
         text = one.summary.text if one.summary is not None else None
         new_turns, summary_at, trained = window_turns(turns, window, text, notice)
+        if plan.distill is not None and plan.distill.turns:
+            new_turns = _resolved(turns, new_turns, window, summary_at)
         marked = [turn if keep or not is_assistant(turn)
                   else not_trained(dialect, row, turn)
                   for turn, keep in zip(new_turns, trained, strict=True)]
@@ -187,6 +190,19 @@ def _assemble(compressor: Any, row: Row, turns: Trajectory, plan: Plan,
         rows.append(new_row)
         metrics_of.append(metrics)
     return Windowed(rows, metrics_of, _row_metrics(plan, len(turns), metrics_of), trainers)
+
+
+def _resolved(turns: Trajectory, new_turns: Trajectory, window: Window,
+              summary_at: int | None) -> Trajectory:
+    """A window's turns with every distill reference resolved within the window
+    (`core.distill_refs`); the window's count is taken after."""
+    origin: list[int | None] = list(window.source_turns)
+    if summary_at is not None:
+        origin.insert(summary_at, None)
+    texts = [tool_text(t) for t in new_turns]
+    resolved = resolve_references([tool_text(t) for t in turns], texts, origin)
+    return [turn if a == b else {**turn, "value": b}
+            for turn, a, b in zip(new_turns, texts, resolved, strict=True)]
 
 
 def _row_metrics(plan: Plan, turn_count: int, windows: list[TrajectoryMetrics]
