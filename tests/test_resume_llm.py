@@ -19,6 +19,12 @@ def _metrics(out: Path) -> dict:
     data = json.loads(out.with_name(out.stem + "_metrics.json").read_text())
     for volatile in ("processing", "run"):  # timings; the output's own paths
         data.pop(volatile, None)
+    # A resumed run stores no "what would fix it" table (report re-plans, saying so).
+    data.pop("remedies", None)
+    committed = data.get("committed")
+    if isinstance(committed, dict):  # the output's digest, without its path
+        committed["files"] = sorted(committed.get("files", {}).values(),
+                                    key=lambda f: f["sha256"])
     return data
 
 
