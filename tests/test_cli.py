@@ -49,7 +49,8 @@ def test_compress_the_sample_file(tmp_path, sample_jsonl, counter):
     assert metrics["settings"]["compression"] == {"target_max_tokens": 15250,
                                                   "summary_target_tokens": 750,
                                                   "over_limit_strategy": "keep",
-                                                  "distill": "off", "strategy": "summarize",
+                                                  "distill": "off", "verify_distill": False,
+                                                  "strategy": "summarize",
                                                   "mask_keep_last": 3,
                                                   "mask_exclude_tools": []}
     # Unchanged rows are written byte for byte.
