@@ -310,7 +310,7 @@ def test_run_options_default_as_the_readme_says():
     assert dataclasses.asdict(RunOptions()) == {
         "sample_percent": None, "seed": 42, "strict": False, "quiet": True,
         "resume": False, "overwrite": False, "split": None, "data_files": None,
-        "gates": ()}
+        "gates": (), "summarizer_rows": None}
     assert run_options() == RunOptions()
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import json_text
+
 Turn = dict[str, Any]
 Trajectory = list[Turn]
 Row = dict[str, Any]
@@ -31,7 +33,7 @@ def _call_blocks(value: str) -> str:
     calls: Any = None
     if value.lstrip().startswith("["):
         try:
-            calls = json.loads(value)
+            calls = json_text.loads(value)
         except ValueError:
             calls = None
     if not isinstance(calls, list) or not calls:

@@ -10,10 +10,10 @@ turn; a result with no call before it is the dialects' own error already.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..core import json_text
 from ..core.conversation import CALL_TURN, Trajectory, Turn
 
 _CALL = "<tool_call>"
@@ -44,7 +44,7 @@ def calls_in(turn: Turn) -> int:
     value = str(turn.get("value", ""))
     if turn.get(CALL_TURN):
         try:
-            payload = json.loads(value)
+            payload = json_text.loads(value)
         except ValueError:
             return 1
         return len(payload) if isinstance(payload, list) and payload else 1
