@@ -198,8 +198,9 @@ def test_distill_rewrites_the_tool_turn_and_leaves_the_same_text_elsewhere(count
                                  {"from": "tool", "value": PRETTY}]}
     result = compress(counter, Scripted(), the_row, distill="safe")
     values = [t["value"] for t in result.turns]
+    # Lossless (§18): the compact JSON under a header that says how to indent it again.
     assert values == ["sys", "go", PRETTY,
-                      '{"name":"build","status":"ok","files":["a.py","b.py"]}']
+                      '⟪json indent 4⟫\n{"name":"build","status":"ok","files":["a.py","b.py"]}']
     assert result.metrics.distill is not None and result.metrics.distill.turns == 1
 
 
