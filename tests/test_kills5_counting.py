@@ -29,8 +29,8 @@ import pytest
 from tests.fake_llm_server import REPLY_MARK, FakeLLMServer
 from tests.template_tokenizer import CHATML, load_template_tokenizer
 from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
-from trajectory_compressor.core.errors import ConfigError
-from trajectory_compressor.core.summary import SummaryFailed, SummaryRequest
+from trajectory_compressor.core.errors import ConfigError, FatalSummaryError
+from trajectory_compressor.core.summary import SummaryRequest
 from trajectory_compressor.counting.template import (
     SEARCH_ALLOWANCE,
     TemplateCounter,
@@ -323,7 +323,7 @@ def test_once_every_server_has_exited_a_summary_fails_at_once(stand_ins):
             (server,) = stand_ins.made
             first = await backend.summarize(SummaryRequest(TURNS, 0, 100))
             server.die(3)
-            with pytest.raises(SummaryFailed) as info:
+            with pytest.raises(FatalSummaryError) as info:
                 await backend.summarize(SummaryRequest(TURNS, 0, 100))
             return first.text, str(info.value)
         finally:
@@ -332,6 +332,8 @@ def test_once_every_server_has_exited_a_summary_fails_at_once(stand_ins):
 
     text, failure = asyncio.run(main())
     assert REPLY_MARK in text
-    assert failure == "the local llama.cpp server exited (exit code 3)"
+    # Issue 36 item 4: a dead server stops the run, named with how it ended and its log.
+    assert failure.startswith("the local llama.cpp server for ")
+    assert "died while the run was using it (exit code 3)" in failure
     (server,) = stand_ins.made
     assert server.fake.requests == 1
