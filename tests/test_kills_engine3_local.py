@@ -80,6 +80,11 @@ def metrics(out: Path) -> dict:
     data = json.loads(out.with_name(f"{out.name}_metrics.json").read_text(encoding="utf-8"))
     data.pop("processing")  # timings
     data.pop("run")  # names the output paths
+    data.pop("remedies", None)  # a resumed run stores no "what would fix it" table
+    committed = data.get("committed")
+    if isinstance(committed, dict):  # the outputs' digests, without their paths
+        committed["files"] = sorted(committed.get("files", {}).values(),
+                                    key=lambda f: f["sha256"])
     return data
 
 
