@@ -30,7 +30,9 @@ from trajectory_compressor.engine.probe import ProbeRow, ProbeSample, probe
 COLOURED = "\x1b[31mERROR\x1b[0m: disk /dev/sda1 full"
 PLAIN = "ERROR: disk /dev/sda1 full"  # `control`: the escape sequences removed
 PRETTY = '{\n  "name": "build",\n  "status": "ok",\n  "steps": [\n    1,\n    2\n  ]\n}'
-COMPACT = '{"name":"build","status":"ok","steps":[1,2]}'  # `json`: laid out on one line
+COMPACT = '{"name":"build","status":"ok","steps":[1,2]}'  # `json` of `all`: one line
+# `json` of `safe` (lossless, §18): the same line under a header that says how to lay it out
+SAFE_JSON = "⟪json indent 2⟫\n" + COMPACT
 UNTOUCHED = "plain output"  # nothing to distill
 TARGET = 1000
 
@@ -49,8 +51,9 @@ def hand_preview(counter: TokenCounter) -> tuple[DistillPreview, dict[str, int]]
     count = counter.count
     figures = {"control": count(COLOURED) - count(PLAIN),
                "json": count(PRETTY) - count(COMPACT),
+               "json_safe": count(PRETTY) - count(SAFE_JSON),
                "tool": count(COLOURED) + count(PRETTY) + count(UNTOUCHED)}
-    assert figures["control"] > 0 and figures["json"] > 0
+    assert figures["control"] > 0 and figures["json"] > figures["json_safe"] > 0
     preview = DistillPreview(TARGET)
     preview.add([talk("human", "check the disk"), talk("gpt", "df -h"), tool(COLOURED),
                  talk("gpt", "it is full")], TARGET + figures["control"], counter.count_many)
@@ -63,13 +66,18 @@ def hand_preview(counter: TokenCounter) -> tuple[DistillPreview, dict[str, int]]
 
 def test_the_preview_figures_of_each_level(counter):
     preview, f = hand_preview(counter)
-    saved = f["control"] + f["json"]
-    level = {"tokens_saved": saved, "share_of_tool_tokens": round(saved / f["tool"], 4),
-             "turns": 2, "rows_no_longer_over": 1,
-             "saved_by_rule": {"control": f["control"], "json": f["json"]}}
-    # Neither output has a table, a blob or a long line: `all` saves what `safe` saves.
+
+    def level(json_saved: int) -> dict:
+        saved = f["control"] + json_saved
+        return {"tokens_saved": saved, "share_of_tool_tokens": round(saved / f["tool"], 4),
+                "turns": 2, "rows_no_longer_over": 1,
+                "saved_by_rule": {"control": f["control"], "json": json_saved}}
+
+    # `safe` keeps the layout in a header line; `all` drops it.
     assert preview.to_dict() == {"target_max_tokens": TARGET, "tool_tokens": f["tool"],
-                                 "rows_over": 3, "safe": level, "all": level}
+                                 "rows_over": 3, "safe": level(f["json_safe"]),
+                                 "all": level(f["json"])}
+    saved = f["control"] + f["json"]
     # The share is rounded to 4 places, not more (it is a fraction of thirds and sevenths
     # here, with more places to cut).
     assert round(saved / f["tool"], 4) != round(saved / f["tool"], 5)
@@ -83,10 +91,11 @@ def test_the_preview_text_block(counter):
                         f"{TARGET:,}")
     rows = {line.split()[1]: line.split()[2:] for line in lines
             if line.startswith("  --distill ")}
-    share = f"{saved / f['tool']:.1%}"
-    assert rows == {"safe": [f"{saved:,}", share, "1"], "all": [f"{saved:,}", share, "1"]}
+    safe = f["control"] + f["json_safe"]
+    assert rows == {"safe": [f"{safe:,}", f"{safe / f['tool']:.1%}", "1"],
+                    "all": [f"{saved:,}", f"{saved / f['tool']:.1%}", "1"]}
     by_rule = [line for line in lines if "by rule:" in line]
-    assert by_rule == [f"  safe by rule: control {f['control']:,}, json {f['json']:,}",
+    assert by_rule == [f"  safe by rule: control {f['control']:,}, json {f['json_safe']:,}",
                        f"  all by rule: control {f['control']:,}, json {f['json']:,}"]
     assert all(len(line) <= 80 for line in lines)
 
