@@ -25,7 +25,7 @@ from ..core.config import CompressionConfig
 from ..core.errors import ConfigError
 from ..formats import jsonio
 from ..formats.base import InputFile, temp_path
-from ..formats.bounded import METRICS_CAP, read_bounded
+from ..formats.bounded import METRICS_CAP, file_kind, read_bounded
 from ..formats.hf_card import card_path
 from ..formats.links import resolve
 from ..formats.registry import discover_inputs
@@ -154,20 +154,8 @@ def _check_kind(item: Written) -> None:
     if stat.S_ISDIR(mode):
         raise ConfigError(f"{path} (the {item.what}) is a folder; a file is written there")
     if not stat.S_ISREG(mode):
-        raise ConfigError(f"{path} (the {item.what}) is {_kind_name(mode)}, not a regular "
+        raise ConfigError(f"{path} (the {item.what}) is {file_kind(mode)}, not a regular "
                           "file; the run would replace it, so give the name of a file")
-
-
-def _kind_name(mode: int) -> str:
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a special file"
 
 
 def _check_folder(path: Path) -> None:

@@ -69,7 +69,7 @@ def _open(path: Path, what: str) -> int:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise SidecarUnreadable(f"the {what} {path} is {_kind(mode)}, not a regular file; "
+            raise SidecarUnreadable(f"the {what} {path} is {file_kind(mode)}, not a regular file; "
                                     "a sidecar is a file compress wrote (remove it, or give "
                                     "the output of a run)")
         os.set_blocking(fd, True)
@@ -91,7 +91,8 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words ("a FIFO (named pipe)")."""
     if stat.S_ISDIR(mode):
         return "a folder"
     if stat.S_ISCHR(mode):
