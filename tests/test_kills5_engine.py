@@ -297,10 +297,10 @@ def test_an_output_that_is_a_socket_is_named_for_what_it_is(tmp_path, monkeypatc
 
 
 def test_the_kind_of_each_special_file_is_named():
-    """What the refusal calls a path that is no regular file (`paths._kind_name`): a
+    """What the refusal calls a path that is no regular file (`bounded.file_kind`): a
     character or block device, a FIFO, a socket, and "a special file" for any other type
     (none other on Linux; a door or a whiteout elsewhere)."""
-    from trajectory_compressor.engine.paths import _kind_name
+    from trajectory_compressor.formats.bounded import file_kind as _kind_name
 
     assert _kind_name(stat.S_IFCHR | 0o600) == "a character device"
     assert _kind_name(stat.S_IFBLK | 0o600) == "a block device"

@@ -54,6 +54,8 @@ CASES = [
     # bare-CR line ends (an old Mac file): records, not redraws
     ("first line\rsecond record\rthird\r", "first line\nsecond record\nthird\n"),
     ("abcdef\rxy", "abcdef\nxy"),
+    # a NUL shows nothing: it does not turn a spinner's records into lines
+    ("ok\x00\rok", "ok"),
     # a counter redrawn in place is no file
     ("step 1\rstep 2\rstep 3", "step 3"),
     # 8-bit CSI
@@ -90,5 +92,8 @@ TEXT = st.lists(st.sampled_from([
 def test_the_view_is_a_fixed_point_and_colours_do_not_change_it(text):
     shown = terminal_view(text)
     assert terminal_view(shown) == shown
-    assert terminal_view(strip_inert(text)) == shown
+    inert = strip_inert(text)
+    if not is_bare_cr_file(inert.replace("\r\n", "\n")) or inert == text:
+        # (an escape tells a redraw from a file whose lines end in bare CRs)
+        assert terminal_view(inert) == shown
     assert not any(c in shown for c in "\r\b\x1b\x00")

@@ -44,6 +44,8 @@ _MOVES = re.compile(r"[\r\x08]|(?:\x1b\[|\x9b)[0-9;]*[KGCD]")
 _INERT = re.compile(  # what a line without cursor moves loses
     r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?"
     r"|\x1b[PX^_][^\x1b\n]*(?:\x1b\\)?|\x1b[ -/]*[0-~]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# The controls that neither move the cursor nor end a line, escapes aside.
+_SILENT = re.compile(r"[\x00-\x07\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f-\x9a\x9c-\x9f]")
 _DIGITS = re.compile(r"\d+")
 _REDRAW_HINT = re.compile(r"%|[█▏▎▍▌▋▊▉░▒▓━─#=>]{3}|\d+/\d+")
 
@@ -64,8 +66,11 @@ def is_bare_cr_file(text: str) -> bool:
     """Whether ``text`` (CRLF already read as LF) uses bare CRs as line ends: no line
     feed after its first CR but at the very end, no escape sequence, at least two records,
     and no redraw pattern among them."""
+    if "\x1b" in text or "\x9b" in text:
+        return False
+    text = _SILENT.sub("", text)  # a NUL or a bell changes nothing the records show
     first = text.find("\r")
-    if first < 0 or "\n" in text[first:].rstrip("\n") or "\x1b" in text or "\x9b" in text:
+    if first < 0 or "\n" in text[first:].rstrip("\n"):
         return False
     records = [r for r in text[:len(text.rstrip("\n\r"))].split("\r")]
     if len(records) < 2:
@@ -136,7 +141,8 @@ def _csi(cells: list[str | None], col: int, params: str, final: str) -> int:
 def strip_inert(text: str) -> str:
     """``text`` without the escapes and controls that change nothing but looks (colours,
     titles, bells): what is left moves the cursor or erases, so `terminal_view` of it is
-    `terminal_view` of ``text`` (read with the same tokens)."""
+    `terminal_view` of ``text`` (read with the same tokens), but for an output whose
+    escapes marked its bare CRs as redraws (`is_bare_cr_file`)."""
     if not _CONTROL.search(text):
         return text
     return _PIECE.sub(_kept, text)
