@@ -5,7 +5,7 @@ remedies' search and without it (runs interleaved).
 
 Corpora: data_samples/trajectories.jsonl (50 rows, 5 over the default target), and its
 5 over-limit rows repeated 20 times (100 rows over the limit, of which the table examines
-the first 50: `engine.remedies.MAX_ROWS`). Extractive summaries, the default settings.
+the first 50: `engine.replan.MAX_ROWS`). Extractive summaries, the default settings.
 Figures: BENCHMARKS.md "What would fix it".
 """
 
@@ -26,8 +26,8 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from trajectory_compressor.core.config import CompressionConfig  # noqa: E402
 from trajectory_compressor.counting.tokens import TokenCounter  # noqa: E402
-from trajectory_compressor.engine import analyze as analyze_module  # noqa: E402
-from trajectory_compressor.engine.analyze import analyze  # noqa: E402
+from trajectory_compressor.inspect import analyze as analyze_module  # noqa: E402
+from trajectory_compressor.inspect.analyze import analyze  # noqa: E402
 
 SAMPLES = ROOT / "data_samples" / "trajectories.jsonl"
 OVER_LINES = (7, 9, 19, 31, 43)  # 0-based: the rows over the default target

@@ -119,7 +119,7 @@ PACKAGE = "trajectory_compressor"
 # Every kill on record, for the module texts they were run on (scripts/mutation_status.py).
 KEPT = ROOT / "scripts" / "mutation-results.jsonl.gz"
 # What issue 26 item 5 asks to measure: every module of these subpackages, and the gates.
-SCOPE_DIRS = ("core", "dialects", "counting", "formats", "summarizers", "engine")
+SCOPE_DIRS = ("core", "dialects", "counting", "formats", "summarizers", "engine", "inspect")
 SCOPE_FILES = ("app/gates.py",)
 CACHE = ROOT / ".mutation-cache"
 # The in-process tests: the ones the coverage map is built from (tests/conftest.py sorts

@@ -19,8 +19,8 @@ from trajectory_compressor.app.analysis import format_analysis
 from trajectory_compressor.app.textfmt import display_width
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.errors import ConfigError
-from trajectory_compressor.engine.analyze import Prices, analyze
 from trajectory_compressor.engine.local import RunOptions
+from trajectory_compressor.inspect.analyze import Prices, analyze
 
 # Everything `compress` reports except wall-clock times.
 SECTIONS = ("summary", "tokens", "turns", "averages", "summarization", "usage", "distributions")

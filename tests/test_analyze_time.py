@@ -28,15 +28,15 @@ from trajectory_compressor.app.analysis import format_analysis
 from trajectory_compressor.app.time_estimate import duration
 from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
 from trajectory_compressor.core.errors import ConfigError
-from trajectory_compressor.engine.analyze import analyze
-from trajectory_compressor.engine.estimate import (
+from trajectory_compressor.inspect.analyze import analyze
+from trajectory_compressor.inspect.estimate import (
     DEFAULT_SECONDS_PER_CALL,
     Probe,
     WorkClock,
     concurrency,
     estimate_time,
 )
-from trajectory_compressor.engine.probe import ProbeSample
+from trajectory_compressor.inspect.probe import ProbeSample
 from trajectory_compressor.summarizers.local import cpu_count
 
 SAMPLES = ROOT / "data_samples"

@@ -10,9 +10,9 @@ import threading
 import pytest
 
 from trajectory_compressor import CompressionConfig, ExtractiveSummarizer, TrajectoryCompressor
-from trajectory_compressor.engine.analyze import analyze
 from trajectory_compressor.engine.blocking import run_blocking
 from trajectory_compressor.engine.job import compress_dataset
+from trajectory_compressor.inspect.analyze import analyze
 
 
 def inside_a_loop(call):

@@ -30,7 +30,7 @@ from trajectory_compressor.core.plan import Region
 from trajectory_compressor.dialects.messages import Messages
 from trajectory_compressor.dialects.sharegpt import SHAREGPT
 from trajectory_compressor.engine.compressor import RowResult, TrajectoryCompressor
-from trajectory_compressor.engine.validate import Validation, validate_output
+from trajectory_compressor.inspect.validate import Validation, validate_output
 
 
 def lines(n: int, tag: str = "line") -> list[str]:

@@ -15,11 +15,11 @@ from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.summary import Summarizer, Summary, SummaryRequest
 from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.dialects.sharegpt import SHAREGPT
-from trajectory_compressor.engine.analyze import _outcomes
 from trajectory_compressor.engine.compressor import TrajectoryCompressor
-from trajectory_compressor.engine.estimate import WorkClock
 from trajectory_compressor.engine.job import compress_dataset
 from trajectory_compressor.engine.projection import CountedRow
+from trajectory_compressor.inspect.analyze import _outcomes
+from trajectory_compressor.inspect.estimate import WorkClock
 
 ERROR = "compression failed: KeyError: 'choices'"
 

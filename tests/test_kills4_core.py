@@ -511,7 +511,7 @@ def test_of_two_families_that_bring_as_many_under_the_preferred_one_is_best():
 def test_a_table_no_search_filled_allowed_no_combination(tmp_path):
     # `report` on a run whose tokenizer is gone examines no row: its table says so, and
     # that no combination of remedies was searched (max_combination 0), none found.
-    from trajectory_compressor.engine.run_fixes import run_fixes
+    from trajectory_compressor.inspect.run_fixes import run_fixes
 
     config = CompressionConfig(tokenizer_name=str(tmp_path / "gone"))
     table = run_fixes(tmp_path / "out.jsonl", [], config, []).to_dict()

@@ -4,7 +4,7 @@ subprocess CLI tests ran, or error paths no test ran, now run in this process.
 `engine/batch.py`: phase 2 (`finish_batch`) end to end through the library API, its
 refusals (SPEC §17, README "Batch inference"), `has_endpoint` as its docstring and
 `finish_batch`'s state it; `engine/paths.py`: the refusals of SPEC §12 (what a run writes
-is no input, no special file, no other written path); `engine/analyze.py`: the counting
+is no input, no special file, no other written path); `inspect/analyze.py`: the counting
 gap and a row the count refuses; `engine/compressor.py`: `RowResult.reason`, a backend that
 fails without saying how, `compress_row`'s `RowError`.
 
@@ -425,7 +425,7 @@ def test_recorded_inputs_of_metrics_that_name_none_is_an_empty_list(metrics):
     assert recorded_inputs(metrics) == []
 
 
-# engine/analyze.py and engine/compressor.py: the chat template's count, a backend's
+# inspect/analyze.py and engine/compressor.py: the chat template's count, a backend's
 # failures, RowResult.reason
 
 # ChatML-like blocks (the markers are plain text for the bundled vocabulary); a message
@@ -453,7 +453,7 @@ def test_analyze_reports_the_counting_gap_of_every_row(tmp_path, counter):
     """README "analyze": with a chat template to compare with (here ``chat_template``,
     counting per turn), the JSON's ``counting_gap`` covers every row; each block's
     markers cost tokens the per-turn sum leaves out, so the template's count is higher."""
-    from trajectory_compressor.engine.analyze import analyze
+    from trajectory_compressor.inspect.analyze import analyze
 
     src = write_jsonl(tmp_path / "in.jsonl", [row("a", "SHGT", [5, 5, 5, 5]),
                                               row("b", *FITS)])
@@ -468,7 +468,7 @@ def test_analyze_reports_the_counting_gap_of_every_row(tmp_path, counter):
 def test_analyze_rejects_a_row_the_chat_template_cannot_count(tmp_path, counter):
     """Counting with the chat template, a row it refuses is a rejected row (its location
     and why), and the others are analysed."""
-    from trajectory_compressor.engine.analyze import analyze
+    from trajectory_compressor.inspect.analyze import analyze
 
     src = write_jsonl(tmp_path / "in.jsonl", [row("a", "SHGT", [5, 5, 5, 5]),
                                               refused_row("b"), row("c", *FITS)])

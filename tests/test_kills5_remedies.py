@@ -1,4 +1,4 @@
-"""`engine.remedies` and `core.explain`: the survivors of the fifth mutation round (issue 26,
+"""`engine.replan` and `core.explain`: the survivors of the fifth mutation round (issue 26,
 item 5) on rows whose outcome is worked out by hand.
 
 Expected values from README ("What would fix it", "Still over the limit": the codes and
@@ -24,16 +24,16 @@ from trajectory_compressor.core.remedies import Fixes
 from trajectory_compressor.core.summary import Summary, SummaryRequest
 from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.dialects import detect
-from trajectory_compressor.engine.analyze import analyze
 from trajectory_compressor.engine.compressor import RowResult, TrajectoryCompressor
 from trajectory_compressor.engine.projection import CountedRow, outcome
-from trajectory_compressor.engine.remedies import (
+from trajectory_compressor.engine.replan import (
     OverRow,
     OverRows,
     WhatWouldFix,
     _cannot_fit,
     find_fixes,
 )
+from trajectory_compressor.inspect.analyze import analyze
 
 NO_FIRST = {"protect_first_system": False, "protect_first_human": False,
             "protect_first_gpt": False, "protect_first_tool": False}

@@ -1,4 +1,4 @@
-"""`engine.analyze` (round 6 of issue 26, item 5): the histogram, the summarizer `auto`
+"""`inspect.analyze` (round 6 of issue 26, item 5): the histogram, the summarizer `auto`
 resolves to, prices, the counting gap's boundaries, the checks of the timing flags, what
 `--distill` does to the counts and its preview, and the time estimate's measured parts.
 
@@ -26,10 +26,10 @@ from tests.fixtures_runs import row, words, write_jsonl
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.errors import ConfigError
 from trajectory_compressor.core.extractive import ExtractiveSummarizer
-from trajectory_compressor.engine.analyze import CountingGap, Prices, analyze
 from trajectory_compressor.engine.compressor import TrajectoryCompressor
 from trajectory_compressor.engine.count import RowCounter
 from trajectory_compressor.formats import jsonio
+from trajectory_compressor.inspect.analyze import CountingGap, Prices, analyze
 
 # target 100, 20-token summaries, no notice (the figures below are worked out for these).
 HAND = {"target_max_tokens": 100, "summary_target_tokens": 20, "add_summary_notice": False}

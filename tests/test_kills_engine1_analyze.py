@@ -13,7 +13,7 @@ import json
 from tests.fake_llm_server import FakeLLMServer
 from tests.fixtures_runs import row, words, write_jsonl
 from trajectory_compressor.core.config import CompressionConfig
-from trajectory_compressor.engine.analyze import CountingGap, analyze
+from trajectory_compressor.inspect.analyze import CountingGap, analyze
 
 ESCAPED = "\x1b[1mok\x1b[0m"  # `control` (distill safe) strips the two escape sequences
 

@@ -1,4 +1,4 @@
-"""`engine.estimate`: the time estimate's arithmetic and JSON on hand-made measurements."""
+"""`inspect.estimate`: the time estimate's arithmetic and JSON on hand-made measurements."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.fake_llm_server import FakeLLMServer
 from trajectory_compressor.core.config import CompressionConfig, EndpointConfig
 from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.core.summary import SummaryRequest
-from trajectory_compressor.engine.estimate import (
+from trajectory_compressor.inspect.estimate import (
     Probe,
     TargetTime,
     TimedSummarizer,

@@ -19,7 +19,6 @@ from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.core.summary import SummaryRequest, render_turns
 from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.dialects import detect
-from trajectory_compressor.engine.analyze import analyze
 from trajectory_compressor.engine.compressor import RowResult, TrajectoryCompressor
 from trajectory_compressor.engine.projection import (
     CountedRow,
@@ -27,6 +26,7 @@ from trajectory_compressor.engine.projection import (
     outcome,
     projected,
 )
+from trajectory_compressor.inspect.analyze import analyze
 
 ROWS = {r["id"]: r for r in HAND_ROWS}
 

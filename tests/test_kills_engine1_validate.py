@@ -11,7 +11,7 @@ import pytest
 from tests.fixtures_runs import row, write_jsonl
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
-from trajectory_compressor.engine.validate import Validation, validate_output
+from trajectory_compressor.inspect.validate import Validation, validate_output
 
 # -- validate's counts ----------------------------------------------------------------------
 

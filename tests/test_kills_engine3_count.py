@@ -23,8 +23,8 @@ from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.errors import ConfigError
 from trajectory_compressor.counting.tokens import TokenCounter, load_tokenizer
 from trajectory_compressor.dialects.sharegpt import SHAREGPT
-from trajectory_compressor.engine.analyze import analyze
 from trajectory_compressor.engine.count import RowCounter, gap_counter
+from trajectory_compressor.inspect.analyze import analyze
 
 ROLES = {"system": "system", "human": "user", "gpt": "assistant", "tool": "tool"}
 # A template that refuses any message holding REFUSE (as `raise_exception` in real ones).

@@ -1,4 +1,4 @@
-"""`engine.run_fixes`: reading a finished run's rows still over the limit back (issue 26,
+"""`inspect.run_fixes`: reading a finished run's rows still over the limit back (issue 26,
 item 5: the survivors of the mutation pass).
 
 Expected values from the module's documentation (issue 25): a row that got no summary is
@@ -17,8 +17,8 @@ from pathlib import Path
 from tests.fixtures_runs import HAND_CONFIG, HAND_ROWS, row, write_jsonl
 from tests.test_kills_engine_runs_compressor import COLOURED, PLAIN
 from trajectory_compressor.core.config import CompressionConfig
-from trajectory_compressor.engine.run_fixes import Flagged, run_fixes
 from trajectory_compressor.formats.base import Location
+from trajectory_compressor.inspect.run_fixes import Flagged, run_fixes
 
 CONFIG = CompressionConfig(**HAND_CONFIG, summarizer="extractive")
 # HAND_ROWS[2], "big-tail": 265 tokens in 12 turns, over the target of 100.
@@ -275,7 +275,7 @@ def test_a_summarized_row_past_its_inputs_end_says_so(tmp_path, counter):
 def test_rows_past_the_limit_are_counted_not_read(tmp_path, counter, monkeypatch):
     """The first `MAX_ROWS` rows are examined (here 2); later ones are counted as over
     the limit without being read (the third is in no file, and is not listed)."""
-    from trajectory_compressor.engine import remedies
+    from trajectory_compressor.engine import replan as remedies
 
     monkeypatch.setattr(remedies, "MAX_ROWS", 2)
     out = written(tmp_path / "out.jsonl", [])

@@ -23,9 +23,9 @@ from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.dialects import detect
 from trajectory_compressor.engine.compressor import TrajectoryCompressor
-from trajectory_compressor.engine.distill_preview import DistillPreview
 from trajectory_compressor.engine.options import RunOptions
-from trajectory_compressor.engine.probe import ProbeRow, ProbeSample, probe
+from trajectory_compressor.inspect.distill_preview import DistillPreview
+from trajectory_compressor.inspect.probe import ProbeRow, ProbeSample, probe
 
 COLOURED = "\x1b[31mERROR\x1b[0m: disk /dev/sda1 full"
 PLAIN = "ERROR: disk /dev/sda1 full"  # `control`: the escape sequences removed
@@ -167,7 +167,7 @@ def test_a_probe_sample_never_keeps_a_row_twice(size):
     assert len(set(sample.rows)) == size
 
 
-# -- the probe's requests (`engine.probe.probe`), against the loopback fake server --------
+# -- the probe's requests (`inspect.probe.probe`), against the loopback fake server --------
 
 def probe_config(url: str, **more: object) -> CompressionConfig:
     return CompressionConfig(summarizer="openai", target_max_tokens=600,

@@ -1,4 +1,6 @@
-"""The package's import direction: app → engine → summarizers/formats/dialects → core.
+"""The package's import direction: app → inspect → engine → summarizers/formats/dialects →
+core. What predicts or inspects a run (`inspect/`) builds on what runs one (`engine/`),
+never the other way round.
 
 Imports are read with `ast` (function-level ones too: a lazy import is still a
 dependency), so a layering mistake fails here before it becomes a tangle.
@@ -23,7 +25,9 @@ ALLOWED = {
     "summarizers": {"core", "counting"},
     "live": {"core", "counting", "dialects"},
     "engine": {"core", "counting", "dialects", "formats", "summarizers"},
-    "app": {"core", "counting", "dialects", "formats", "summarizers", "engine", "live"},
+    "inspect": {"core", "counting", "dialects", "formats", "summarizers", "engine"},
+    "app": {"core", "counting", "dialects", "formats", "summarizers", "engine", "inspect",
+            "live"},
 }
 
 
@@ -143,6 +147,11 @@ def test_the_checks_catch_a_wrong_direction_and_a_cycle():
            f"{NAME}.formats.jsonl": {f"{NAME}.app.cli"}}
     assert _violations(bad, f"{NAME}.core.plan") == [f"{NAME}.engine.local"]
     assert _violations(bad, f"{NAME}.formats.jsonl") == [f"{NAME}.app.cli"]
+    # The job's engine may not reach up into what inspects a job; the inspection may use it.
+    up = {f"{NAME}.engine.local": {f"{NAME}.inspect.analyze", f"{NAME}.engine.replan"},
+          f"{NAME}.inspect.analyze": {f"{NAME}.engine.replan", f"{NAME}.app.fixes"}}
+    assert _violations(up, f"{NAME}.engine.local") == [f"{NAME}.inspect.analyze"]
+    assert _violations(up, f"{NAME}.inspect.analyze") == [f"{NAME}.app.fixes"]
     loop = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(loop) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []

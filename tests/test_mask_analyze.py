@@ -16,7 +16,7 @@ from tests.test_mask import counter, openai_row
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.remedies import MASK_KEEP, STRATEGY, ladders
 from trajectory_compressor.dialects.messages import Messages
-from trajectory_compressor.engine.analyze import analyze
+from trajectory_compressor.inspect.analyze import analyze
 
 
 def size_of(row: dict) -> int:

@@ -27,8 +27,8 @@ from trajectory_compressor.core.remedies import (
     what_would_fix,
     with_remedies,
 )
-from trajectory_compressor.engine.analyze import analyze
 from trajectory_compressor.engine.layout import finished_layout
+from trajectory_compressor.inspect.analyze import analyze
 
 # --- the pure part ------------------------------------------------------------------------
 
@@ -377,7 +377,7 @@ def test_the_projection_for_an_llm_applies_the_second_pass_too(tmp_path, counter
 
 def test_the_text_names_rows_it_did_not_examine_and_failed_rows():
     from trajectory_compressor.core.remedies import Fixes
-    from trajectory_compressor.engine.remedies import OverRows, WhatWouldFix
+    from trajectory_compressor.engine.replan import OverRows, WhatWouldFix
 
     over = OverRows(over=1, failed=2, not_examined=[("in.jsonl:4", "its input is gone")])
     lines = fix_lines(WhatWouldFix(over, Fixes(0), False, 200, 1000))

@@ -291,7 +291,7 @@ def test_a_run_counted_with_a_chat_template_file(tmp_path):
 
 
 def test_the_rows_examined_are_bounded_and_the_table_says_so(tmp_path, monkeypatch):
-    from trajectory_compressor.engine import remedies
+    from trajectory_compressor.engine import replan as remedies
 
     monkeypatch.setattr(remedies, "MAX_ROWS", 2)
     settings, src, out = compressed(tmp_path, "hermes", "jsonl")

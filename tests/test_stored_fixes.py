@@ -11,7 +11,7 @@ import pytest
 from tests.cli_helpers import invoke_cli
 from tests.sample_files import sample_head
 from trajectory_compressor.core.remedies import Entry, Fixes, Remedy
-from trajectory_compressor.engine.remedies import OverRow, OverRows, WhatWouldFix
+from trajectory_compressor.engine.replan import OverRow, OverRows, WhatWouldFix
 from trajectory_compressor.engine.stored_fixes import _NO_ROW, from_stored, to_stored
 
 ARGS = ("--target-max-tokens", "2000", "--summary-target-tokens", "200", "--no-cache",

@@ -6,7 +6,7 @@ import textwrap
 
 from ..core.config import STRATEGIES
 from ..core.metrics import bin_of
-from ..engine.analyze import Analysis, Prices, TargetAnalysis
+from ..inspect.analyze import Analysis, Prices, TargetAnalysis
 from .fixes import fix_lines
 from .textfmt import (
     Column,

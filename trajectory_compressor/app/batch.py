@@ -14,7 +14,7 @@ from ..summarizers.batch import ImportReport
 from .commands import format_summary
 
 if TYPE_CHECKING:
-    from ..engine.analyze import Prices
+    from ..inspect.analyze import Prices
 
 
 def batch_input(

@@ -41,7 +41,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ..engine.analyze import Prices
+    from ..inspect.analyze import Prices
 
 app = typer.Typer(
     name="trajectory-compressor",
@@ -445,7 +445,7 @@ def _prices(price_in: float | None, price_out: float | None) -> Prices | None:
     for flag, value in (("--price-in", price_in), ("--price-out", price_out)):
         if value is not None and value < 0:
             raise ConfigError(f"{flag} must be >= 0, got {value:g}")
-    from ..engine.analyze import Prices
+    from ..inspect.analyze import Prices
 
     return Prices(price_in or 0.0, price_out or 0.0)
 

@@ -25,7 +25,7 @@ from .strategy_text import strategy_lines
 from .textfmt import one_line, reject_lines
 
 if TYPE_CHECKING:
-    from ..engine.analyze import Prices
+    from ..inspect.analyze import Prices
     from .gates import Gate
     from .report import RunReport
 
@@ -162,9 +162,9 @@ def analyze_input(
     rejected (said in one line on stderr), else 0.
 
     Nothing is written unless ``json_path`` is given (``-`` prints the JSON instead).
-    ``probe`` requests are sent to time the summarizer (`engine.analyze.analyze`).
+    ``probe`` requests are sent to time the summarizer (`inspect.analyze.analyze`).
     """
-    from ..engine.analyze import analyze
+    from ..inspect.analyze import analyze
     from .analysis import format_analysis
 
     if json_path not in (None, "-"):
@@ -317,7 +317,7 @@ def validate_output_text(output: str, base: CompressionConfig | None,
     its metrics file, else ``default`` (label, config); ``overrides`` (flag -> value,
     None: not given) apply on top (`sidecar.check_settings`).
     """
-    from ..engine.validate import Problem, Validation, validate_output
+    from ..inspect.validate import Problem, Validation, validate_output
     from .sidecar import check_settings
 
     settings = check_settings(Path(output), base, overrides, default, base_keys=base_keys,
@@ -399,7 +399,7 @@ def closing_line(found: Any, target: int, over_allowed: bool, allowed_by: str) -
     """``30 rows checked, 15 problems: 13 rows over the target 4,000, flagged
     still_over_limit by the run; 2 rows with a tool call no result answers``; rows over
     the target that ``over_allowed`` lets pass follow as ``; allowed (...): ...``."""
-    from ..engine.validate import KINDS
+    from ..inspect.validate import KINDS
 
     parts, allowed = [], ""
     for kind, noun in KINDS.items():

@@ -1,6 +1,6 @@
 """"What would fix it": the remedies for rows still over the limit, as plain text (issue 25).
 
-`analyze` and `report` print the same block from `engine.remedies.WhatWouldFix`: each
+`analyze` and `report` print the same block from `engine.replan.WhatWouldFix`: each
 documented remedy with the flags to pass and how many rows it brings under alone, then the
 fewest flags that bring the most under together. Within 80 columns.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ..engine.remedies import WhatWouldFix
+from ..engine.replan import WhatWouldFix
 from .textfmt import Column, num, table
 
 

@@ -24,13 +24,13 @@ from ..counting.tokens import TokenCounter
 from ..dialects.base import row_id
 from ..engine.layout import OutputLayout, finished_layout
 from ..engine.paths import recorded_inputs
-from ..engine.remedies import WhatWouldFix
-from ..engine.run_fixes import Flagged, run_fixes
+from ..engine.replan import WhatWouldFix
 from ..formats import jsonio
 from ..formats.base import Location
 from ..formats.bounded import SidecarUnreadable, bounded_lines
 from ..formats.links import LOOP, is_link_loop
 from ..formats.registry import discover_inputs, read_records
+from ..inspect.run_fixes import Flagged, run_fixes
 from .fixes import fix_lines
 from .gates import Counts, counts_of
 from .sidecar import over_limit_entry_problem, read_metrics
@@ -210,7 +210,7 @@ def settle_fixes(report: RunReport, config: CompressionConfig) -> None:
 
 def find_fixes(report: RunReport, config: CompressionConfig,
                counter: TokenCounter | None = None) -> WhatWouldFix | None:
-    """What would fix the run's rows still over the limit (`engine.run_fixes`), re-planned
+    """What would fix the run's rows still over the limit (`inspect.run_fixes`), re-planned
     under ``config`` (counted with ``counter``, or the config's tokenizer); None when no
     row is over the limit (failed rows aside)."""
     if not any(r.metrics.still_over_limit and not r.failed for r in report.rows):

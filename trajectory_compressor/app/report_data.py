@@ -24,7 +24,7 @@ from ..core.metrics import METRICS_KEY, Distribution, TrajectoryMetrics, nice_ed
 from ..counting.tokens import TokenCounter
 from ..dialects import row_turns
 from ..dialects.base import row_id
-from ..engine.remedies import WhatWouldFix
+from ..engine.replan import WhatWouldFix
 from .report import FlaggedRow, RunReport, _same_metrics, output_rows
 from .textfmt import clip, first_line, short_reason
 from .timeline import build_timeline

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..engine.estimate import BATCH_WINDOW, TimeEstimate
+from ..inspect.estimate import BATCH_WINDOW, TimeEstimate
 from .textfmt import clip, num, pad
 
 _LABEL_W = 36

@@ -38,7 +38,7 @@ from .options import RunOptions
 from .paths import run_record
 from .progress import Progress
 from .projection import CountedRow
-from .remedies import OverRows
+from .replan import OverRows
 from .resume_guard import ConsumedDigest, check_checkpoint
 from .stored_fixes import STORED_ROWS, compute_fixes
 from .stream import Entry, RowStream

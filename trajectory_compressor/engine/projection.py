@@ -51,7 +51,7 @@ async def outcome(compressor: TrajectoryCompressor, counted: CountedRow, *,
                                counted.distilled)
     if plan.action != "compress":
         return compressor.unchanged(counted.row, counted.turns, plan, counted.dialect)
-    if exact or plan.windows is not None:  # windows: see `analyze._outcomes`
+    if exact or plan.windows is not None:  # windows: see `inspect.analyze._outcomes`
         return await compressor.compress_planned(counted.row, counted.turns, plan,
                                                  counted.dialect)
     return projected(compressor, counted, plan, counted.turns)

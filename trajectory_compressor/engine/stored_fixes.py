@@ -20,11 +20,11 @@ from ..core.remedies import Entry, Fixes, Remedy
 from ..dialects import SHAREGPT
 from .compressor import TrajectoryCompressor
 from .projection import CountedRow
-from .remedies import OverRow, OverRows, WhatWouldFix, find_fixes
+from .replan import OverRow, OverRows, WhatWouldFix, find_fixes
 
 VERSION = 1
 # Rows a run keeps for its table: the first ones over the limit, in input order (fewer than
-# `report` re-plans, `remedies.MAX_ROWS`: the search costs about a second of CPU a row, and
+# `report` re-plans, `replan.MAX_ROWS`: the search costs about a second of CPU a row, and
 # every run pays it).
 STORED_ROWS = 20
 # The rows of a stored table: their figures only (see the module's docstring).

@@ -6,7 +6,7 @@ builds the same summaries `compress` would, so its figures are exact; for an LLM
 summarizer it projects summaries of ``summary_target_tokens`` tokens (§9). No LLM is
 called (unless ``probe`` asks for a few timed requests) and nothing is written. The work
 `compress` would also do is timed as it goes, for an estimate of its duration
-(`engine.estimate`).
+(`inspect.estimate`).
 """
 
 from __future__ import annotations
@@ -27,20 +27,20 @@ from ..core.metrics import AggregateMetrics, Distribution, nice_edges
 from ..counting.tokens import TokenCounter
 from ..dialects import detect
 from ..dialects.base import Dialect, row_id
+from ..engine.blocking import run_blocking
+from ..engine.compressor import RowResult, TrajectoryCompressor
+from ..engine.count import RowCounter, gap_counter
+from ..engine.options import RunKeywords, RunOptions, run_options
+from ..engine.projection import CountedRow, projected
+from ..engine.replan import OverRows, WhatWouldFix, find_fixes
+from ..engine.stream import RowStream
 from ..formats import jsonio
 from ..formats.registry import discover_inputs
 from ..summarizers import resolve_summarizer
-from .blocking import run_blocking
-from .compressor import RowResult, TrajectoryCompressor
-from .count import RowCounter, gap_counter
 from .distill_preview import DistillPreview
 from .estimate import Probe, TimedSummarizer, TimeEstimate, WorkClock, estimate_time
-from .options import RunKeywords, RunOptions, run_options
 from .probe import ProbeRow, ProbeSample, probe
-from .projection import CountedRow, projected
-from .remedies import OverRows, WhatWouldFix, find_fixes
 from .strategies import StrategyComparison
-from .stream import RowStream
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

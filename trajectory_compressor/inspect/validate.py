@@ -30,11 +30,11 @@ from ..dialects import detect
 from ..dialects.base import row_id
 from ..dialects.sharegpt import ShareGPTVariant, alternates
 from ..dialects.tool_pairs import unanswered_calls
+from ..engine.committed import row_count_disagreement, sidecar_disagreements
+from ..engine.count import RowCounter
+from ..engine.stream import RowStream
 from ..formats import jsonio
 from ..formats.registry import discover_inputs
-from .committed import row_count_disagreement, sidecar_disagreements
-from .count import RowCounter
-from .stream import RowStream
 
 # Kinds of problem, in the order the closing line names them, with their plural noun.
 KINDS: dict[str, str] = {

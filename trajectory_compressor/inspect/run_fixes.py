@@ -31,13 +31,13 @@ from ..core.metrics import METRICS_KEY
 from ..counting.tokens import TokenCounter
 from ..dialects import detect
 from ..dialects.base import row_id
+from ..engine.blocking import run_blocking
+from ..engine.compressor import TrajectoryCompressor
+from ..engine.projection import CountedRow
+from ..engine.replan import Fixes, OverRow, OverRows, WhatWouldFix, find_fixes
+from ..engine.stream import Entry, RowStream
 from ..formats.base import Location, Record
 from ..formats.registry import discover_inputs
-from .blocking import run_blocking
-from .compressor import TrajectoryCompressor
-from .projection import CountedRow
-from .remedies import Fixes, OverRow, OverRows, WhatWouldFix, find_fixes
-from .stream import Entry, RowStream
 
 
 @dataclass

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..core.config import STRATEGIES
 from ..core.extractive import ExtractiveSummarizer
-from .compressor import TrajectoryCompressor
-from .projection import CountedRow, outcome
+from ..engine.compressor import TrajectoryCompressor
+from ..engine.projection import CountedRow, outcome
 
 
 @dataclass

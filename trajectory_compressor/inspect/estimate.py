@@ -9,7 +9,7 @@ it goes (`WorkClock`). What it does not do is wait for an LLM:
   summary calls at the run's concurrency, ``calls / concurrency x seconds per call``
   (bounded below by the endpoints' requests-per-minute limits when all set one). The
   seconds per call come from a few real requests when asked (``--probe N``: basis
-  ``probed``, `engine.probe`), else from a stated figure (``--seconds-per-call``, default
+  ``probed``, `inspect.probe`), else from a stated figure (``--seconds-per-call``, default
   `DEFAULT_SECONDS_PER_CALL`: basis ``assumed``);
 - ``batch``: the measured work, plus the provider's batch window (basis ``batch_window``).
 
@@ -18,7 +18,7 @@ also for the whole input: every record is read and parsed to be drawn, so that p
 measured on all of them, and the rest is scaled by the records read over those kept.
 
 The sum is on the safe side: a run overlaps some of its local work with the requests.
-Nothing here sends a request: the probe lives in `engine.probe`.
+Nothing here sends a request: the probe lives in `inspect.probe`.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from ..core.conversation import Row, Trajectory
 from ..core.plan import Plan
 from ..counting.tokens import TokenCounter
 from ..dialects.base import Dialect
-from .compressor import TrajectoryCompressor
+from ..engine.compressor import TrajectoryCompressor
 from .estimate import Probe, TimedSummarizer, concurrency
 
 

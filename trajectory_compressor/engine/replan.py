@@ -14,6 +14,11 @@ pass may cut gone) are known to stay over without one.
 The work is bounded: at most `MAX_ROWS` rows are examined (the first ones over the limit,
 in input order), and a combination holds at most `core.remedies.MAX_COMBINATION`
 families; the result says when either bound was reached.
+
+One home each: `core.remedies` holds the remedies and searches for the fewest that fix
+the most; this module re-plans rows under them (for the table `compress` stores at its
+end, `stored_fixes`, hence in `engine`; for `analyze`; for `report` through
+`inspect.run_fixes`); `app.fixes` prints the result.
 """
 
 from __future__ import annotations
