@@ -35,8 +35,10 @@ def _exact(ratio: float) -> float:
 
 # A window's `compression_metrics` keys (§20), after the others: its number, how many
 # windows its row became, the assistant tokens it trains, the row's id (null without
-# one) and the turns of the row it trains ({start_idx, end_idx}).
-WINDOW_KEYS = ("window", "windows", "trained_assistant_tokens", "source_id", "trained_turns")
+# one), the turns of the row it trains ({start_idx, end_idx}) and, on a window over the
+# target only, why (which turns, how many tokens).
+WINDOW_KEYS = ("window", "windows", "trained_assistant_tokens", "source_id", "trained_turns",
+               "window_over")
 # What a windowed row adds to the aggregate: windows written, summaries made, assistant
 # tokens of the row and those trained over its windows.
 WINDOWED_KEYS = ("windows", "summaries", "assistant_tokens", "trained_assistant_tokens")

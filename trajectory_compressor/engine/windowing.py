@@ -185,6 +185,10 @@ def _assemble(compressor: Any, row: Row, turns: Trajectory, plan: Plan,
             "source_id": source_id,
             "trained_turns": {"start_idx": window.train.start, "end_idx": window.train.end},
         }
+        if metrics.still_over_limit:  # why, located: planned over, or its summary ran long
+            metrics.windowed["window_over"] = window.over or (
+                f"{reasons.SUMMARY_OVERRAN.text}: the window holds {tokens} tokens, over "
+                f"the target {config.target_max_tokens}")
         if config.metrics_per_trajectory:
             new_row[METRICS_KEY] = metrics.to_dict()
         rows.append(new_row)
