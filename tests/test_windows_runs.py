@@ -320,6 +320,19 @@ def test_report_and_html_show_the_windows_per_source_row(tmp_path):
     assert (f"from {len(sources)} source rows ({windows / len(sources):.1f} per row); "
             f"rows out {len(written)}") in text.stdout
     assert "(100%)" in text.stdout
+    # Summaries made are counted once each (one per window that has one), not once per
+    # source row: the windows written that hold a summary turn.
+    made = sum(1 for r in written for m in r["messages"]
+               if isinstance(m.get("content"), str)
+               and m["content"].startswith("[CONTEXT SUMMARY]:"))
+    assert made > len(sources)
+    as_json = invoke_cli("report", str(out), "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    recorded = json.loads(as_json.stdout)["metrics"]
+    assert sum(recorded["summarization"]["summaries_by_source"].values()) == made
+    assert recorded["summarization"]["summaries_by_source"]["extractive"] == made
+    assert recorded["windows"]["summaries"] == made
+    assert f"{'summaries':<17}{made:>10,}  extractive={made}" in text.stdout
     page = tmp_path / "r.html"
     assert invoke_cli("report", str(out), "--html", str(page)).returncode == 0
     html = page.read_text(encoding="utf-8")

@@ -39,9 +39,10 @@ def _exact(ratio: float) -> float:
 # target only, why (which turns, how many tokens).
 WINDOW_KEYS = ("window", "windows", "trained_assistant_tokens", "source_id", "trained_turns",
                "window_over")
-# What a windowed row adds to the aggregate: windows written, summaries made, assistant
-# tokens of the row and those trained over its windows.
-WINDOWED_KEYS = ("windows", "summaries", "assistant_tokens", "trained_assistant_tokens")
+# What a windowed row adds to the aggregate: windows written, summaries made (and by
+# source), assistant tokens of the row and those trained over its windows.
+WINDOWED_KEYS = ("windows", "summaries", "summaries_by_source", "assistant_tokens",
+                 "trained_assistant_tokens")
 
 
 @dataclass
@@ -414,7 +415,11 @@ class AggregateMetrics:
         self.total_retries += m.retries
         self.prompt_tokens += m.prompt_tokens
         self.completion_tokens += m.completion_tokens
-        if m.summary_source in self.summaries_by_source:
+        made = (m.windowed or {}).get("summaries_by_source")
+        if made is not None and "window" not in (m.windowed or {}):
+            for source, n in made.items():  # a windowed row: one summary per window (§20)
+                self.summaries_by_source[source] = self.summaries_by_source.get(source, 0) + n
+        elif m.summary_source in self.summaries_by_source:
             self.summaries_by_source[m.summary_source] += 1
         self.summaries_truncated += m.summary_truncated
         for kind, n in m.errors_by_kind.items():

@@ -245,7 +245,12 @@ def _row_metrics(plan: Plan, turn_count: int, windows: list[TrajectoryMetrics]
                                               - metrics.turns_compressed_start_idx)
     assistant = plan.windows or ()
     trained = sum(w.trained_assistant_tokens for w in assistant)
+    by_source: dict[str, int] = {}
+    for m in summarized:
+        if m.summary_source is not None:
+            by_source[m.summary_source] = by_source.get(m.summary_source, 0) + 1
     metrics.windowed = {"windows": len(windows), "summaries": len(summarized),
+                        "summaries_by_source": by_source,
                         "assistant_tokens": trained, "trained_assistant_tokens": trained}
     return metrics
 
