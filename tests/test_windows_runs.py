@@ -305,6 +305,21 @@ def test_summarizer_rows(tmp_path):
     assert rows_mode.returncode == 2 and "goes with --output-mode windows" in rows_mode.stderr
 
 
+def test_summarizer_rows_refused_on_ray(tmp_path):
+    """`--emit-summarizer-rows` is written by the local engine's writer only: with
+    `--engine ray` it is a configuration error before anything runs or is written."""
+    src = write_container(sample_rows("openai", 2), tmp_path, "jsonl")
+    done = invoke_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"), "--summarizer",
+                      "extractive", "--output-mode", "windows", "--engine", "ray", "--quiet",
+                      "--emit-summarizer-rows", str(tmp_path / "s.jsonl"))
+    assert done.returncode == 2
+    assert "--emit-summarizer-rows runs on the local engine" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+    shown = invoke_cli("compress", "--help")
+    assert "Localengineonly(not--engineray)" in "".join(  # the help's table, unwrapped
+        c for c in shown.stdout if c not in "│ \n")
+
+
 def test_report_and_html_show_the_windows_per_source_row(tmp_path):
     src = write_container(sample_rows("openai", 3), tmp_path, "jsonl")
     out = tmp_path / "o.jsonl"
