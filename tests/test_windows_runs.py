@@ -348,6 +348,8 @@ def test_report_and_html_show_the_windows_per_source_row(tmp_path):
     assert recorded["summarization"]["summaries_by_source"]["extractive"] == made
     assert recorded["windows"]["summaries"] == made
     assert f"{'summaries':<17}{made:>10,}  extractive={made}" in text.stdout
+    checked = invoke_cli("validate", str(out))  # k rows out per row in: no disagreement
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     page = tmp_path / "r.html"
     assert invoke_cli("report", str(out), "--html", str(page)).returncode == 0
     html = page.read_text(encoding="utf-8")
@@ -452,3 +454,44 @@ def test_a_head_that_nearly_fills_the_target(tmp_path, counter, dialect):
         entries = read_jsonl(tmp_path / "out_over_limit.jsonl")
         assert sum(len(e["windows_over"]) for e in entries) == over
         assert all(w["why"].startswith("turns ") for e in entries for w in e["windows_over"])
+
+
+def test_what_would_fix_windows_over_the_target(tmp_path, counter):
+    """A windows run whose windows are over the target because the system and task turns
+    nearly fill it: `report` offers only what changes windows (no protected tail, no
+    second pass in windows), and each remedy it lists does what it says when compress is
+    run again with its flags; `validate` finds no row-count disagreement (a run writes
+    its windows: more rows than it reads)."""
+    words = " ".join(f"w{i}" for i in range(60))
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."},
+                                      {"role": "user", "content": "Fix the bug."}]
+    for i in range(8):
+        messages += [
+            {"role": "assistant", "content": f"Step {i}: {words[:150]}",
+             "tool_calls": [{"id": f"c{i}", "type": "function",
+                             "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"out {i} {words} {words}"}]
+    rows = head_heavy_rows("openai", [{"id": "h", "messages": messages}], counter, 150)
+    src = write_container(rows, tmp_path, "jsonl")
+    args = ("--summarizer", "extractive", "--output-mode", "windows", "--target-max-tokens",
+            str(TARGET), "--quiet")
+    out = tmp_path / "o.jsonl"
+    assert invoke_cli("compress", str(src), "-o", str(out), *args).returncode == 0
+    assert json.loads((tmp_path / "o_metrics.json").read_text())["summary"][
+        "trajectories_still_over_limit"] == 1
+    shown = invoke_cli("report", str(out), "--json")
+    assert shown.returncode == 0, shown.stderr
+    remedies = json.loads(shown.stdout)["remedies"]
+    alone = {tuple(e["flags"].split()): e["rows_under"] for e in remedies["alone"]}
+    families = {f for e in remedies["alone"] for f in e["families"]}
+    assert not families & {"protect_last", "elide"}
+    assert {"summary", "target"} <= families
+    for flags, under in alone.items():
+        again = tmp_path / f"again{len(flags)}{flags[-1]}.jsonl"
+        done = invoke_cli("compress", str(src), "-o", str(again), *args, *flags)
+        assert done.returncode == 0, done.stderr
+        written = read_jsonl(again)
+        over = any(r["compression_metrics"].get("still_over_limit") for r in written)
+        assert over == (under == 0), (flags, under)
+    checked = invoke_cli("validate", str(out))
+    assert "more than its run wrote" not in checked.stdout + checked.stderr

@@ -585,10 +585,16 @@ class AggregateMetrics:
             **({"windows": self.windows_summary()} if self.windowed_rows else {}),
         }
 
+    @property
+    def rows_out(self) -> int:
+        """Rows written for the rows read: each windowed row's windows (§20), one row for
+        every other."""
+        return self.total_trajectories - self.windowed_rows + self.windows_written
+
     def windows_summary(self) -> dict[str, Any]:
         """The metrics file's ``windows`` section (§20): rows in and out, windows and
         summaries made, and the share of the windowed rows' assistant tokens trained."""
-        rows_out = self.total_trajectories - self.windowed_rows + self.windows_written
+        rows_out = self.rows_out
         return {
             "windowed_rows": self.windowed_rows,
             "windows": self.windows_written,
