@@ -495,3 +495,21 @@ def test_what_would_fix_windows_over_the_target(tmp_path, counter):
         assert over == (under == 0), (flags, under)
     checked = invoke_cli("validate", str(out))
     assert "more than its run wrote" not in checked.stdout + checked.stderr
+    # The HTML page groups the source row's windows under it, each with its timeline.
+    page = tmp_path / "r.html"
+    assert invoke_cli("report", str(out), "--html", str(page)).returncode == 0
+    html = page.read_text(encoding="utf-8")
+    start = html.index('<script type="application/json" id="report-data">')
+    data = json.loads(html[html.index(">", start) + 1:html.index("</script>", start)])
+    written = read_jsonl(out)
+    (row,) = data["rows"]
+    assert row["id"] == "h" and row["note"] == ""
+    metrics = [r["compression_metrics"] for r in written]
+    assert [w["window"] for w in row["windows"]] == [m["window"] for m in metrics] == \
+        list(range(1, len(written) + 1))
+    for window, m, r in zip(row["windows"], metrics, written, strict=True):
+        assert window["tokens"] == m["compressed_tokens"]
+        assert window["over"] == m.get("window_over", "")
+        assert len(window["timeline"]["turns"]) == len(r["messages"])
+    assert any(w["over"] for w in row["windows"])
+
