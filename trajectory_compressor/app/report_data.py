@@ -186,7 +186,7 @@ def collect_report_data(report: RunReport, config: CompressionConfig, counter: T
         raw = row.get(METRICS_KEY)
         m = TrajectoryMetrics.from_dict(raw) if isinstance(raw, dict) else None
         source = raw.get("source_id") if isinstance(raw, dict) and "window" in raw else None
-        if source is not None and source in windows_of:
+        if source is not None and source in windows_of and isinstance(raw, dict):
             _attach_window(shown[windows_of[source]], row, raw, config, counter)
         waiting = wanted.get(row_id(row))
         if waiting:
