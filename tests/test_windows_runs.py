@@ -513,3 +513,21 @@ def test_what_would_fix_windows_over_the_target(tmp_path, counter):
         assert len(window["timeline"]["turns"]) == len(r["messages"])
     assert any(w["over"] for w in row["windows"])
 
+
+def test_analyze_predicts_what_compress_makes(tmp_path):
+    """`analyze --output-mode windows` runs (no strategy comparison: windows take
+    summarize only) and predicts the windows, summaries and rows out compress makes."""
+    src = write_container(sample_rows("openai", 3), tmp_path, "jsonl")
+    shown = invoke_cli("analyze", str(src), "--output-mode", "windows", "--target-max-tokens",
+                       "8000", "--summarizer", "extractive")
+    assert shown.returncode == 0, shown.stderr
+    done = invoke_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"), "--summarizer",
+                      "extractive", "--output-mode", "windows", "--target-max-tokens", "8000",
+                      "--quiet")
+    assert done.returncode == 0, done.stderr
+    made = json.loads((tmp_path / "o_metrics.json").read_text())["windows"]
+    text = " ".join(shown.stdout.split())
+    assert (f"{made['windowed_rows']} rows -> {made['windows']} windows" in text
+            and f"{made['summaries']} summaries" in text
+            and f"rows out {made['rows_out']}" in text), text
+    assert "Strategies" not in shown.stdout
