@@ -111,7 +111,7 @@ def metrics(out: Path) -> dict:
     return json.loads(out.with_name(out.stem + "_metrics.json").read_text())
 
 
-def online_run(src: Path, out: Path) -> tuple[list[dict], int]:
+def online_run(src: Path, out: Path, *extra: str) -> tuple[list[dict], int]:
     """The reference: the same run against the loopback server; the bodies it received."""
     bodies: list[dict] = []
 
@@ -121,7 +121,7 @@ def online_run(src: Path, out: Path) -> tuple[list[dict], int]:
 
     with FakeLLMServer(reply=reply).in_thread() as server:
         proc = run_cli("compress", str(src), "-o", str(out), "--base-url", server.url, *ARGS,
-                       "--quiet")
+                       *extra, "--quiet")
         assert proc.returncode == 0, proc.stderr
         return bodies, server.requests
 
@@ -183,6 +183,43 @@ def test_export_then_results_give_what_an_online_run_gives(tmp_path):
     assert ours["usage"] == theirs["usage"]
     by_source = ours["summarization"]["summaries_by_source"]
     assert by_source["llm"] == len(lines) and by_source["cache"] == 1
+
+
+def test_windows_output_through_batch_gives_the_online_bytes(tmp_path):
+    """`--output-mode windows` (§20): every window's summary is exported in phase 1 and
+    phase 2 writes the windows an online run writes, summarizer rows included."""
+    windows = ("--output-mode", "windows")
+    src = corpus(tmp_path / "in.jsonl")
+    online = tmp_path / "online" / "out.jsonl"
+    bodies, sent = online_run(src, online, *windows, "--emit-summarizer-rows",
+                              str(tmp_path / "online" / "summaries.jsonl"))
+    folder, out = tmp_path / "batch", tmp_path / "run" / "out.jsonl"
+    more = (*windows, "--emit-summarizer-rows", str(tmp_path / "run" / "summaries.jsonl"))
+    export = run_cli("compress", str(src), "-o", str(out), *BATCH, "--batch-dir", str(folder),
+                     *ARGS, *more, "--quiet")
+    assert export.returncode == 0, export.stderr
+    files = request_files(folder)
+    lines = [json.loads(x) for f in files for x in f.read_text().splitlines()]
+    key = lambda b: json.dumps(b, sort_keys=True)  # noqa: E731
+    assert sorted(key(x["body"]) for x in lines) == sorted(key(b) for b in bodies)
+    assert len(lines) == sent
+    answer(files, folder / "results-00001.jsonl")
+    finish = run_cli("compress", str(src), "-o", str(out), *BATCH, "--batch-dir", str(folder),
+                     "--batch-results", str(folder / "results-*.jsonl"), *ARGS, *more)
+    assert finish.returncode == 0, finish.stderr
+    written = read_jsonl(out)
+    ids = [r["id"] for r in written]
+    assert sum(i.endswith("#w2") for i in ids) >= 2  # rows became windows
+    assert out.read_bytes() == online.read_bytes()
+    assert (out.parent / "summaries.jsonl").read_bytes() == \
+        (online.parent / "summaries.jsonl").read_bytes()
+    ours, theirs = metrics(out), metrics(online)
+    assert ours["windows"] == theirs["windows"]
+    assert ours["summarization"] == theirs["summarization"]
+    made = sum(1 for r in written for m in r.get("conversations", r.get("messages", []))
+               if "[CONTEXT SUMMARY]:" in str(m.get("value", m.get("content"))))
+    assert ours["windows"]["summaries"] == made == \
+        sum(ours["summarization"]["summaries_by_source"].values())
 
 
 def test_failed_and_missing_results_fall_back_or_go_online(tmp_path):

@@ -17,6 +17,7 @@ from trajectory_compressor.core.plan import ALTERNATING, ANY_BUT_TOOL, Region
 from trajectory_compressor.core.windows import (
     WindowLimits,
     clean_ends,
+    essential_head,
     head_end,
     plan_windows,
     window_turns,
@@ -110,8 +111,9 @@ def trajectories(draw):
 
 
 @settings(max_examples=60, deadline=None)
-@given(trajectories(), st.integers(200, 3000), st.integers(1, 150), st.booleans())
-def test_invariants(row, target, summary, may_cut):
+@given(trajectories(), st.integers(200, 3000), st.integers(1, 150), st.booleans(),
+       st.booleans())
+def test_invariants(row, target, summary, may_cut, may_drop_head):
     roles, tokens = row
     config = CompressionConfig(target_max_tokens=max(target, summary + 1))
     from trajectory_compressor.core.plan import compressible_middle
@@ -119,7 +121,8 @@ def test_invariants(row, target, summary, may_cut):
     head = head_end(roles, compressible_middle(roles, config).start)
     least = max(1, summary // 4) if may_cut else None
     limits = WindowLimits(target, summary, min_summary=least)
-    windows = plan_windows(roles, tokens, head, limits, ANY_BUT_TOOL)
+    least_head = essential_head(roles, head) if may_drop_head else None
+    windows = plan_windows(roles, tokens, head, limits, ANY_BUT_TOOL, least_head)
     n = len(roles)
     # Every turn trained in exactly one window, in input order.
     trained = [i for w in windows for i in range(w.train.start, w.train.end)]
@@ -134,6 +137,11 @@ def test_invariants(row, target, summary, may_cut):
         if w.number > 1:
             assert roles[min(w.context, w.train.start)] != "tool"
             assert w.head <= w.context <= w.train.start
+            # The whole head, or the least head only for a window the whole one leaves
+            # over the target.
+            assert w.head == head or (w.head == least_head and not w.over)
+            if w.over and least_head is not None and least_head < head:
+                assert "keeping only turns" in w.over
         # The planned size is what the window holds (the summary at its allowance).
         held = sum(tokens[i] for i in w.source_turns) + (w.summary_tokens if w.summarized
                                                           else 0)
@@ -250,3 +258,39 @@ def test_a_shorter_summary_rather_than_a_window_over():
     # Under the least summary: the window stays over, with its full summary.
     over = plan_windows(roles, tokens, 4, WindowLimits(80, 20, min_summary=6), ANY_BUT_TOOL)
     assert over[1].summary_tokens == 20 and over[1].over
+
+
+def test_the_least_head_when_the_whole_head_leaves_no_room():
+    # S H G T | G T G, 130 tokens; target 100, summary 20 (least 5); head 0-3 (70
+    # tokens), least head 0-1 (system and task, 50). Window 1: turns 0-3 (70; with turns
+    # 4-5 it would be 110). Window 2 must hold turns 4-5 (40): 70 + 40 = 110 with the
+    # whole head and no summary; with the least head, 50 + 40 leaves room 10 for a
+    # summary of turns 2-3: 100. Window 3, turn 6 (20): the whole head 70 + 20 leaves
+    # room 10 for a summary of turns 4-5: 100, so the whole head is kept.
+    roles = roles_of("SHGTGTG")
+    tokens = [30, 20, 10, 10, 10, 30, 20]
+    assert essential_head(roles, 4) == 2
+    limits = WindowLimits(100, 20, min_summary=5)
+    windows = plan_windows(roles, tokens, 4, limits, ANY_BUT_TOOL, least_head=2)
+    assert [(w.head, w.summarized, w.context, w.train, w.summary_tokens, w.tokens, w.over)
+            for w in windows] == [
+        (0, None, 0, Region(0, 4), 0, 70, ""),
+        (2, Region(2, 4), 4, Region(4, 6), 10, 100, ""),
+        (4, Region(4, 6), 6, Region(6, 7), 10, 100, ""),
+    ]
+    out, at, trained = window_turns([{"from": r, "value": str(i)} for i, r in
+                                     enumerate(roles)], windows[1], "s", "")
+    assert [t["value"] for t in out] == ["0", "1", "s", "4", "5"] and at == 2
+    assert trained == [False, False, False, True, True]
+    # Without a least head, window 2 is over, and says where and by how much.
+    whole = plan_windows(roles, tokens, 4, limits, ANY_BUT_TOOL)
+    assert whole[1].tokens == 110 and whole[1].over == (
+        "turns 4-5 (40 tokens) after the protected head (turns 0-3, 70 tokens) make 110, "
+        "over the target 100")
+    # A least head that does not help either: the window keeps the whole head, and its
+    # reason says what the least head would hold (room 10 is under the least summary
+    # 15, so the whole summary: 50 + 20 + 40 = 110).
+    tight = plan_windows(roles, tokens, 4, WindowLimits(100, 20, min_summary=15),
+                         ANY_BUT_TOOL, least_head=2)
+    assert tight[1].head == 4 and tight[1].over.endswith(
+        "; keeping only turns 0-1 of the head (50 tokens) it would hold 110")

@@ -162,12 +162,16 @@ def check_windows(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                       and not is_marked(dialect, item_of(turn)))
             assert own == metrics["trained_assistant_tokens"]
             trained += own
-            if j > 1:
+            summary = next((i for i, (t, _) in enumerate(written)
+                            if "[CONTEXT SUMMARY]:" in t["value"]), None)
+            if j > 1 and summary is not None:
                 roles = [t["from"] for t, _ in written]
-                summary = next(i for i, (t, _) in enumerate(written)
-                               if "[CONTEXT SUMMARY]:" in t["value"])
                 after = summary + 1
                 assert after < len(roles) and roles[after] != "tool"
+            elif j > 1:  # nothing between the head and the window: no summary needed
+                assert not metrics["was_compressed"]
+                assert counted[metrics["trained_turns"]["start_idx"]][0]["from"] != "tool"
+                assert size == sum(n for _, n in counted[:metrics["trained_turns"]["end_idx"]])
         assert trained == sum(n for turn, n in counted if turn["from"] == "gpt")
     assert at == len(outputs)
     return windowed
@@ -301,6 +305,21 @@ def test_summarizer_rows(tmp_path):
     assert rows_mode.returncode == 2 and "goes with --output-mode windows" in rows_mode.stderr
 
 
+def test_summarizer_rows_refused_on_ray(tmp_path):
+    """`--emit-summarizer-rows` is written by the local engine's writer only: with
+    `--engine ray` it is a configuration error before anything runs or is written."""
+    src = write_container(sample_rows("openai", 2), tmp_path, "jsonl")
+    done = invoke_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"), "--summarizer",
+                      "extractive", "--output-mode", "windows", "--engine", "ray", "--quiet",
+                      "--emit-summarizer-rows", str(tmp_path / "s.jsonl"))
+    assert done.returncode == 2
+    assert "--emit-summarizer-rows runs on the local engine" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+    shown = invoke_cli("compress", "--help")
+    assert "Localengineonly(not--engineray)" in "".join(  # the help's table, unwrapped
+        c for c in shown.stdout if c not in "│ \n")
+
+
 def test_report_and_html_show_the_windows_per_source_row(tmp_path):
     src = write_container(sample_rows("openai", 3), tmp_path, "jsonl")
     out = tmp_path / "o.jsonl"
@@ -316,7 +335,199 @@ def test_report_and_html_show_the_windows_per_source_row(tmp_path):
     assert (f"from {len(sources)} source rows ({windows / len(sources):.1f} per row); "
             f"rows out {len(written)}") in text.stdout
     assert "(100%)" in text.stdout
+    # Summaries made are counted once each (one per window that has one), not once per
+    # source row: the windows written that hold a summary turn.
+    made = sum(1 for r in written for m in r["messages"]
+               if isinstance(m.get("content"), str)
+               and m["content"].startswith("[CONTEXT SUMMARY]:"))
+    assert made > len(sources)
+    as_json = invoke_cli("report", str(out), "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    recorded = json.loads(as_json.stdout)["metrics"]
+    assert sum(recorded["summarization"]["summaries_by_source"].values()) == made
+    assert recorded["summarization"]["summaries_by_source"]["extractive"] == made
+    assert recorded["windows"]["summaries"] == made
+    assert f"{'summaries':<17}{made:>10,}  extractive={made}" in text.stdout
+    checked = invoke_cli("validate", str(out))  # k rows out per row in: no disagreement
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     page = tmp_path / "r.html"
     assert invoke_cli("report", str(out), "--html", str(page)).returncode == 0
     html = page.read_text(encoding="utf-8")
     assert f"from {len(sources)} source rows" in html and "trained 100%" in html
+
+
+def _pad_task(row: dict[str, Any], pad: str) -> dict[str, Any]:
+    """``row`` with ``pad`` appended to its first user turn (the task)."""
+    row = json.loads(json.dumps(row))
+    for turn in row.get("conversations") or row.get("messages"):
+        if (turn.get("from") or turn.get("role")) in ("human", "user"):
+            key = "value" if "value" in turn else "content"
+            if isinstance(turn[key], list):
+                part = turn[key][0]
+                part["text" if "text" in part else "value"] += pad
+            else:
+                turn[key] += pad
+            return row
+    raise AssertionError("no user turn")
+
+
+def head_heavy_rows(dialect_name: str, rows: list[dict[str, Any]], counter: Any,
+                    room: int) -> list[dict[str, Any]]:
+    """``rows`` with the task padded so that the protected head holds ``TARGET - room``
+    tokens (counted per turn, as windows are planned)."""
+    from trajectory_compressor.core.plan import compressible_middle
+    from trajectory_compressor.core.windows import head_end
+
+    config = CompressionConfig()
+    dialect = dialect_for(config, dialect_name)
+    out = []
+    for row in rows:
+        padded, words = row, 0
+        for _ in range(8):  # a few corrections: token counts are not additive in words
+            turns = dialect.turns(padded)
+            roles = [t["from"] for t in turns]
+            head = head_end(roles, compressible_middle(roles, config).start)
+            held = sum(counter.count_many([t["value"] for t in turns[:head]]))
+            missing = TARGET - room - held
+            if abs(missing) <= 10:
+                break
+            words = max(words + missing // 3, 0)
+            padded = _pad_task(row, "".join(f" note{i}" for i in range(words)))
+        assert abs(missing) <= 30
+        out.append(padded)
+    return out
+
+
+@pytest.mark.parametrize("dialect", list(SAMPLE_FILES))
+def test_a_head_that_nearly_fills_the_target(tmp_path, counter, dialect):
+    """Rows whose protected head (system, task, first call and its result) nearly fills
+    the target: a window that the whole head leaves over the target keeps only the
+    system and task turns and summarizes the rest; a window still over carries where and
+    by how much (``window_over``), and only when even the least head with the least
+    summary and the window's first group of turns is over. Every assistant turn is
+    trained in exactly one window."""
+    name = {"hermes": "sharegpt", "lf_sharegpt": "sharegpt-variant"}.get(dialect, "openai")
+    rows = head_heavy_rows(name, sample_rows(dialect, 2)[1:], counter, 250)
+    src = write_container(rows, tmp_path, "jsonl")
+    out = tmp_path / "out.jsonl"
+    done = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+                      "--output-mode", "windows", "--target-max-tokens", str(TARGET),
+                      "--quiet")
+    assert done.returncode == 0, done.stderr
+    outputs = read_output(out)
+    assert check_windows(rows, outputs, counter, name) == len(rows)
+    dialect_of = dialect_for(CompressionConfig(), name)
+    config = CompressionConfig()
+    by_source: dict[str | None, tuple[list[int], int]] = {}
+    for row in rows:
+        turns = dialect_of.turns(row)
+        # What the summary notice adds to the system turn, the window's too.
+        system = [turns[0]["value"] + config.summary_notice_text, turns[0]["value"]]
+        with_notice, without = counter.count_many(system)
+        by_source[None if row.get("id") is None else str(row["id"])] = (
+            counter.count_many([t["value"] for t in turns]), with_notice - without)
+    least_summary = config.summary_target_tokens // 4
+    least_heads = over = 0
+    for window in outputs:
+        metrics = window["compression_metrics"]
+        tokens, notice = by_source[metrics["source_id"]]
+        region = metrics["compression_region"]
+        if metrics["window"] > 1 and region["start_idx"] == 2:  # system and task kept
+            least_heads += 1
+        if not metrics["still_over_limit"]:
+            assert "window_over" not in metrics
+            continue
+        over += 1
+        trained = metrics["trained_turns"]
+        start, end = trained["start_idx"], trained["end_idx"]
+        assert metrics["window_over"].startswith(f"turns {start}-{end - 1} ("), metrics
+        # Nothing windows may do fits it: the system and task turns (the first two) with
+        # the least summary (and its notice) and the turns it trains are over the target.
+        if metrics["window"] == 1:
+            assert sum(tokens[:end]) > TARGET
+        else:
+            assert sum(tokens[:2]) + notice + least_summary + sum(tokens[start:end]) > TARGET
+    assert least_heads >= 1
+    report = json.loads((tmp_path / "out_metrics.json").read_text())
+    if over:
+        assert report["over_limit"]["reasons"].get("window_over_target", 0) >= 1
+        entries = read_jsonl(tmp_path / "out_over_limit.jsonl")
+        assert sum(len(e["windows_over"]) for e in entries) == over
+        assert all(w["why"].startswith("turns ") for e in entries for w in e["windows_over"])
+
+
+def test_what_would_fix_windows_over_the_target(tmp_path, counter):
+    """A windows run whose windows are over the target because the system and task turns
+    nearly fill it: `report` offers only what changes windows (no protected tail, no
+    second pass in windows), and each remedy it lists does what it says when compress is
+    run again with its flags; `validate` finds no row-count disagreement (a run writes
+    its windows: more rows than it reads)."""
+    words = " ".join(f"w{i}" for i in range(60))
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."},
+                                      {"role": "user", "content": "Fix the bug."}]
+    for i in range(8):
+        messages += [
+            {"role": "assistant", "content": f"Step {i}: {words[:150]}",
+             "tool_calls": [{"id": f"c{i}", "type": "function",
+                             "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"out {i} {words} {words}"}]
+    rows = head_heavy_rows("openai", [{"id": "h", "messages": messages}], counter, 150)
+    src = write_container(rows, tmp_path, "jsonl")
+    args = ("--summarizer", "extractive", "--output-mode", "windows", "--target-max-tokens",
+            str(TARGET), "--quiet")
+    out = tmp_path / "o.jsonl"
+    assert invoke_cli("compress", str(src), "-o", str(out), *args).returncode == 0
+    assert json.loads((tmp_path / "o_metrics.json").read_text())["summary"][
+        "trajectories_still_over_limit"] == 1
+    shown = invoke_cli("report", str(out), "--json")
+    assert shown.returncode == 0, shown.stderr
+    remedies = json.loads(shown.stdout)["remedies"]
+    alone = {tuple(e["flags"].split()): e["rows_under"] for e in remedies["alone"]}
+    families = {f for e in remedies["alone"] for f in e["families"]}
+    assert not families & {"protect_last", "elide"}
+    assert {"summary", "target"} <= families
+    for flags, under in alone.items():
+        again = tmp_path / f"again{len(flags)}{flags[-1]}.jsonl"
+        done = invoke_cli("compress", str(src), "-o", str(again), *args, *flags)
+        assert done.returncode == 0, done.stderr
+        written = read_jsonl(again)
+        over = any(r["compression_metrics"].get("still_over_limit") for r in written)
+        assert over == (under == 0), (flags, under)
+    checked = invoke_cli("validate", str(out))
+    assert "more than its run wrote" not in checked.stdout + checked.stderr
+    # The HTML page groups the source row's windows under it, each with its timeline.
+    page = tmp_path / "r.html"
+    assert invoke_cli("report", str(out), "--html", str(page)).returncode == 0
+    html = page.read_text(encoding="utf-8")
+    start = html.index('<script type="application/json" id="report-data">')
+    data = json.loads(html[html.index(">", start) + 1:html.index("</script>", start)])
+    written = read_jsonl(out)
+    (row,) = data["rows"]
+    assert row["id"] == "h" and row["note"] == ""
+    metrics = [r["compression_metrics"] for r in written]
+    assert [w["window"] for w in row["windows"]] == [m["window"] for m in metrics] == \
+        list(range(1, len(written) + 1))
+    for window, m, r in zip(row["windows"], metrics, written, strict=True):
+        assert window["tokens"] == m["compressed_tokens"]
+        assert window["over"] == m.get("window_over", "")
+        assert len(window["timeline"]["turns"]) == len(r["messages"])
+    assert any(w["over"] for w in row["windows"])
+
+
+def test_analyze_predicts_what_compress_makes(tmp_path):
+    """`analyze --output-mode windows` runs (no strategy comparison: windows take
+    summarize only) and predicts the windows, summaries and rows out compress makes."""
+    src = write_container(sample_rows("openai", 3), tmp_path, "jsonl")
+    shown = invoke_cli("analyze", str(src), "--output-mode", "windows", "--target-max-tokens",
+                       "8000", "--summarizer", "extractive")
+    assert shown.returncode == 0, shown.stderr
+    done = invoke_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"), "--summarizer",
+                      "extractive", "--output-mode", "windows", "--target-max-tokens", "8000",
+                      "--quiet")
+    assert done.returncode == 0, done.stderr
+    made = json.loads((tmp_path / "o_metrics.json").read_text())["windows"]
+    text = " ".join(shown.stdout.split())
+    assert (f"{made['windowed_rows']} rows -> {made['windows']} windows" in text
+            and f"{made['summaries']} summaries" in text
+            and f"rows out {made['rows_out']}" in text), text
+    assert "Strategies" not in shown.stdout

@@ -107,6 +107,7 @@ table.rows thead th { position: sticky; top: 0; background: var(--card); z-index
 .more { color: var(--muted); font-size: 12.5px; margin-top: 10px; }
 #timeline { margin-top: 14px; }
 #timeline h3 { font-size: 15px; margin: 0 0 2px; font-weight: 650; word-break: break-all; }
+#timeline h4.window { font-size: 14px; margin: 14px 0 4px; font-weight: 600; }
 #timeline .status { color: var(--muted); margin-bottom: 12px; font-size: 13px; }
 .strip-wrap { position: relative; padding-top: 18px; margin-bottom: 4px; }
 .strip { display: flex; height: 30px; border-radius: 5px; overflow: hidden;
@@ -309,7 +310,19 @@ JS = """
       " \\u00b7 tokens " + fmt(row.before) + " \\u2192 " +
       fmt(row.after) + ", turns " + fmt(row.turns_before) + " \\u2192 " + fmt(row.turns_after)));
     var t = row.timeline;
-    if (!t) {
+    if (row.windows && row.windows.length) {
+      /* --output-mode windows: the source row's windows, each with its own timeline. */
+      row.windows.forEach(function (w) {
+        var head = el("h4", "window", "Window " + w.window + " of " + w.windows +
+          " \u00b7 " + fmt(w.tokens) + " tokens" + (w.over ? ", over: " + w.over : ""));
+        panel.appendChild(head);
+        if (w.timeline) {
+          panel.appendChild(legend(w.timeline));
+          panel.appendChild(strip(w.timeline));
+          panel.appendChild(turnsTable(w.timeline));
+        }
+      });
+    } else if (!t) {
       panel.appendChild(el("div", "note", row.note || "no timeline for this row"));
     } else {
       panel.appendChild(legend(t));

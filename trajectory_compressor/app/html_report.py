@@ -91,7 +91,8 @@ def _row_data(r: ShownRow) -> dict[str, Any]:
     return {"id": None if r.id is None else str(r.id), "location": r.location,
             "reason": r.reason, "code": r.code, "failed": r.failed, "before": r.before,
             "after": r.after, "turns_before": r.turns_before, "turns_after": r.turns_after,
-            "timeline": r.timeline, "note": r.note, "detail": r.detail}
+            "timeline": r.timeline, "note": r.note, "detail": r.detail,
+            "windows": r.windows}
 
 
 # Header and figures

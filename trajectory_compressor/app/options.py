@@ -153,7 +153,8 @@ class SummarizerRows(Flags):
         "--emit-summarizer-rows", metavar="PATH", help="With --output-mode windows: also "
         "write one JSON line per summary made: the turns it replaced as the input, the "
         "summary as the assistant's answer, in the output's dialect (to fine-tune a "
-        "summarizer on your own data). Refuses to replace a file it did not write.")] = None
+        "summarizer on your own data). Local engine only (not --engine ray). Refuses to "
+        "replace a file it did not write.")] = None
 
     def overrides(self) -> dict[str, Any]:
         return {}  # a path of this run, not a setting

@@ -80,6 +80,9 @@ class ShownRow:
     timeline: dict[str, Any] | None = None
     note: str = ""
     detail: str = ""  # the numbers behind the reason, one line (`core.explain`)
+    # `--output-mode windows` (§20): the source row's windows found in the output, in
+    # order, each ``{"window", "windows", "tokens", "over", "timeline"}``
+    windows: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -157,8 +160,10 @@ def collect_report_data(report: RunReport, config: CompressionConfig, counter: T
     counts = {"rows": 0, "compressed": 0, "skipped": 0, "over": 0, "failed": 0}
     shown = [_shown(f) for f in report.rows[:max_rows]]
     flagged = report.rows[:max_rows]
-    # Rows the over-limit file does not hold are found in the output by id and metrics.
+    # Rows the over-limit file does not hold are found in the output by id and metrics;
+    # a windowed row's windows by their source id (§20).
     wanted: dict[Any, list[int]] = {}
+    windows_of = {str(f.id): i for i, f in enumerate(flagged) if f.id is not None}
     for i, f in enumerate(flagged):
         if f.row is not None:
             _attach(shown[i], f.row, f.metrics, config, counter)
@@ -180,6 +185,9 @@ def collect_report_data(report: RunReport, config: CompressionConfig, counter: T
         counts["rows"] += 1
         raw = row.get(METRICS_KEY)
         m = TrajectoryMetrics.from_dict(raw) if isinstance(raw, dict) else None
+        source = raw.get("source_id") if isinstance(raw, dict) and "window" in raw else None
+        if source is not None and source in windows_of and isinstance(raw, dict):
+            _attach_window(shown[windows_of[source]], row, raw, config, counter)
         waiting = wanted.get(row_id(row))
         if waiting:
             for k, i in enumerate(waiting):
@@ -217,7 +225,8 @@ def collect_report_data(report: RunReport, config: CompressionConfig, counter: T
             fidelity.add(ratio)
     count_unmetered()
     for i in (i for waiting in wanted.values() for i in waiting):
-        shown[i].note = "this row was not found in the output; no timeline"
+        if not shown[i].windows:
+            shown[i].note = "this row was not found in the output; no timeline"
     before, after = tokens.histograms()
     summary = metrics.get("summary") or {}
     recorded_sources = (metrics.get("summarization") or {}).get("summaries_by_source")
@@ -260,6 +269,21 @@ def reason_detail(code: str, numbers: dict[str, int]) -> str:
     return " \u00b7 ".join([code, *bits]) if code and bits else code
 
 
+def _attach_window(shown: ShownRow, row: Any, raw: dict[str, Any],
+                   config: CompressionConfig, counter: TokenCounter) -> None:
+    """One window of ``shown``'s source row, with its own timeline, in window order."""
+    try:
+        timeline = _timeline(row_turns(row, config), TrajectoryMetrics.from_dict(raw),
+                             config, counter)
+    except RowError:
+        timeline = None
+    shown.windows.append({
+        "window": raw.get("window"), "windows": raw.get("windows"),
+        "tokens": raw.get("compressed_tokens"), "over": raw.get("window_over") or "",
+        "trained_turns": raw.get("trained_turns"), "timeline": timeline})
+    shown.windows.sort(key=lambda w: w["window"] if isinstance(w["window"], int) else 0)
+
+
 def _attach(shown: ShownRow, row: Any, metrics: TrajectoryMetrics, config: CompressionConfig,
             counter: TokenCounter) -> None:
     try:
@@ -267,9 +291,14 @@ def _attach(shown: ShownRow, row: Any, metrics: TrajectoryMetrics, config: Compr
     except RowError as exc:
         shown.note = f"its turns cannot be read: {exc.reason}"
         return
+    shown.timeline = _timeline(turns, metrics, config, counter)
+
+
+def _timeline(turns: Trajectory, metrics: TrajectoryMetrics, config: CompressionConfig,
+              counter: TokenCounter) -> dict[str, Any]:
     timeline = build_timeline(turns, counter.count_many([t["value"] for t in turns]),
                               metrics, config)
-    shown.timeline = {
+    return {
         "target": timeline.target, "compressed": timeline.compressed,
         "total": timeline.total, "parts": timeline.tokens_by_part(),
         # [index, original start, original end, role, tokens, part, first line]

@@ -35,11 +35,14 @@ def _exact(ratio: float) -> float:
 
 # A window's `compression_metrics` keys (§20), after the others: its number, how many
 # windows its row became, the assistant tokens it trains, the row's id (null without
-# one) and the turns of the row it trains ({start_idx, end_idx}).
-WINDOW_KEYS = ("window", "windows", "trained_assistant_tokens", "source_id", "trained_turns")
-# What a windowed row adds to the aggregate: windows written, summaries made, assistant
-# tokens of the row and those trained over its windows.
-WINDOWED_KEYS = ("windows", "summaries", "assistant_tokens", "trained_assistant_tokens")
+# one), the turns of the row it trains ({start_idx, end_idx}) and, on a window over the
+# target only, why (which turns, how many tokens).
+WINDOW_KEYS = ("window", "windows", "trained_assistant_tokens", "source_id", "trained_turns",
+               "window_over")
+# What a windowed row adds to the aggregate: windows written, summaries made (and by
+# source), assistant tokens of the row and those trained over its windows.
+WINDOWED_KEYS = ("windows", "summaries", "summaries_by_source", "assistant_tokens",
+                 "trained_assistant_tokens")
 
 
 @dataclass
@@ -412,7 +415,11 @@ class AggregateMetrics:
         self.total_retries += m.retries
         self.prompt_tokens += m.prompt_tokens
         self.completion_tokens += m.completion_tokens
-        if m.summary_source in self.summaries_by_source:
+        made = (m.windowed or {}).get("summaries_by_source")
+        if made is not None and "window" not in (m.windowed or {}):
+            for source, n in made.items():  # a windowed row: one summary per window (§20)
+                self.summaries_by_source[source] = self.summaries_by_source.get(source, 0) + n
+        elif m.summary_source in self.summaries_by_source:
             self.summaries_by_source[m.summary_source] += 1
         self.summaries_truncated += m.summary_truncated
         for kind, n in m.errors_by_kind.items():
@@ -578,10 +585,16 @@ class AggregateMetrics:
             **({"windows": self.windows_summary()} if self.windowed_rows else {}),
         }
 
+    @property
+    def rows_out(self) -> int:
+        """Rows written for the rows read: each windowed row's windows (§20), one row for
+        every other."""
+        return self.total_trajectories - self.windowed_rows + self.windows_written
+
     def windows_summary(self) -> dict[str, Any]:
         """The metrics file's ``windows`` section (§20): rows in and out, windows and
         summaries made, and the share of the windowed rows' assistant tokens trained."""
-        rows_out = self.total_trajectories - self.windowed_rows + self.windows_written
+        rows_out = self.rows_out
         return {
             "windowed_rows": self.windowed_rows,
             "windows": self.windows_written,

@@ -84,8 +84,11 @@ def ladders(config: CompressionConfig, rows_after: Sequence[int] = (),
     token counts (``rows_after``: as the run leaves them; ``rows_before``: as read) above
     the target: at the largest, every row is under it."""
     out: dict[str, list[Remedy]] = {}
+    # Windows (§20) keep no protected tail and take no second pass: those remedies change
+    # nothing there.
+    windows = config.output_mode == "windows"
     last = config.protect_last_n_turns
-    if last > 0:
+    if last > 0 and not windows:
         values = sorted({v for v in (last - 1, last - 2, last // 2, last // 4, 1, 0)
                          if 0 <= v < last}, reverse=True)
         out[PROTECT_LAST] = [Remedy(PROTECT_LAST, ("--protect-last-n-turns", str(v)),
@@ -94,7 +97,7 @@ def ladders(config: CompressionConfig, rows_after: Sequence[int] = (),
         if getattr(config, f"protect_first_{role}"):
             out[f"first_{role}"] = [Remedy(f"first_{role}", (f"--no-protect-first-{role}",),
                                            ((f"protect_first_{role}", False),))]
-    if config.over_limit_strategy != "elide_tool_outputs":
+    if config.over_limit_strategy != "elide_tool_outputs" and not windows:
         out[ELIDE] = [Remedy(ELIDE, ("--over-limit-strategy", "elide_tool_outputs"),
                              (("over_limit_strategy", "elide_tool_outputs"),))]
     summary = config.summary_target_tokens

@@ -12,7 +12,10 @@ so the threshold tokens are the target (``context_length = target``, ``threshold
 and its tail budget is ``int(target x TAIL_RATIO)`` (the live default ``target_ratio``).
 Its tail walk (`overlap_start`) is the live ``boundaries.tail_start`` on the history so
 far; the context is shortened, whole groups at a time, only when it leaves no room for
-the next new turn (``Window.shrunk``).
+the next new turn (``Window.shrunk``). A window that the whole protected head leaves over
+the target, even with its summary cut to the least allowed, keeps only the row's opening
+system and task turns (`essential_head`) and summarizes the rest of the head with what
+follows, when that lets it fit; one that still does not fit says why in ``Window.over``.
 
 Every turn of the input is trained in exactly one window (its ``train`` region); the
 head and the context of windows 2..k are there as context and are marked not trained.
@@ -140,14 +143,27 @@ def _group_start(roles: Sequence[str], index: int, low: int, stop: int) -> int:
     return index
 
 
+def essential_head(roles: Sequence[str], head: int) -> int:
+    """The least head a window may keep: the system and task turns the row opens with
+    (the first call and its results, also protected, may then be summarized)."""
+    end = 0
+    while end < head and roles[end] in ("system", "human"):
+        end += 1
+    return end
+
+
 def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
-                 limits: WindowLimits, boundaries: Boundaries) -> list[Window]:
+                 limits: WindowLimits, boundaries: Boundaries,
+                 least_head: int | None = None) -> list[Window]:
     """The windows of a row with per-turn ``tokens`` and protected head ``[0, head)``.
 
     Each window trains at least one clean group of turns, so the plan always ends; a
     window that cannot fit even so (its head and summary, or one group alone, are over
-    the target) says why in ``over``. A row whose first window reaches its end gets one
-    window: windows cannot help it.
+    the target) says why in ``over``, naming its turns and their tokens. A window after
+    the first that does not fit with the whole head keeps only ``[0, least_head)`` (when
+    given and smaller), the rest of the head summarized with what follows, when that
+    lets it fit (``Window.head`` is then ``least_head``). A row whose first window reaches
+    its end gets one window: windows cannot help it.
     """
     n = len(roles)
     prefix = [0, *accumulate(tokens)]
@@ -176,6 +192,44 @@ def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
                 best = e
         return best
 
+    def place(number: int, keep: int, begin: int) -> Window:
+        """Window ``number``, training from ``begin``, with the head ``[0, keep)``."""
+        lowest = first_end(begin + 1)
+        head_plain = span(0, keep) + limits.extra
+        live = overlap_start(roles, tokens, keep, begin, limits.tail_budget)
+        # Context starts the live tail may shorten to: clean starts after the head, the
+        # new turns themselves last (only when they may open the window).
+        options = [c for c in range(max(live, keep + 1), begin) if starts[c]]
+        if starts[begin]:
+            options.append(begin)
+        if not options:  # nothing after the head can open the window: the latest
+            # clean start (the head's last turn: no summary then), else the new turns
+            options = [max((c for c in range(keep, begin) if starts[c]), default=begin)]
+        context = next((c for c in options
+                        if head_plain + limits.summary + span(c, lowest) <= target),
+                       options[-1])
+        summary = limits.summary
+        room = target - head_plain - span(context, lowest)
+        if room < summary and limits.min_summary is not None and room >= limits.min_summary:
+            summary = room  # a shorter summary, rather than a window over the target
+        base = head_plain + summary + span(context, begin)
+        end = fill(base, begin, lowest)
+        summarized = Region(keep, context) if context > keep else None
+        planned = base + span(begin, end) - (0 if summarized else summary + limits.extra)
+        over = ""
+        if planned > target:
+            over = (f"turns {begin}-{end - 1} ({span(begin, end)} tokens) after the "
+                    f"protected head (turns 0-{keep - 1}, {span(0, keep)} tokens)"
+                    + (f", the context (turns {context}-{begin - 1}, "
+                       f"{span(context, begin)} tokens)" if context < begin else "")
+                    + (f" and a summary of {summary} tokens" if summarized else "")
+                    + f" make {planned}, over the target {target}"
+                    + (f" (room for a summary: {max(room, 0)} tokens)" if summarized else ""))
+        return Window(number, keep, summarized, context, Region(begin, end), planned,
+                      assistant[end] - assistant[begin],
+                      span(keep, context) if summarized else 0,
+                      summary if summarized else 0, shrunk=context != live, over=over)
+
     lowest = first_end(max(head, 1))
     end = fill(0, 0, lowest)
     first_over = ""
@@ -184,39 +238,18 @@ def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
                       f"hold {span(0, end)} tokens, over the target {target}")
     windows = [Window(1, 0, None, 0, Region(0, end), span(0, end), assistant[end],
                       over=first_over)]
-    head_plain = span(0, head) + limits.extra
-    head_tokens = head_plain + limits.summary
     while end < n:
-        begin = end
-        lowest = first_end(begin + 1)
-        live = overlap_start(roles, tokens, head, begin, limits.tail_budget)
-        # Context starts the live tail may shorten to: clean starts after the head, the
-        # new turns themselves last (only when they may open the window).
-        options = [c for c in range(max(live, head + 1), begin) if starts[c]]
-        if starts[begin]:
-            options.append(begin)
-        if not options:  # nothing after the head can open the window: the latest
-            # clean start (the head's last turn: no summary then), else the new turns
-            options = [max((c for c in range(head, begin) if starts[c]), default=begin)]
-        context = next((c for c in options
-                        if head_tokens + span(c, lowest) <= target), options[-1])
-        summary = limits.summary
-        room = target - head_plain - span(context, lowest)
-        if room < summary and limits.min_summary is not None and room >= limits.min_summary:
-            summary = room  # a shorter summary, rather than a window over the target
-        base = head_plain + summary + span(context, begin)
-        end = fill(base, begin, lowest)
-        summarized = Region(head, context) if context > head else None
-        planned = base + span(begin, end) - (0 if summarized else summary + limits.extra)
-        over = ""
-        if planned > target:
-            over = (f"turns {begin}-{end - 1} with the protected head (turns 0-{head - 1}) "
-                    f"and the summary hold {planned} tokens, over the target {target}")
-        windows.append(Window(len(windows) + 1, head, summarized, context, Region(begin, end),
-                              planned, assistant[end] - assistant[begin],
-                              span(head, context) if summarized else 0,
-                              summary if summarized else 0,
-                              shrunk=context != live, over=over))
+        window = place(len(windows) + 1, head, end)
+        if window.over and least_head is not None and least_head < head:
+            smaller = place(window.number, least_head, end)
+            if not smaller.over:
+                window = smaller
+            else:
+                window = dataclasses.replace(window, over=(
+                    f"{window.over}; keeping only turns 0-{least_head - 1} of the head "
+                    f"({span(0, least_head)} tokens) it would hold {smaller.tokens}"))
+        windows.append(window)
+        end = window.train.end
     return windows
 
 
@@ -252,7 +285,8 @@ def windowed_plan(plan: Plan, roles: Sequence[str], tokens: Sequence[int], middl
     """``plan`` of a row over the target, made a windows plan (action ``compress`` with
     its `Window`s) when windows help: two or more, each trains something."""
     head = head_end(roles, middle_start)
-    windows = plan_windows(roles, tokens, head, limits, boundaries)
+    windows = plan_windows(roles, tokens, head, limits, boundaries,
+                           least_head=essential_head(roles, head))
     if len(windows) < 2:
         return plan
     over = next((w.over for w in windows if w.over), "")

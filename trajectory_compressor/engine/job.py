@@ -113,7 +113,9 @@ def check_summarizer_rows(options: RunOptions, config: CompressionConfig,
         raise ConfigError("--emit-summarizer-rows goes with --output-mode windows (the "
                           "summaries it records are the windows' summaries)")
     if config.engine != "local":
-        raise ConfigError("--emit-summarizer-rows runs on the local engine")
+        raise ConfigError("--emit-summarizer-rows runs on the local engine; with --engine "
+                          "ray, run without it (or compress on the local engine to get the "
+                          "summarizer rows)")
     taken = {p.resolve() for p in [*(i.path for i in inputs), *layout.outputs.values(),
                                     *(w.path for w in planned_writes(layout, config))]
              if isinstance(p, Path)}

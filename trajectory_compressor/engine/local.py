@@ -201,7 +201,7 @@ class Pipeline:
                       **({"gates": dict(self.options.gates)} if self.options.gates
                          else {}),
                       "committed": committed_record(self.layout.outputs.values(),
-                                                    self.metrics.total_trajectories),
+                                                    self.metrics.rows_out),
                       **({"remedies": remedies} if remedies is not None else {})}
             write_atomic(self.layout.metrics, jsonio.dumps_pretty(report))
         return RunResult(self.metrics, self.layout, writer.warnings, resumed=resume is not None)

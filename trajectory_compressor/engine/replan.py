@@ -222,7 +222,7 @@ class _Replan:
             return False  # whatever happens to the rest, the head alone is over
         plan = compressor.plan(row.turns, row.turn_tokens, row.dialect, row.distilled)
         elide = config.over_limit_strategy == "elide_tool_outputs"
-        if _cannot_fit(row, plan, target, elide):
+        if plan.windows is None and _cannot_fit(row, plan, target, elide):  # rows mode
             return False
         first = await self._first_pass(compressor, i, row, plan)
         if first.metrics.failed:

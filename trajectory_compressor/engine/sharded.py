@@ -239,7 +239,7 @@ class ShardedRun:
                       **({"gates": dict(self.options.gates)} if self.options.gates
                          else {}),
                       "committed": committed_record(self.layout.outputs.values(),
-                                                    metrics.total_trajectories)}
+                                                    metrics.rows_out)}
             write_atomic(self.layout.metrics, jsonio.dumps_pretty(report))
         self.layout.checkpoint.unlink(missing_ok=True)
         shutil.rmtree(self.parts, ignore_errors=True)

@@ -185,6 +185,10 @@ def _assemble(compressor: Any, row: Row, turns: Trajectory, plan: Plan,
             "source_id": source_id,
             "trained_turns": {"start_idx": window.train.start, "end_idx": window.train.end},
         }
+        if metrics.still_over_limit:  # why, located: planned over, or its summary ran long
+            metrics.windowed["window_over"] = window.over or (
+                f"{reasons.SUMMARY_OVERRAN.text}: the window holds {tokens} tokens, over "
+                f"the target {config.target_max_tokens}")
         if config.metrics_per_trajectory:
             new_row[METRICS_KEY] = metrics.to_dict()
         rows.append(new_row)
@@ -241,7 +245,12 @@ def _row_metrics(plan: Plan, turn_count: int, windows: list[TrajectoryMetrics]
                                               - metrics.turns_compressed_start_idx)
     assistant = plan.windows or ()
     trained = sum(w.trained_assistant_tokens for w in assistant)
+    by_source: dict[str, int] = {}
+    for m in summarized:
+        if m.summary_source is not None:
+            by_source[m.summary_source] = by_source.get(m.summary_source, 0) + 1
     metrics.windowed = {"windows": len(windows), "summaries": len(summarized),
+                        "summaries_by_source": by_source,
                         "assistant_tokens": trained, "trained_assistant_tokens": trained}
     return metrics
 

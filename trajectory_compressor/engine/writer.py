@@ -147,10 +147,9 @@ class RunWriter:
             if result.window_metrics is not None:  # which windows are over, and why (§20)
                 entry["id"] = result.window_metrics[0].windowed.get("source_id") \
                     if result.window_metrics[0].windowed else None
-                planned = {w.number: w.over for w in result.plan.windows or ()}
                 entry["windows_over"] = [
                     {"window": m.windowed["window"], "tokens": m.compressed_tokens,
-                     "why": planned.get(m.windowed["window"]) or reasons.SUMMARY_OVERRAN.text}
+                     "why": m.windowed.get("window_over") or reasons.SUMMARY_OVERRAN.text}
                     for m in result.window_metrics if m.still_over_limit and m.windowed]
             if not self.config.save_over_limit:
                 entry["trajectory"] = result.row

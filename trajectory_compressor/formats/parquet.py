@@ -95,6 +95,7 @@ METRICS_TYPE = pa.struct([
     ("trained_assistant_tokens", _INT),
     ("source_id", pa.string()),
     ("trained_turns", pa.struct([("start_idx", _INT), ("end_idx", _INT)])),
+    ("window_over", pa.string()),
 ])
 # The schema of an output whose input told nothing about its columns (e.g. all rejected).
 MINIMAL_SCHEMA = pa.schema([

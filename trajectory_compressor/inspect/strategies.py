@@ -60,8 +60,9 @@ class StrategyComparison:
     _compressors: dict[str, TrajectoryCompressor] = field(default_factory=dict, repr=False)
 
     async def add(self, base: TrajectoryCompressor, row: CountedRow) -> None:
-        """Each strategy's outcome for ``row`` (nothing for a row under the target)."""
-        if row.total <= base.config.target_max_tokens:
+        """Each strategy's outcome for ``row`` (nothing for a row under the target, nor in
+        windows output, which takes strategy summarize only)."""
+        if row.total <= base.config.target_max_tokens or base.config.output_mode == "windows":
             return
         for strategy in STRATEGIES:
             compressor = self._compressor(base, strategy)
