@@ -57,6 +57,7 @@ def test_compress_at_the_threshold_not_below():
     (1000, 1200, 1),  # grew
     (1000, 100, 0),
     (0, 0, 1),  # nothing to save from: no savings
+    (1, 0, 0),  # one token, all of it saved
 ])
 def test_record_pass_counts_passes_that_saved_under_a_tenth(before, after, ineffective):
     trigger = Trigger(500)
