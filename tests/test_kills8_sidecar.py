@@ -7,7 +7,9 @@ a damaged metrics file named with what is wrong, the run's recorded settings, an
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,27 @@ def test_read_metrics_names_the_file_and_what_is_wrong(tmp_path, text, said):
     assert "delete it or compress again" in str(caught.value)
 
 
+def test_read_metrics_of_no_regular_file_is_an_input_error(tmp_path):
+    folder = tmp_path / "out_metrics.json"
+    folder.mkdir()
+    with pytest.raises(InputError, match="not a regular file"):
+        read_metrics(folder)
+
+
+def test_read_metrics_that_cannot_be_opened_is_an_input_error(tmp_path, monkeypatch):
+    # A Unix socket: it exists, and opening it fails (ENXIO) before any type check.
+    monkeypatch.chdir(tmp_path)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind("out_metrics.json")
+        with pytest.raises(InputError) as caught:
+            read_metrics(tmp_path / "out_metrics.json")
+    finally:
+        server.close()
+    assert str(caught.value) == (f"cannot read the metrics file {tmp_path / 'out_metrics.json'}"
+                                 ": No such device or address")
+
+
 @pytest.mark.parametrize("change, said", [
     ({"tokens": []}, "'tokens' is a list, not an object"),
     ({"run": 3}, "'run' is a number, not an object"),
@@ -90,6 +113,8 @@ def test_read_metrics_names_the_file_and_what_is_wrong(tmp_path, text, said):
     ({"summary": {"trajectories_failed": 1.5}}, "summary.trajectories_failed is 1.5, not a count"),
     ({"summarization": {"summaries_by_source": []}},
      "summarization.summaries_by_source is a list, not an object"),
+    ({"over_limit": {"reasons": ["no_split"]}}, "over_limit.reasons is a list, not an object"),
+    ({"over_limit": {"reasons": "no_split"}}, "over_limit.reasons is a string, not an object"),
     ({"over_limit": {"reasons": {"no_split": "many"}}},
      "over_limit.reasons.no_split is 'many', not a count"),
     ({"over_limit": {"reasons": {"no_split": True}}},
@@ -340,3 +365,9 @@ def test_describe_without_a_template_file():
                                                token_counting="chat_template"), None, "here")
     assert settings.describe() == (f"target 12,000, summary 750, counting chat_template, "
                                    f"tokenizer {CompressionConfig().tokenizer_name}; here")
+
+
+def test_check_settings_are_frozen(tmp_path):
+    found = check_settings(tmp_path / "out.jsonl", None, {}, DEFAULT)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        found.origin = "elsewhere"  # type: ignore[misc]
