@@ -218,3 +218,12 @@ def test_message_tokens_from_the_estimate_a_callable_or_a_counter():
     hits = counter.memo_hits
     real.count_texts(["hello world"])
     assert counter.memo_hits == hits + 1
+
+
+def test_a_counter_counts_the_texts_in_one_batch():
+    # One count_many call: a text repeated in the batch is two copies not in the memo when
+    # asked for (text by text, the second copy would be a memo hit).
+    counter = TokenCounter(backend=load_bundled_backend())
+    tokens = MessageTokens(counter)
+    assert tokens.count_texts(["same text", "same text"]) == [counter.count("same text")] * 2
+    assert (counter.encoded_texts, counter.memo_hits) == (2, 1)
