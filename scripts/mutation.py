@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mutation testing of every module of the core and the edges (issues 20 and 26).
+"""Mutation testing of every module of the package's subpackages (issues 20, 26 and 40).
 
 One small bug at a time: each mutant changes one site of one module, in a private copy of
 the project, and the tests that run that site run against it (``pytest -x``, a per-mutant
@@ -118,9 +118,11 @@ SCRIPT = Path(__file__).resolve()
 PACKAGE = "trajectory_compressor"
 # Every kill on record, for the module texts they were run on (scripts/mutation_status.py).
 KEPT = ROOT / "scripts" / "mutation-results.jsonl.gz"
-# What issue 26 item 5 asks to measure: every module of these subpackages, and the gates.
-SCOPE_DIRS = ("core", "dialects", "counting", "formats", "summarizers", "engine", "inspect")
-SCOPE_FILES = ("app/gates.py",)
+# What issue 26 item 5 and issue 40 item 8 ask to measure: every module of these subpackages
+# (app/ and live/ since issue 40; before it, of app/ only app/gates.py).
+SCOPE_DIRS = ("core", "dialects", "counting", "formats", "summarizers", "engine", "inspect",
+              "app", "live")
+SCOPE_FILES: tuple[str, ...] = ()
 CACHE = ROOT / ".mutation-cache"
 # The in-process tests: the ones the coverage map is built from (tests/conftest.py sorts
 # every test that starts no process, Ray, llama.cpp or browser into `quick`).
@@ -1230,7 +1232,7 @@ class Results:
 # -- the command ----------------------------------------------------------------------------
 
 def scope_modules() -> list[str]:
-    """Every module issue 26 item 5 asks about."""
+    """Every module issues 26 (item 5) and 40 (item 8) ask about."""
     package = ROOT / PACKAGE
     found = [p.relative_to(package).as_posix() for d in SCOPE_DIRS
              for p in sorted((package / d).rglob("*.py")) if "__pycache__" not in p.parts]
@@ -1312,8 +1314,8 @@ def main(argv: list[str] | None = None) -> int:
         return _coverage_run(Path(argv[1]), Path(argv[2]), argv[3])
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("modules", nargs="*", help="modules under trajectory_compressor/ "
-                        "(default: every module of " + ", ".join(SCOPE_DIRS) + " and "
-                        + ", ".join(SCOPE_FILES) + ")")
+                        "(default: every module of " + ", ".join([*SCOPE_DIRS, *SCOPE_FILES])
+                        + ")")
     parser.add_argument("--sample", type=int, default=0,
                         help="run this many mutants per module, drawn with --seed (0: all)")
     parser.add_argument("--seed", type=int, default=0)
