@@ -20,8 +20,10 @@ the tokenizer itself, and a tokenizer that fails counts long texts whole.
 
 from __future__ import annotations
 
+import json
+import re
 import string
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import pairwise
 
 _DIGITS = frozenset(string.digits)
@@ -103,3 +105,68 @@ def pieces_add_up(count_many: Callable[[list[str]], list[int]]) -> bool:
     parts = [PROBE[a:b] for a, b in pairwise(bounds)]
     counts = count_many([PROBE, *parts])
     return counts[0] == sum(counts[1:])
+
+
+# -- tiles: where a text's edits can be counted alone ---------------------------------
+#
+# A text cut into tiles, each ending after an ASCII letter run before any other ASCII
+# character, or after an ASCII digit run before an ASCII non-digit. The bundled
+# tokenizer's pre-tokens holding a letter end at the letter run's end (`[A-Za-z]+` and
+# `[\p{L}\p{M}]+` are the only ones that hold letters, and take them last), and its
+# first pre-tokenizer isolates digit runs; what starts a pre-token depends only on the
+# text after it, so no pre-token spans such a cut. Added tokens (``<think>``) are
+# matched before any pre-tokenizer: a tile never ends inside one. Two similar texts
+# then differ in a few tiles, and one's count is the other's plus theirs (`tile_delta`).
+
+_RUN = r"(?:[A-Za-z]++|[0-9]++)"
+
+
+def _tile_end(text: str, at: int) -> bool:
+    """Whether a tile may end before ``text[at]`` (both characters looked at)."""
+    before, after = text[at - 1], text[at]
+    if not (before.isascii() and after.isascii()):
+        return False
+    if before in _DIGITS:
+        return after not in _DIGITS
+    return before.isalpha() and not after.isalpha()
+
+
+def tile_pattern(added: Iterable[tuple[str, bool]]) -> re.Pattern[str] | None:
+    """The pattern of `tiles` for a tokenizer whose added tokens are ``added`` (content,
+    whether it matches only as a single word), or None when they cannot be kept whole:
+    a single-word token (its match depends on its neighbours), or one with a tile end
+    inside it that starts with a letter, a digit or a non-ASCII character."""
+    atoms: list[str] = []
+    for content, single_word in added:
+        if single_word:
+            return None
+        if not any(_tile_end(content, at) for at in range(1, len(content))):
+            continue  # no tile can end inside it
+        if not content[0].isascii() or content[0].isalnum():
+            return None
+        atoms.append(content)
+    firsts = "".join(sorted({re.escape(a[0]) for a in atoms}))
+    if atoms:
+        alternatives = "|".join(map(re.escape, sorted(atoms, key=len, reverse=True)))
+        other = f"(?:[^0-9A-Za-z{firsts}]|{alternatives}|[{firsts}])"
+    else:
+        other = "[^0-9A-Za-z]"
+    return re.compile(rf"{other}*+{_RUN}(?:[^\x00-\x7f]++{other}*+{_RUN})*+"
+                      rf"(?![^\x00-\x7f])|[\s\S]+")
+
+
+def tiles(text: str, pattern: re.Pattern[str]) -> list[str]:
+    """``text`` cut into tiles by ``pattern`` (`tile_pattern`); they join to ``text``."""
+    return pattern.findall(text)
+
+
+def tiles_add_up(count_many: Callable[[list[str]], list[int]], pattern: re.Pattern[str],
+                 added: Iterable[str] = ()) -> bool:
+    """Whether a tokenizer's counts of `PROBE` (as it is, JSON-escaped, and with the
+    added tokens ``added`` among its words) add up over their tiles."""
+    probes = [PROBE, json.dumps(PROBE), " ".join(["x1", *added, "a.", PROBE[:200]])]
+    parts = [tiles(probe, pattern) for probe in probes]
+    counts = iter(count_many([*probes, *(t for p in parts for t in p)]))
+    wholes = [next(counts) for _ in probes]
+    return all(whole == sum(next(counts) for _ in part)
+               for whole, part in zip(wholes, parts, strict=True))
