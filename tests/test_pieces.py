@@ -14,11 +14,10 @@ from trajectory_compressor.core import fidelity
 from trajectory_compressor.counting import pieces as pieces_module
 from trajectory_compressor.counting import tokens
 from trajectory_compressor.counting.pieces import (
+    Tiler,
     pieces,
     pieces_add_up,
     safe_cut,
-    tile_pattern,
-    tiles,
     tiles_add_up,
 )
 
@@ -167,14 +166,15 @@ def _tokens(counter, text):
     ("café ok. x", ["café ok", ". x"]),                # no end next to a non-ASCII letter
     ("a\u0301b c", ["a\u0301b", " c"]),                # ... nor before a combining mark
     ("1²3 x", ["1²3", " x"]),                          # ... nor next to a non-ASCII digit
-    ("say <think>hi</think> ok", ["say", " <think>hi", "</think> ok"]),  # added tokens whole
-    ("<|EOT|>x y", ["<|EOT|>x", " y"]),
     ("end.\n", ["end", ".\n"]),                        # trailing punctuation: the last tile
+    ("say <think>hi</think> ok", ["say <think>hi</think> ok"]),  # an added token: whole
+    ("<|EOT|>x y", ["<|EOT|>x y"]),
+    ("<｜User｜>x y", ["<｜User｜>x", " y"]),            # no tile could end inside that one
 ])
 def test_tiles_by_hand(counter, text, expected):
-    pattern = counter._tile_pattern()
-    assert pattern is not None
-    assert tiles(text, pattern) == expected
+    tiler = counter._tiler()
+    assert tiler is not None
+    assert tiler(text) == expected
 
 
 _TILE_ALPHABET = st.one_of(st.sampled_from(list(_ALPHABET + "\r\\\x1b\u27ea\u27eb\u00d7")),
@@ -185,7 +185,7 @@ _TILE_ALPHABET = st.one_of(st.sampled_from(list(_ALPHABET + "\r\\\x1b\u27ea\u27e
 @settings(max_examples=examples(300), deadline=None)
 @given(st.lists(_TILE_ALPHABET, max_size=400).map("".join))
 def test_tile_counts_add_up_to_the_whole_with_the_bundled_tokenizer(counter, text):
-    parts = tiles(text, counter._tile_pattern())
+    parts = counter._tiler()(text)
     assert "".join(parts) == text
     assert sum(_tokens(counter, p) for p in parts) == _tokens(counter, text)
 
@@ -204,7 +204,7 @@ def test_count_pairs_equals_counting_both_texts_whole(counter):
 
 def test_count_pairs_encodes_the_edit_not_the_original(counter, monkeypatch):
     fresh = tokens.TokenCounter(counter.tokenizer)
-    fresh._tile_pattern()  # its probe checked before the calls are recorded
+    fresh._tiler()  # its probe checked before the calls are recorded
     before = "".join(f"line {i} of a long log that stays as it was\n" for i in range(300))
     after = "⟪×2⟫ dropped\n" + before[: len(before) // 2]
     seen: list[str] = []
@@ -215,18 +215,24 @@ def test_count_pairs_encodes_the_edit_not_the_original(counter, monkeypatch):
     assert before not in seen and sum(map(len, seen)) < len(before)
 
 
-@pytest.mark.parametrize("added", [
-    [("<x>", True)],          # single-word: its match depends on its neighbours
-    [("ab>", False)],         # a tile could end inside, and it starts with a letter
-    [("｜ab>", False)],       # ... or with a non-ASCII character
-])
-def test_added_tokens_that_tiles_cannot_keep_whole_turn_tiles_off(added):
-    assert tile_pattern(added) is None
+def test_a_single_word_added_token_turns_tiles_off():
+    # Its match depends on its neighbours: a cut next to it could change whether it is one.
+    assert Tiler.of([("<x>", True)]) is None
+    assert Tiler.of([("<x>", False)]) is not None
 
 
-def test_a_tokenizer_whose_counts_do_not_add_up_over_tiles_counts_pairs_whole(counter):
-    pattern = tile_pattern([])
-    assert pattern is not None
-    assert not tiles_add_up(lambda texts: [len(t.split()) + 1 for t in texts], pattern)
-    # A pattern blind to the added tokens cuts ``<think>`` after "think": the probe sees it.
-    assert not tiles_add_up(counter._encode_slice, pattern, ["<think>"])
+def test_a_tokenizer_whose_counts_do_not_add_up_over_tiles_fails_the_check(counter):
+    assert not tiles_add_up(lambda texts: [len(t.split()) + 1 for t in texts], Tiler())
+    assert tiles_add_up(counter._encode_slice, Tiler())
+
+
+def test_a_tokenizer_without_tiles_counts_pairs_whole(counter, monkeypatch):
+    monkeypatch.setattr(tokens, "tiles_add_up", lambda count_many, tiler: False)
+    fresh = tokens.TokenCounter(counter.tokenizer)
+    before, after = "a b c " * 50, "a b c " * 20
+    seen: list[str] = []
+    real = fresh._encode_texts
+    monkeypatch.setattr(fresh, "_encode_texts", lambda texts: seen.extend(texts) or real(texts))
+    assert fresh.count_pairs([(before, after)]) == [(_tokens(counter, before),
+                                                     _tokens(counter, after))]
+    assert before in seen

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..core.config import BUNDLED_TOKENIZER
 from ..core.errors import TokenizerError
-from .pieces import pieces, pieces_add_up, tile_pattern, tiles, tiles_add_up
+from .pieces import Tiler, pieces, pieces_add_up, tiles_add_up
 
 # transformers prints advisory warnings (e.g. "PyTorch was not found") on import; a CLI
 # that only counts tokens has no use for them.
@@ -138,7 +138,7 @@ class TokenCounter:
         self.encoded_texts = 0
         self.memo_hits = 0
         self._piecewise: bool | None = None  # whether long texts may be counted in pieces
-        self._tiles: re.Pattern[str] | bool | None = False  # `_tile_pattern`, False: not yet
+        self._tiles: Tiler | bool | None = False  # `_tiler`, False: not decided yet
         self._tile_memo: dict[int, int] = {}
 
     @classmethod
@@ -203,14 +203,14 @@ class TokenCounter:
         two has, when this tokenizer's counts add up over tiles and that encodes fewer
         characters than ``before`` whole (exact either way)."""
         afters = self.count_many([after for _, after in pairs])
-        pattern = self._tile_pattern()
-        if pattern is None:
+        tiler = self._tiler()
+        if tiler is None:
             return list(zip(self.count_many([before for before, _ in pairs]), afters,
                             strict=True))
         edits: list[dict[str, int] | None] = []
         for before, after in pairs:
-            tally = Counter(tiles(before, pattern))
-            tally.subtract(tiles(after, pattern))
+            tally = Counter(tiler(before))
+            tally.subtract(tiler(after))
             edit = {tile: n for tile, n in tally.items() if n}
             cost = sum(map(len, edit))
             edits.append(edit if cost < len(before) else None)
@@ -221,19 +221,18 @@ class TokenCounter:
                  else after + sum(counts[hash(tile)] * n for tile, n in edit.items()), after)
                 for edit, after in zip(edits, afters, strict=True)]
 
-    def _tile_pattern(self) -> re.Pattern[str] | None:
-        """The `counting.pieces.tile_pattern` of this tokenizer when its counts add up
-        over tiles (checked once, on a probe), else None."""
+    def _tiler(self) -> Tiler | None:
+        """The `counting.pieces.Tiler` of this tokenizer when its counts add up over
+        tiles (checked once, on a probe), else None."""
         if self._tiles is False:
             self._tiles = None
             decoder = getattr(self._backend, "get_added_tokens_decoder", None)
             if callable(decoder):
-                added = [(str(t.content), bool(t.single_word)) for t in decoder().values()]
-                pattern = tile_pattern(added)
-                if pattern is not None and tiles_add_up(
-                        self._encode_slice, pattern, [content for content, _ in added]):
-                    self._tiles = pattern
-        return self._tiles if isinstance(self._tiles, re.Pattern) else None
+                tiler = Tiler.of((str(t.content), bool(t.single_word))
+                                 for t in decoder().values())
+                if tiler is not None and tiles_add_up(self._encode_slice, tiler):
+                    self._tiles = tiler
+        return self._tiles if isinstance(self._tiles, Tiler) else None
 
     def _count_tiles(self, texts: set[str]) -> dict[int, int]:
         """Counts of ``texts`` by their hash, from a memo of their own (tiles repeat
