@@ -86,6 +86,9 @@ def measure(counter: TokenCounter, rows: list[list[str | None]]) -> dict[str, An
     failures = invented = outputs_total = untouched = turns_total = turns_untouched = 0
     cpu = {"off": 0.0, "safe": 0.0, "baseline": 0.0}
     by_rule: dict[str, dict[str, int]] = {"safe": {}, "all": {}}
+    # One fresh counter per method for the whole set, as a CLI run has one: its memo and
+    # the tiles' one-off check (`TokenCounter.count_pairs`) are paid once.
+    fresh = {method: TokenCounter.load() for method in cpu}
     for texts in rows:
         originals = tool_outputs(texts)
         kinds = [kind(o) for o in originals]
@@ -114,18 +117,17 @@ def measure(counter: TokenCounter, rows: list[list[str | None]]) -> dict[str, An
             untouched += not distill_output(o, "safe", memory)
         # In-process CPU of the skip path's extra work, each with a fresh count memo.
         turns = [t for t in texts if t is not None]
-        for method in cpu:
-            fresh = TokenCounter.load()
+        for method, counter_of in fresh.items():
             start = time.process_time()
             if method == "safe":
-                out, _ = distill_turns(texts, "safe", fresh.count_many,
-                                       count_pairs=fresh.count_pairs)
-                fresh.count_many([t for t in out if t is not None])
+                out, _ = distill_turns(texts, "safe", counter_of.count_many,
+                                       count_pairs=counter_of.count_pairs)
+                counter_of.count_many([t for t in out if t is not None])
             elif method == "baseline":
-                fresh.count_many(turns)
-                fresh.count_many(baseline_outputs(originals))
+                counter_of.count_many(turns)
+                counter_of.count_many(baseline_outputs(originals))
             else:
-                fresh.count_many(turns)
+                counter_of.count_many(turns)
             cpu[method] += time.process_time() - start
     total = sum(before.values())
     result: dict[str, Any] = {"rows": len(rows), "tool_outputs": outputs_total,
