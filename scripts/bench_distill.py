@@ -1,6 +1,6 @@
 """Distill (§18) round 2: `safe` and `all` against `off` and a 50-line baseline.
 
-    .venv/bin/python scripts/bench_distill.py [--runs 3] [--skip-rows 2000]
+    .venv/bin/python scripts/bench_distill.py [--runs 3] [--skip-rows 2000 (0: none)]
         [--real /work/realdata/sweagent.jsonl] [--json PATH]
 
 Figures (BENCHMARKS.md "Distill, round 2"), per data set (the terminal-heavy sample
@@ -13,9 +13,9 @@ them; their text is never written anywhere):
 - reconstruction failures: `safe` rows whose outputs do not read back (`verify_turns`),
   and outputs where the baseline's "what the terminal showed" (ANSI stripped, last CR
   segment) is not what a terminal showed (`terminal_view`);
-- the share of tool outputs `safe` leaves as they are (the early exit), and in-process
-  CPU of counting the tool turns (`off`) against distilling them and counting the result
-  (`safe`, baseline);
+- the share of tool outputs and of tool turns `safe` leaves as they are (the early
+  exit), and in-process CPU of counting the tool turns (`off`) against distilling them
+  and counting the result (`safe` as the CLI counts it, baseline);
 - the CLI's skip path (every row under the target), `off` against `safe`, runs
   interleaved, CPU seconds of the process: on bench.py's plain rows, the terminal sample
   and the real set.
@@ -83,9 +83,12 @@ def kind(output: str) -> str:
 def measure(counter: TokenCounter, rows: list[list[str | None]]) -> dict[str, Any]:
     before: dict[str, int] = {}
     after: dict[str, dict[str, int]] = {m: {} for m in METHODS}
-    failures = invented = outputs_total = untouched = 0
+    failures = invented = outputs_total = untouched = turns_total = turns_untouched = 0
     cpu = {"off": 0.0, "safe": 0.0, "baseline": 0.0}
     by_rule: dict[str, dict[str, int]] = {"safe": {}, "all": {}}
+    # One fresh counter per method for the whole set, as a CLI run has one: its memo and
+    # the tiles' one-off check (`TokenCounter.count_pairs`) are paid once.
+    fresh = {method: TokenCounter.load() for method in cpu}
     for texts in rows:
         originals = tool_outputs(texts)
         kinds = [kind(o) for o in originals]
@@ -100,8 +103,11 @@ def measure(counter: TokenCounter, rows: list[list[str | None]]) -> dict[str, An
                     by_rule[method][rule] = by_rule[method].get(rule, 0) \
                         + saving.tokens_before - saving.tokens_after
                 done = tool_outputs(out)
-                if method == "safe" and verify_turns(texts, out) is not None:
-                    failures += 1
+                if method == "safe":
+                    failures += verify_turns(texts, out) is not None
+                    pairs = [(a, b) for a, b in zip(texts, out, strict=True) if a is not None]
+                    turns_total += len(pairs)
+                    turns_untouched += sum(a == b for a, b in pairs)
             for k, n in zip(kinds, counter.count_many(done), strict=True):
                 after[method][k] = after[method].get(k, 0) + n
         invented += sum(shown_by_baseline(o) != terminal_view(o) for o in originals)
@@ -111,17 +117,17 @@ def measure(counter: TokenCounter, rows: list[list[str | None]]) -> dict[str, An
             untouched += not distill_output(o, "safe", memory)
         # In-process CPU of the skip path's extra work, each with a fresh count memo.
         turns = [t for t in texts if t is not None]
-        for method in cpu:
-            fresh = TokenCounter.load()
+        for method, counter_of in fresh.items():
             start = time.process_time()
             if method == "safe":
-                out, _ = distill_turns(texts, "safe", fresh.count_many)
-                fresh.count_many([t for t in out if t is not None])
+                out, _ = distill_turns(texts, "safe", counter_of.count_many,
+                                       count_pairs=counter_of.count_pairs)
+                counter_of.count_many([t for t in out if t is not None])
             elif method == "baseline":
-                fresh.count_many(turns)
-                fresh.count_many(baseline_outputs(originals))
+                counter_of.count_many(turns)
+                counter_of.count_many(baseline_outputs(originals))
             else:
-                fresh.count_many(turns)
+                counter_of.count_many(turns)
             cpu[method] += time.process_time() - start
     total = sum(before.values())
     result: dict[str, Any] = {"rows": len(rows), "tool_outputs": outputs_total,
@@ -136,7 +142,10 @@ def measure(counter: TokenCounter, rows: list[list[str | None]]) -> dict[str, An
         result[method]["turn_tokens_saved_by_rule"] = dict(sorted(rules.items()))
     result["safe"]["rows_not_reading_back"] = failures
     result["baseline"]["outputs_shown_wrong"] = invented
+    # The early exit: outputs no rule changed, and tool turns written as they came.
     result["safe"]["outputs_left_as_they_are"] = round(untouched / max(outputs_total, 1), 4)
+    result["safe"]["tool_turns_left_as_they_are"] = round(
+        turns_untouched / max(turns_total, 1), 4)
     result["in_process_cpu_vs_off"] = {m: round(cpu[m] / cpu["off"], 3) for m in cpu}
     return result
 
@@ -183,7 +192,8 @@ def skip_path(work: Path, data: Path, runs: int, name: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--skip-rows", type=int, default=2000)
+    parser.add_argument("--skip-rows", type=int, default=2000,
+                        help="bench.py's plain rows for the skip path (0: none)")
     parser.add_argument("--real", type=Path, help="real trajectories (any dialect)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -194,8 +204,9 @@ def main() -> None:
         results[name] = measure(counter, tool_texts(path))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        plain = write_jsonl(work / "skip.jsonl", unique_rows(args.skip_rows, 1))
-        results["skip_plain"] = skip_path(work, plain, args.runs, "plain")
+        if args.skip_rows:
+            plain = write_jsonl(work / "skip.jsonl", unique_rows(args.skip_rows, 1))
+            results["skip_plain"] = skip_path(work, plain, args.runs, "plain")
         for name, path in sets.items():
             results[f"skip_{name}"] = skip_path(work, path, args.runs, name)
     results["load_average_after"] = os.getloadavg()

@@ -449,8 +449,8 @@ def verified(cfg: CompressionConfig, _tmp: Path) -> Any:
     from trajectory_compressor.core import distill_row
     from trajectory_compressor.engine import compressor as compressor_module
 
-    def lossy(texts: Any, level: str, count_many: Any) -> Any:
-        out, stats = distill_row.distill_turns(texts, level, count_many)
+    def lossy(texts: Any, level: str, count_many: Any, **counts: Any) -> Any:
+        out, stats = distill_row.distill_turns(texts, level, count_many, **counts)
         return [t if t is None else t.split("\n", 1)[-1] for t in out], stats
 
     row = {"id": "v", "conversations": [

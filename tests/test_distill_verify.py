@@ -43,9 +43,9 @@ def config(verify: bool) -> CompressionConfig:
                              summary_target_tokens=50, distill="safe", verify_distill=verify)
 
 
-def lossy_distill(texts, level, count_many):
+def lossy_distill(texts, level, count_many, **counts):
     """The real rules, then one line of each changed turn dropped: a rule with a bug."""
-    out, stats = distill_row.distill_turns(texts, level, count_many)
+    out, stats = distill_row.distill_turns(texts, level, count_many, **counts)
     return [t if t is None or t == o else t.split("\n", 1)[-1]
             for t, o in zip(out, texts, strict=True)], stats
 

@@ -13,7 +13,13 @@ from tests.property_budget import examples
 from trajectory_compressor.core import fidelity
 from trajectory_compressor.counting import pieces as pieces_module
 from trajectory_compressor.counting import tokens
-from trajectory_compressor.counting.pieces import pieces, pieces_add_up, safe_cut
+from trajectory_compressor.counting.pieces import (
+    Tiler,
+    pieces,
+    pieces_add_up,
+    safe_cut,
+    tiles_add_up,
+)
 
 
 @pytest.mark.parametrize(("text", "at", "expected"), [
@@ -144,3 +150,89 @@ def test_items_of_a_long_text_equal_those_found_in_one_pass(monkeypatch):
     monkeypatch.setattr(fidelity, "_BLOCK_CHARS", 100)
     assert list(fidelity._free_text_items(text)) == whole
     assert len(whole) > 300
+
+
+# Tiles (`counting.pieces.tiles`): how `TokenCounter.count_pairs` counts a turn from its
+# distilled form and the pieces that differ. The oracle is the tokenizer on the whole text.
+
+def _tokens(counter, text):
+    return len(counter.tokenizer.encode(text, add_special_tokens=False)) if text else 0
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("word word", ["word", " word"]),                  # a letter run ends before a space
+    ("abc123def", ["abc", "123", "def"]),              # digit runs stand alone
+    ("x=1.5", ["x", "=1", ".5"]),                      # punctuation stays with what follows
+    ("café ok. x", ["café ok", ". x"]),                # no end next to a non-ASCII letter
+    ("a\u0301b c", ["a\u0301b", " c"]),                # ... nor before a combining mark
+    ("1²3 x", ["1²3", " x"]),                          # ... nor next to a non-ASCII digit
+    ("end.\n", ["end", ".\n"]),                        # trailing punctuation: the last tile
+    ("say <think>hi</think> ok", ["say <think>hi</think> ok"]),  # an added token: whole
+    ("<|EOT|>x y", ["<|EOT|>x y"]),
+    ("<｜User｜>x y", ["<｜User｜>x", " y"]),            # no tile could end inside that one
+])
+def test_tiles_by_hand(counter, text, expected):
+    tiler = counter._tiler()
+    assert tiler is not None
+    assert tiler(text) == expected
+
+
+_TILE_ALPHABET = st.one_of(st.sampled_from(list(_ALPHABET + "\r\\\x1b\u27ea\u27eb\u00d7")),
+                           st.sampled_from(["<think>", "</think>", "<|EOT|>", "<｜/table>｜",
+                                            "<dsml:", "<｜User｜>", "\\n", "\\u001b[0m"]))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(_TILE_ALPHABET, max_size=400).map("".join))
+def test_tile_counts_add_up_to_the_whole_with_the_bundled_tokenizer(counter, text):
+    parts = counter._tiler()(text)
+    assert "".join(parts) == text
+    assert sum(_tokens(counter, p) for p in parts) == _tokens(counter, text)
+
+
+def test_count_pairs_equals_counting_both_texts_whole(counter):
+    log = "".join(f"\x1b[32m2024-11-23 12:{i:02d} step {i} ok\x1b[0m\n" for i in range(60))
+    pairs = [(log, log.replace("\x1b[32m", "").replace("\x1b[0m", "")),  # a few tiles differ
+             ("<think>a b</think>" * 3, "⟪×3⟫ <think>a b</think>"),
+             ("short", "a wholly different text, longer than the first")]  # counted whole
+    fresh = tokens.TokenCounter(counter.tokenizer)
+    assert fresh.count_pairs(pairs) == [(_tokens(counter, a), _tokens(counter, b))
+                                        for a, b in pairs]
+    # The tiles' counts come from their own memo: a second call agrees.
+    assert fresh.count_pairs(pairs) == fresh.count_pairs(pairs[::-1])[::-1]
+
+
+def test_count_pairs_encodes_the_edit_not_the_original(counter, monkeypatch):
+    fresh = tokens.TokenCounter(counter.tokenizer)
+    fresh._tiler()  # its probe checked before the calls are recorded
+    before = "".join(f"line {i} of a long log that stays as it was\n" for i in range(300))
+    after = "⟪×2⟫ dropped\n" + before[: len(before) // 2]
+    seen: list[str] = []
+    real = fresh._encode_texts
+    monkeypatch.setattr(fresh, "_encode_texts", lambda texts: seen.extend(texts) or real(texts))
+    [(n_before, n_after)] = fresh.count_pairs([(before, after)])
+    assert (n_before, n_after) == (_tokens(counter, before), _tokens(counter, after))
+    assert before not in seen and sum(map(len, seen)) < len(before)
+
+
+def test_a_single_word_added_token_turns_tiles_off():
+    # Its match depends on its neighbours: a cut next to it could change whether it is one.
+    assert Tiler.of([("<x>", True)]) is None
+    assert Tiler.of([("<x>", False)]) is not None
+
+
+def test_a_tokenizer_whose_counts_do_not_add_up_over_tiles_fails_the_check(counter):
+    assert not tiles_add_up(lambda texts: [len(t.split()) + 1 for t in texts], Tiler())
+    assert tiles_add_up(counter._encode_slice, Tiler())
+
+
+def test_a_tokenizer_without_tiles_counts_pairs_whole(counter, monkeypatch):
+    monkeypatch.setattr(tokens, "tiles_add_up", lambda count_many, tiler: False)
+    fresh = tokens.TokenCounter(counter.tokenizer)
+    before, after = "a b c " * 50, "a b c " * 20
+    seen: list[str] = []
+    real = fresh._encode_texts
+    monkeypatch.setattr(fresh, "_encode_texts", lambda texts: seen.extend(texts) or real(texts))
+    assert fresh.count_pairs([(before, after)]) == [(_tokens(counter, before),
+                                                     _tokens(counter, after))]
+    assert before in seen

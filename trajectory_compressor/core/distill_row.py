@@ -29,6 +29,7 @@ from .terminal_view import terminal_view
 
 _OPEN, _CLOSE = "<tool_response>", "</tool_response>"
 CountMany = Callable[[list[str]], list[int]]
+CountPairs = Callable[[list[tuple[str, str]]], list[tuple[int, int]]]
 
 
 @dataclass
@@ -212,10 +213,13 @@ def with_outputs(text: str, outputs: Sequence[str | None]) -> str:
     return _join(pieces)
 
 
-def distill_turns(texts: Sequence[str | None], level: str,
-                  count_many: CountMany) -> tuple[list[str | None], DistillStats]:
+def distill_turns(texts: Sequence[str | None], level: str, count_many: CountMany,
+                  count_pairs: CountPairs | None = None,
+                  ) -> tuple[list[str | None], DistillStats]:
     """``texts`` (None: not a tool turn, left alone) distilled at ``level``, and what
-    each rule saved in tokens (counted with ``count_many``)."""
+    each rule saved in tokens (counted with ``count_many``; a changed turn's counts
+    before and after with ``count_pairs`` when given, e.g. `TokenCounter.count_pairs`,
+    which counts the original from the distilled text's count and their differences)."""
     stats = DistillStats(level)
     out: list[str | None] = list(texts)
     if level == "off":
@@ -246,10 +250,13 @@ def distill_turns(texts: Sequence[str | None], level: str,
     # Two counts per changed turn (before, after): counting every intermediate stage cost
     # more than counting the row itself. Each rule gets a share of the turn's saving in
     # proportion to the characters it removed (`_shares`).
-    counts = iter(count_many([text for i in order
-                              for text in (texts[i] or "", stages[i][-1][1])]))
-    for i in order:
-        before, after = next(counts), next(counts)
+    pairs = [(texts[i] or "", stages[i][-1][1]) for i in order]
+    if count_pairs is None:
+        flat = count_many([text for pair in pairs for text in pair])
+        counted = list(zip(flat[::2], flat[1::2], strict=True))
+    else:
+        counted = count_pairs(pairs)
+    for i, (before, after) in zip(order, counted, strict=True):
         if after > before and _reads_as_itself(texts[i] or ""):
             continue  # it would grow: the turn stays as it was
         out[i] = stages[i][-1][1]

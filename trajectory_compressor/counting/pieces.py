@@ -20,9 +20,12 @@ the tokenizer itself, and a tokenizer that fails counts long texts whole.
 
 from __future__ import annotations
 
+import json
+import re
 import string
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import pairwise
+from typing import Any
 
 _DIGITS = frozenset(string.digits)
 _ASCII = frozenset(chr(c) for c in range(128))
@@ -103,3 +106,81 @@ def pieces_add_up(count_many: Callable[[list[str]], list[int]]) -> bool:
     parts = [PROBE[a:b] for a, b in pairwise(bounds)]
     counts = count_many([PROBE, *parts])
     return counts[0] == sum(counts[1:])
+
+
+# -- tiles: where a text's edits can be counted alone ---------------------------------
+#
+# A text cut into tiles, each ending after an ASCII letter run before any other ASCII
+# character, or after an ASCII digit run before an ASCII non-digit. The bundled
+# tokenizer's pre-tokens holding a letter end at the letter run's end (`[A-Za-z]+` and
+# `[\p{L}\p{M}]+` are the only ones that hold letters, and take them last), and its
+# first pre-tokenizer isolates digit runs; what starts a pre-token depends only on the
+# text after it, so no pre-token spans such a cut. Added tokens (``<think>``) are
+# matched before any pre-tokenizer: a text holding one that such a cut could split is
+# one tile. Two similar texts then differ in a few tiles, and one's count is the
+# other's plus theirs (`TokenCounter.count_pairs`).
+
+_RUN = r"(?:[A-Za-z]++|[0-9]++)"
+_TILE = re.compile(rf"[^0-9A-Za-z]*+{_RUN}(?:[^\x00-\x7f]++[^0-9A-Za-z]*+{_RUN})*+"
+                   rf"(?![^\x00-\x7f])|[\s\S]+")
+
+
+# Where a tile may end: after an ASCII letter before another ASCII character than a
+# letter, after an ASCII digit before an ASCII non-digit.
+_TILE_END = re.compile(r"[A-Za-z](?=[\x00-\x40\x5b-\x60\x7b-\x7f])|[0-9](?=[\x00-\x2f\x3a-\x7f])")
+
+
+class Tiler:
+    """Cuts texts into tiles for a tokenizer whose added tokens are ``atoms`` (those a
+    tile could end inside); `Tiler.of` builds one from all of its added tokens."""
+
+    def __init__(self, atoms: Iterable[str] = ()) -> None:
+        pattern = _any_of(atoms)
+        self._atoms = re.compile(pattern) if pattern else None
+
+    @classmethod
+    def of(cls, added: Iterable[tuple[str, bool]]) -> Tiler | None:
+        """For added tokens as (content, whether it matches only as a single word); None
+        when there is a single-word one (its match depends on its neighbours)."""
+        atoms: list[str] = []
+        for content, single_word in added:
+            if single_word:
+                return None
+            if _TILE_END.search(content):
+                atoms.append(content)
+        return cls(atoms)
+
+    def __call__(self, text: str) -> list[str]:
+        """``text`` as tiles that join to it."""
+        if self._atoms is not None and self._atoms.search(text):
+            return [text]
+        return _TILE.findall(text)
+
+
+def _any_of(words: Iterable[str]) -> str:
+    """A pattern that finds any of ``words`` (a trie: quick to build and to search)."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def branch(node: dict[str, Any]) -> str:
+        if "" in node:
+            return ""  # a word ends here: a shorter one is enough to find
+        alternatives = [re.escape(char) + branch(child) for char, child in sorted(node.items())]
+        return alternatives[0] if len(alternatives) == 1 else f"(?:{'|'.join(alternatives)})"
+
+    return branch(trie) if trie else ""
+
+
+def tiles_add_up(count_many: Callable[[list[str]], list[int]], tiler: Tiler) -> bool:
+    """Whether a tokenizer's counts of `PROBE` (as it is and JSON-escaped, as a tool
+    output sits in a Hermes turn) add up over their tiles."""
+    probes = [PROBE, json.dumps(PROBE)]
+    parts = [tiler(probe) for probe in probes]
+    counts = iter(count_many([*probes, *(t for p in parts for t in p)]))
+    wholes = [next(counts) for _ in probes]
+    return all(whole == sum(next(counts) for _ in part)
+               for whole, part in zip(wholes, parts, strict=True))

@@ -6,13 +6,14 @@ import functools
 import importlib.util
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..core.config import BUNDLED_TOKENIZER
 from ..core.errors import TokenizerError
-from .pieces import pieces, pieces_add_up
+from .pieces import Tiler, pieces, pieces_add_up, tiles_add_up
 
 # transformers prints advisory warnings (e.g. "PyTorch was not found") on import; a CLI
 # that only counts tokens has no use for them.
@@ -137,6 +138,8 @@ class TokenCounter:
         self.encoded_texts = 0
         self.memo_hits = 0
         self._piecewise: bool | None = None  # whether long texts may be counted in pieces
+        self._tiles: Tiler | bool | None = False  # `_tiler`, False: not decided yet
+        self._tile_memo: dict[int, int] = {}
 
     @classmethod
     def load(cls, name: str = BUNDLED_TOKENIZER, trust_remote_code: bool = False) -> TokenCounter:
@@ -192,6 +195,55 @@ class TokenCounter:
         else:
             self.memo_hits += len(texts)
         return counts
+
+    def count_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[int, int]]:
+        """Tokens of each ``(before, after)`` pair of texts that share most of their
+        pieces (a turn and its distilled form). ``after`` is counted whole; ``before`` as
+        ``after``'s count plus the counts of the `counting.pieces.tiles` only one of the
+        two has, when this tokenizer's counts add up over tiles and that encodes fewer
+        characters than ``before`` whole (exact either way)."""
+        afters = self.count_many([after for _, after in pairs])
+        tiler = self._tiler()
+        if tiler is None:
+            return list(zip(self.count_many([before for before, _ in pairs]), afters,
+                            strict=True))
+        edits: list[dict[str, int] | None] = []
+        for before, after in pairs:
+            tally = Counter(tiler(before))
+            tally.subtract(tiler(after))
+            edit = {tile: n for tile, n in tally.items() if n}
+            cost = sum(map(len, edit))
+            edits.append(edit if cost < len(before) else None)
+        whole = [before for (before, _), edit in zip(pairs, edits, strict=True) if edit is None]
+        whole_counts = iter(self.count_many(whole))
+        counts = self._count_tiles({tile for edit in edits if edit for tile in edit})
+        return [(next(whole_counts) if edit is None
+                 else after + sum(counts[hash(tile)] * n for tile, n in edit.items()), after)
+                for edit, after in zip(edits, afters, strict=True)]
+
+    def _tiler(self) -> Tiler | None:
+        """The `counting.pieces.Tiler` of this tokenizer when its counts add up over
+        tiles (checked once, on a probe), else None."""
+        if self._tiles is False:
+            self._tiles = None
+            decoder = getattr(self._backend, "get_added_tokens_decoder", None)
+            if callable(decoder):
+                tiler = Tiler.of((str(t.content), bool(t.single_word))
+                                 for t in decoder().values())
+                if tiler is not None and tiles_add_up(self._encode_slice, tiler):
+                    self._tiles = tiler
+        return self._tiles if isinstance(self._tiles, Tiler) else None
+
+    def _count_tiles(self, texts: set[str]) -> dict[int, int]:
+        """Counts of ``texts`` by their hash, from a memo of their own (tiles repeat
+        across turns: colour codes, a progress bar's frames), cleared when full."""
+        memo = self._tile_memo
+        new = [text for text in texts if hash(text) not in memo]
+        if len(memo) + len(new) > self._memo_size:
+            memo.clear()
+            new = list(texts)
+        memo.update(zip(map(hash, new), self._encode(new) if new else [], strict=True))
+        return memo
 
     def count_trajectories(
         self, trajectories: Iterable[Sequence[dict[str, Any]]]

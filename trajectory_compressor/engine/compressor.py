@@ -200,7 +200,8 @@ class TrajectoryCompressor:
                  else None for t in turns]
         if all(text is None for text in texts):
             return None
-        distilled, stats = distill_turns(texts, level, self.counter.count_many)
+        distilled, stats = distill_turns(texts, level, self.counter.count_many,
+                                         count_pairs=self.counter.count_pairs)
         if not stats.turns:
             return None
         if self.config.verify_distill and level == "safe":
