@@ -53,13 +53,17 @@ def _summaries(rows: list) -> list[str]:
     return found
 
 
-def test_the_extractive_summary_lists_function_calls_as_tool_calls(tmp_path):
-    src = sample_head("llamafactory_sharegpt.json", tmp_path, rows=5)
-    out = tmp_path / "out.json"
+def _compress_extractive(src, out) -> None:
     result = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
                         "--target-max-tokens", "3000", "--summary-target-tokens", "300",
                         "--no-cache", "-q", "--no-config")
     assert result.returncode == 0, result.stderr
+
+
+def test_the_extractive_summary_lists_function_calls_as_tool_calls(tmp_path):
+    src = sample_head("llamafactory_sharegpt.json", tmp_path, rows=5)
+    out = tmp_path / "out.json"
+    _compress_extractive(src, out)
     summaries = _summaries(json.loads(out.read_text()))
     assert summaries
     called = _function_calls(json.loads(src.read_text()))
@@ -89,10 +93,7 @@ def test_an_llm_reads_function_calls_in_tool_call_blocks(tmp_path):
 def test_a_json_output_with_sidecars_under_the_older_names_is_still_found(tmp_path):
     src = sample_head("llamafactory_sharegpt.json", tmp_path, rows=4)
     out = tmp_path / "src_compressed.json"
-    result = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
-                        "--target-max-tokens", "3000", "--summary-target-tokens", "300",
-                        "--no-cache", "-q", "--no-config")
-    assert result.returncode == 0, result.stderr
+    _compress_extractive(src, out)
     # One rule: the output's name without its extension.
     names = sorted(p.name for p in tmp_path.glob("src_compressed*"))
     assert names == ["src_compressed.json", "src_compressed_metrics.json",
