@@ -121,7 +121,9 @@ def test_the_first_failure_of_each_kind_is_printed_once(tmp_path, sample_jsonl):
 
 def test_rows_cut_by_the_deadline_count_the_requests_they_made(tmp_path, sample_jsonl):
     source, out = three_rows(sample_jsonl, tmp_path), tmp_path / "out.jsonl"
-    cfg = config(tmp_path, "processing:\n  per_trajectory_timeout: 0.5\n")
+    # The row's own work before its request counts against the deadline too; 3 s leaves a
+    # busy machine time to send it (0.5 s once did not, under CI's load of five).
+    cfg = config(tmp_path, "processing:\n  per_trajectory_timeout: 3\n")
     with FakeLLMServer(faults={"stall": 1.0}, stall_seconds=30).in_thread() as server:
         proc = compress(source, out, cfg, server.url, "--model", "m", "--quiet")
         requests = server.requests

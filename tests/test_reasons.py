@@ -277,7 +277,7 @@ def test_a_row_cut_by_its_deadline_reports_the_calls_it_made(tmp_path):
         "compression: {target_max_tokens: 100, summary_target_tokens: 20}\n"
         "output: {add_summary_notice: false}\n"
         "summarization: {request_timeout: 20, max_retries: 1}\n"
-        "processing: {per_trajectory_timeout: 0.5}\n")
+        "processing: {per_trajectory_timeout: 3}\n")  # time to send it on a busy machine
     out = tmp_path / "out.jsonl"
     with FakeLLMServer(faults={"stall": 1.0}, stall_seconds=30).in_thread() as server:
         proc = run_cli("compress", str(src), "-o", str(out), "-c", str(tmp_path / "c.yaml"),
