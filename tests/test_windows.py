@@ -20,6 +20,7 @@ from trajectory_compressor.core.windows import (
     essential_head,
     head_end,
     plan_windows,
+    trailing_outputs,
     window_turns,
 )
 from trajectory_compressor.dialects import dialect_for
@@ -110,11 +111,12 @@ def trajectories(draw):
     return roles, tokens
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(trajectories(), st.integers(200, 3000), st.integers(1, 150), st.booleans(),
-       st.booleans())
-def test_invariants(row, target, summary, may_cut, may_drop_head):
+       st.booleans(), st.sampled_from([None, 1, 30]))
+def test_invariants(row, target, summary, may_cut, may_drop_head, placeholder):
     roles, tokens = row
+    masked_tokens = None if placeholder is None else (lambda i: placeholder)
     config = CompressionConfig(target_max_tokens=max(target, summary + 1))
     from trajectory_compressor.core.plan import compressible_middle
 
@@ -122,7 +124,8 @@ def test_invariants(row, target, summary, may_cut, may_drop_head):
     least = max(1, summary // 4) if may_cut else None
     limits = WindowLimits(target, summary, min_summary=least)
     least_head = essential_head(roles, head) if may_drop_head else None
-    windows = plan_windows(roles, tokens, head, limits, ANY_BUT_TOOL, least_head)
+    windows = plan_windows(roles, tokens, head, limits, ANY_BUT_TOOL, least_head,
+                           masked_tokens)
     n = len(roles)
     # Every turn trained in exactly one window, in input order.
     trained = [i for w in windows for i in range(w.train.start, w.train.end)]
@@ -145,7 +148,19 @@ def test_invariants(row, target, summary, may_cut, may_drop_head):
         # The planned size is what the window holds (the summary at its allowance).
         held = sum(tokens[i] for i in w.source_turns) + (w.summary_tokens if w.summarized
                                                           else 0)
-        assert held == w.tokens
+        assert held - w.masked_saving == w.tokens
+        # Masked: only the tool turns that end what the window trains, only where the
+        # window fits with them masked and would not without.
+        if w.masked:
+            assert masked_tokens is not None and not w.over
+            tail = trailing_outputs(roles, w.train)
+            assert set(w.masked) == {i for i in tail if tokens[i] > placeholder}
+            assert all(roles[i] == "tool" for i in tail)
+            assert tail[0] == w.train.start or roles[tail[0] - 1] == "gpt"
+            assert w.masked_saving == sum(tokens[i] - placeholder for i in w.masked) > 0
+            assert held > target
+        else:
+            assert w.masked_saving == 0
         if not w.summarized:
             assert w.summary_tokens == 0
         elif least is None:
@@ -294,3 +309,36 @@ def test_the_least_head_when_the_whole_head_leaves_no_room():
                          ANY_BUT_TOOL, least_head=2)
     assert tight[1].head == 4 and tight[1].over.endswith(
         "; keeping only turns 0-1 of the head (50 tokens) it would hold 110")
+
+
+def test_a_window_ending_on_an_output_too_long_to_fit_holds_it_masked():
+    # S H G T | G T G T G, target 100, summary 20 (least 5); head 0-3 (40 tokens). Window
+    # 1: turns 0-3 (40; turns 4-5 would make 160). Window 2 must train turns 4-5: the
+    # head 40 + 10 + 110 = 160 is over; with turn 5 masked (8 tokens) it holds 58, and
+    # with turn 4 as its own start no summary is needed. Window 3 trains turns 6-8: turn
+    # 5 (110) cannot be context, so turns 4-5 are summarized: 40 + 20 + 30 = 90.
+    roles = roles_of("SHGTGTGTG")
+    tokens = [10, 10, 10, 10, 10, 110, 10, 10, 10]
+    limits = WindowLimits(100, 20, min_summary=5)
+    windows = plan_windows(roles, tokens, 4, limits, ANY_BUT_TOOL,
+                           masked_tokens=lambda i: 8)
+    assert [(w.train, w.summarized, w.masked, w.masked_saving, w.tokens, w.over)
+            for w in windows] == [
+        (Region(0, 4), None, (), 0, 40, ""),
+        (Region(4, 6), None, (5,), 102, 58, ""),
+        (Region(6, 9), Region(4, 6), (), 0, 90, ""),
+    ]
+    turns = [{"from": r, "value": str(i)} for i, r in enumerate(roles)]
+    out, at, trained = window_turns(turns, windows[1], None, "", {5: "[masked]"})
+    assert [t["value"] for t in out] == ["0", "1", "2", "3", "4", "[masked]"] and at is None
+    assert trained == [False] * 4 + [True, True]
+    assert turns[5]["value"] == "5"  # the input untouched
+    # No placeholder shorter than the output (None): the window stays over, and says so.
+    plain = plan_windows(roles, tokens, 4, limits, ANY_BUT_TOOL,
+                         masked_tokens=lambda i: None)
+    assert plain[1].masked == () and plain[1].tokens == 160 and plain[1].over
+    # Window 1 ending on such an output (a head whose first result is too long) too.
+    first = plan_windows(roles_of("SHGTGTG"), [10, 10, 10, 150, 10, 10, 10], 4, limits,
+                         ANY_BUT_TOOL, masked_tokens=lambda i: 8)
+    assert (first[0].train, first[0].masked, first[0].tokens, first[0].over) == (
+        Region(0, 4), (3,), 38, "")

@@ -36,6 +36,7 @@ SAMPLE_FILES = {"hermes": "trajectories.jsonl", "lf_sharegpt": "llamafactory_sha
                 "lf_messages": "llamafactory_messages.jsonl", "openai": "openai_messages.jsonl"}
 CONTAINERS = ["jsonl", "jsonl.gz", "json", "parquet", "hf"]
 COLUMNS = ("conversations", "messages", "system", "compression_metrics")
+MASKED = "[tool output masked:"
 
 
 def sample_rows(dialect: str, n: int = 4) -> list[dict[str, Any]]:
@@ -162,16 +163,27 @@ def check_windows(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                       and not is_marked(dialect, item_of(turn)))
             assert own == metrics["trained_assistant_tokens"]
             trained += own
+            # Masked tool outputs: only among the last turns, after everything trained (a
+            # result its placeholder would not shorten stays), and only where the window
+            # would be over the target without them.
+            roles = [t["from"] for t, _ in written]
+            placeholders = [i for i, (t, _) in enumerate(written) if MASKED in t["value"]]
+            masked = metrics.get("masked_turns", 0)
+            assert len(placeholders) == masked
+            if masked:  # among the tool turns after the last assistant turn
+                last = max(i for i, role in enumerate(roles) if role == "gpt")
+                assert placeholders[0] > last and set(roles[last + 1:]) == {"tool"}
+                assert size <= TARGET < size + metrics["masked_tokens"]
             summary = next((i for i, (t, _) in enumerate(written)
                             if "[CONTEXT SUMMARY]:" in t["value"]), None)
             if j > 1 and summary is not None:
-                roles = [t["from"] for t, _ in written]
                 after = summary + 1
                 assert after < len(roles) and roles[after] != "tool"
             elif j > 1:  # nothing between the head and the window: no summary needed
                 assert not metrics["was_compressed"]
                 assert counted[metrics["trained_turns"]["start_idx"]][0]["from"] != "tool"
-                assert size == sum(n for _, n in counted[:metrics["trained_turns"]["end_idx"]])
+                assert size + metrics.get("masked_tokens", 0) == sum(
+                    n for _, n in counted[:metrics["trained_turns"]["end_idx"]])
         assert trained == sum(n for turn, n in counted if turn["from"] == "gpt")
     assert at == len(outputs)
     return windowed
@@ -456,6 +468,68 @@ def test_a_head_that_nearly_fills_the_target(tmp_path, counter, dialect):
         assert all(w["why"].startswith("turns ") for e in entries for w in e["windows_over"])
 
 
+def _pad_output(row: dict[str, Any], nth: int, pad: str) -> dict[str, Any]:
+    """``row`` with ``pad`` appended to the content of its ``nth`` tool response."""
+    row = json.loads(json.dumps(row))
+    seen = 0
+    for turn in row.get("conversations") or row.get("messages"):
+        for holder, key in _texts_of(turn):
+            text = holder[key]
+            if "<tool_response>" not in text:
+                continue
+            if seen == nth:
+                start = text.index("<tool_response>") + len("<tool_response>")
+                end = text.index("</tool_response>")
+                body = json.loads(text[start:end])
+                body["content"] = str(body["content"]) + pad
+                holder[key] = f"{text[:start]}\n{json.dumps(body)}\n{text[end:]}"
+                return row
+            seen += 1
+    raise AssertionError("not that many tool responses")
+
+
+def _texts_of(turn: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    key = "value" if "value" in turn else "content"
+    if isinstance(turn.get(key), list):
+        return [(part, "text" if "text" in part else "value") for part in turn[key]]
+    return [(turn, key)] if isinstance(turn.get(key), str) else []
+
+
+@pytest.mark.parametrize("dialect", list(SAMPLE_FILES))
+def test_a_tool_output_over_the_target_alone(tmp_path, counter, dialect):
+    """A tool output of more tokens than the target: the window that trains its call
+    ends on it, and holds it masked (`core.mask`'s placeholder, with the call's other
+    results; nothing trained comes after them there); the next window holds it
+    summarized. No window is over, except on an alternating row (LLaMA-Factory
+    ShareGPT), whose windows end on the call and open on its results, so the output is
+    read by the next trained turn and is never masked: that window says it is over."""
+    name = {"hermes": "sharegpt", "lf_sharegpt": "sharegpt-variant"}.get(dialect, "openai")
+    pad = "".join(f" line{i} status=ok" for i in range(TARGET // 3))
+    rows = [_pad_output(row, 5, pad) for row in sample_rows(dialect, 2)[1:]]
+    src = write_container(rows, tmp_path, "jsonl")
+    out = tmp_path / "out.jsonl"
+    done = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+                      "--output-mode", "windows", "--target-max-tokens", str(TARGET),
+                      "--quiet")
+    assert done.returncode == 0, done.stderr
+    outputs = read_output(out)
+    assert check_windows(rows, outputs, counter, name) == len(rows)
+    metrics = [w["compression_metrics"] for w in outputs]
+    masked = [m for m in metrics if m.get("masked_turns")]
+    over = [m for m in metrics if m["still_over_limit"]]
+    if dialect == "lf_sharegpt":
+        assert not masked and len(over) == 1
+        assert over[0]["window_over"].startswith(f"turns {over[0]['trained_turns']['start_idx']}")
+    else:
+        # The padded output is masked in one window (with the call's other results, all
+        # of them); the samples' own outputs may be elsewhere. None is over.
+        assert not over
+        assert sum(m["masked_tokens"] > TARGET - 100 for m in masked) == 1
+        assert not any(pad in json.dumps(w) for w in outputs)  # never whole: too long
+    report = json.loads((tmp_path / "out_metrics.json").read_text())
+    assert report["strategy"]["masked_turns"] == sum(m["masked_turns"] for m in masked)
+
+
 def test_what_would_fix_windows_over_the_target(tmp_path, counter):
     """A windows run whose windows are over the target because the system and task turns
     nearly fill it: `report` offers only what changes windows (no protected tail, no
@@ -471,7 +545,9 @@ def test_what_would_fix_windows_over_the_target(tmp_path, counter):
              "tool_calls": [{"id": f"c{i}", "type": "function",
                              "function": {"name": "bash", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": f"c{i}", "content": f"out {i} {words} {words}"}]
-    rows = head_heavy_rows("openai", [{"id": "h", "messages": messages}], counter, 150)
+    # Room for 40 tokens after the head: the system and task, the least summary and one
+    # call with its output masked are still over the target.
+    rows = head_heavy_rows("openai", [{"id": "h", "messages": messages}], counter, 40)
     src = write_container(rows, tmp_path, "jsonl")
     args = ("--summarizer", "extractive", "--output-mode", "windows", "--target-max-tokens",
             str(TARGET), "--quiet")
@@ -531,3 +607,44 @@ def test_analyze_predicts_what_compress_makes(tmp_path):
             and f"{made['summaries']} summaries" in text
             and f"rows out {made['rows_out']}" in text), text
     assert "Strategies" not in shown.stdout
+
+
+def test_windows_counted_through_a_chat_template(tmp_path):
+    """`--token-counting chat_template`: windows are planned and checked with the
+    template's counts (each window's ``compressed_tokens`` is its rendered length, within
+    the target), a window ending on an output over the target alone holds it masked, and
+    every assistant turn is trained in exactly one window."""
+    from tests.template_tokenizer import make_tokenizer_dir
+    from trajectory_compressor.counting.tokens import TokenCounter
+    from trajectory_compressor.engine.count import RowCounter
+
+    tok = make_tokenizer_dir(tmp_path / "tok")
+    pad = "".join(f" line{i} status=ok" for i in range(TARGET // 3))
+    rows = [_pad_output(row, 5, pad) for row in sample_rows("openai", 2)]
+    src = write_container(rows, tmp_path, "jsonl")
+    out = tmp_path / "out.jsonl"
+    done = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+                      "--output-mode", "windows", "--target-max-tokens", str(TARGET),
+                      "--tokenizer", str(tok), "--token-counting", "chat_template", "--quiet")
+    assert done.returncode == 0, done.stderr
+    config = CompressionConfig(tokenizer_name=str(tok), token_counting="chat_template")
+    rows_counter = RowCounter(config, TokenCounter.load(str(tok)))
+    dialect = dialect_for(config, "openai")
+    written = read_jsonl(out)
+    trained: dict[str, int] = {}
+    for window in written:
+        metrics = window["compression_metrics"]
+        assert rows_counter.total(dialect, window) == metrics["compressed_tokens"]
+        assert metrics["compressed_tokens"] <= TARGET or metrics["still_over_limit"]
+        source = metrics["source_id"]
+        trained[source] = trained.get(source, 0) + metrics["trained_assistant_tokens"]
+    masked = [w["compression_metrics"] for w in written
+              if w["compression_metrics"].get("masked_turns")]
+    assert any(m["masked_tokens"] > TARGET - 200 and not m["still_over_limit"] for m in masked)
+    assert not any(pad in json.dumps(w) for w in written)
+    for row in rows:  # trained once each: the template's per-turn counts of the input
+        turns = dialect.turns(row)
+        [counts] = rows_counter.count([(dialect, row, turns)])
+        assert isinstance(counts, list)
+        assistant = sum(n for t, n in zip(turns, counts, strict=True) if t["from"] == "gpt")
+        assert trained[str(row["id"])] == assistant

@@ -291,24 +291,12 @@ def mask_row(roles: Sequence[str], texts: Sequence[str], turn_tokens: Sequence[i
     chosen = candidates(roles, middle, keep_last)
     if not chosen:
         return None
-    excluded = set(exclude)
-    calls = output_calls(roles, texts)
-    later = _Later(roles, texts)
+    masker = Masker(roles, texts, exclude, count_many)
     new_texts: dict[int, str] = {}
     for i in chosen:
-        outputs = outputs_of(texts[i])
-        answers = calls.get(i, [])
-        sizes = count_many(outputs) if len(outputs) > 1 else [
-            counted[i] if counted is not None else turn_tokens[i]]
-        replaced: list[str | None] = []
-        for k, output in enumerate(outputs):
-            call = answers[k] if k < len(answers) else None
-            if call is not None and call.name in excluded:
-                replaced.append(None)
-                continue
-            replaced.append(placeholder(call, output, sizes[k], later.named(output, i)))
-        if any(r is not None for r in replaced):
-            new_texts[i] = with_outputs(texts[i], replaced)
+        text = masker.text(i, counted[i] if counted is not None else turn_tokens[i])
+        if text is not None:
+            new_texts[i] = text
     order = [i for i in chosen if i in new_texts]
     if not order:
         return None
@@ -325,6 +313,35 @@ def mask_row(roles: Sequence[str], texts: Sequence[str], turn_tokens: Sequence[i
     if not done:
         return None
     return Masking(tuple((t.turn, new_texts[t.turn]) for t in done), tuple(done))
+
+
+class Masker:
+    """The masked text of any tool turn of one row (its outputs as placeholders)."""
+
+    def __init__(self, roles: Sequence[str], texts: Sequence[str], exclude: Sequence[str],
+                 count_many: CountMany) -> None:
+        self._texts = texts
+        self._excluded = set(exclude)
+        self._count_many = count_many
+        self._calls = output_calls(roles, texts)
+        self._later = _Later(roles, texts)
+
+    def text(self, i: int, tokens: int) -> str | None:
+        """Tool turn ``i`` (its text alone of ``tokens`` tokens) with each output a
+        placeholder, the outputs of excluded tools kept; None when every one is kept."""
+        outputs = outputs_of(self._texts[i])
+        answers = self._calls.get(i, [])
+        sizes = self._count_many(outputs) if len(outputs) > 1 else [tokens]
+        replaced: list[str | None] = []
+        for k, output in enumerate(outputs):
+            call = answers[k] if k < len(answers) else None
+            if call is not None and call.name in self._excluded:
+                replaced.append(None)
+                continue
+            replaced.append(placeholder(call, output, sizes[k], self._later.named(output, i)))
+        if all(r is None for r in replaced):
+            return None
+        return with_outputs(self._texts[i], replaced)
 
 
 class _Later:

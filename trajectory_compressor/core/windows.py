@@ -15,7 +15,11 @@ far; the context is shortened, whole groups at a time, only when it leaves no ro
 the next new turn (``Window.shrunk``). A window that the whole protected head leaves over
 the target, even with its summary cut to the least allowed, keeps only the row's opening
 system and task turns (`essential_head`) and summarizes the rest of the head with what
-follows, when that lets it fit; one that still does not fit says why in ``Window.over``.
+follows, when that lets it fit. A window over the target that ends on tool outputs (the
+results of its last call, after its last trained turn) gets them masked (`core.mask`'s
+placeholder, ``Window.masked``) when that lets it fit: nothing the window trains reads
+them, and the next window holds them as context or in its summary. One that still does
+not fit says why in ``Window.over``.
 
 Every turn of the input is trained in exactly one window (its ``train`` region); the
 head and the context of windows 2..k are there as context and are marked not trained.
@@ -27,7 +31,7 @@ results open the next window, right after the same call repeated as context.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -39,6 +43,10 @@ from .reasons import WINDOW_OVER
 TAIL_RATIO = 0.20
 TAIL_SOFT_CEILING = 1.5
 MIN_TAIL_TURNS = 3
+
+# The tokens tool turn ``i`` holds with its outputs masked; None when masking would not
+# shorten it (or may not touch it).
+MaskedTokens = Callable[[int], "int | None"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,8 @@ class Window:
     # only a shorter summary lets the window fit)
     shrunk: bool = False  # the live tail was shortened to leave room for a new turn
     over: str = ""  # why the window is over the target (empty: it fits)
+    masked: tuple[int, ...] = ()  # trailing tool turns written masked in this window
+    masked_saving: int = 0  # the tokens their placeholders take off ``tokens``
 
     @property
     def source_turns(self) -> list[int]:
@@ -143,6 +153,15 @@ def _group_start(roles: Sequence[str], index: int, low: int, stop: int) -> int:
     return index
 
 
+def trailing_outputs(roles: Sequence[str], region: Region) -> list[int]:
+    """The tool turns that end ``region``: the results of its last call, after its last
+    assistant turn, so that nothing trained in a window ending there reads them."""
+    start = region.end
+    while start > region.start and roles[start - 1] == "tool":
+        start -= 1
+    return list(range(start, region.end))
+
+
 def essential_head(roles: Sequence[str], head: int) -> int:
     """The least head a window may keep: the system and task turns the row opens with
     (the first call and its results, also protected, may then be summarized)."""
@@ -154,7 +173,8 @@ def essential_head(roles: Sequence[str], head: int) -> int:
 
 def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
                  limits: WindowLimits, boundaries: Boundaries,
-                 least_head: int | None = None) -> list[Window]:
+                 least_head: int | None = None,
+                 masked_tokens: MaskedTokens | None = None) -> list[Window]:
     """The windows of a row with per-turn ``tokens`` and protected head ``[0, head)``.
 
     Each window trains at least one clean group of turns, so the plan always ends; a
@@ -162,7 +182,9 @@ def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
     the target) says why in ``over``, naming its turns and their tokens. A window after
     the first that does not fit with the whole head keeps only ``[0, least_head)`` (when
     given and smaller), the rest of the head summarized with what follows, when that
-    lets it fit (``Window.head`` is then ``least_head``). A row whose first window reaches
+    lets it fit (``Window.head`` is then ``least_head``). Before that, with
+    ``masked_tokens``, a window over the target that ends on tool outputs is tried with
+    them masked (`trailing_outputs`, ``Window.masked``). A row whose first window reaches
     its end gets one window: windows cannot help it.
     """
     n = len(roles)
@@ -192,10 +214,22 @@ def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
                 best = e
         return best
 
-    def place(number: int, keep: int, begin: int) -> Window:
-        """Window ``number``, training from ``begin``, with the head ``[0, keep)``."""
+    def masking(train: Region) -> tuple[tuple[int, ...], int]:
+        """The trailing outputs of ``train`` that masking shortens, and the tokens saved."""
+        if masked_tokens is None:
+            return (), 0
+        shorter = [(i, tokens[i] - after) for i in trailing_outputs(roles, train)
+                   if (after := masked_tokens(i)) is not None and after < tokens[i]]
+        return tuple(i for i, _ in shorter), sum(saved for _, saved in shorter)
+
+    def place(number: int, keep: int, begin: int, mask: bool = False) -> Window:
+        """Window ``number``, training from ``begin``, with the head ``[0, keep)``; with
+        ``mask``, only its first group, that group's trailing outputs masked."""
         lowest = first_end(begin + 1)
-        head_plain = span(0, keep) + limits.extra
+        masked, saving = masking(Region(begin, lowest)) if mask else ((), 0)
+        # What the window holds besides its summary and the turns from its context on,
+        # less what masking takes off those turns.
+        fixed = span(0, keep) + limits.extra - saving
         live = overlap_start(roles, tokens, keep, begin, limits.tail_budget)
         # Context starts the live tail may shorten to: clean starts after the head, the
         # new turns themselves last (only when they may open the window).
@@ -206,14 +240,14 @@ def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
             # clean start (the head's last turn: no summary then), else the new turns
             options = [max((c for c in range(keep, begin) if starts[c]), default=begin)]
         context = next((c for c in options
-                        if head_plain + limits.summary + span(c, lowest) <= target),
+                        if fixed + limits.summary + span(c, lowest) <= target),
                        options[-1])
         summary = limits.summary
-        room = target - head_plain - span(context, lowest)
+        room = target - fixed - span(context, lowest)
         if room < summary and limits.min_summary is not None and room >= limits.min_summary:
             summary = room  # a shorter summary, rather than a window over the target
-        base = head_plain + summary + span(context, begin)
-        end = fill(base, begin, lowest)
+        base = fixed + summary + span(context, begin)
+        end = lowest if mask else fill(base, begin, lowest)
         summarized = Region(keep, context) if context > keep else None
         planned = base + span(begin, end) - (0 if summarized else summary + limits.extra)
         over = ""
@@ -228,26 +262,36 @@ def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
         return Window(number, keep, summarized, context, Region(begin, end), planned,
                       assistant[end] - assistant[begin],
                       span(keep, context) if summarized else 0,
-                      summary if summarized else 0, shrunk=context != live, over=over)
+                      summary if summarized else 0, shrunk=context != live, over=over,
+                      masked=masked, masked_saving=saving)
 
     lowest = first_end(max(head, 1))
     end = fill(0, 0, lowest)
-    first_over = ""
-    if span(0, end) > target:
-        first_over = (f"turns 0-{end - 1} (the protected head and the first group after it) "
-                      f"hold {span(0, end)} tokens, over the target {target}")
-    windows = [Window(1, 0, None, 0, Region(0, end), span(0, end), assistant[end],
-                      over=first_over)]
+    first = Window(1, 0, None, 0, Region(0, end), span(0, end), assistant[end])
+    if first.tokens > target:
+        masked, saving = masking(first.train)
+        held = first.tokens - saving
+        first = dataclasses.replace(first, tokens=held, masked=masked, masked_saving=saving) \
+            if held <= target else dataclasses.replace(first, over=(
+                f"turns 0-{end - 1} (the protected head and the first group after it) "
+                f"hold {span(0, end)} tokens, over the target {target}"))
+    windows = [first]
+    # The ways a window may be held, in order: the whole head, the same with its trailing
+    # outputs masked, then the least head without and with masking.
+    heads = [head] + ([least_head] if least_head is not None and least_head < head else [])
+    ways = [(keep, mask) for keep in heads for mask in (False, True)
+            if not mask or masked_tokens is not None]
     while end < n:
-        window = place(len(windows) + 1, head, end)
-        if window.over and least_head is not None and least_head < head:
-            smaller = place(window.number, least_head, end)
-            if not smaller.over:
-                window = smaller
-            else:
-                window = dataclasses.replace(window, over=(
-                    f"{window.over}; keeping only turns 0-{least_head - 1} of the head "
-                    f"({span(0, least_head)} tokens) it would hold {smaller.tokens}"))
+        number = len(windows) + 1
+        tried = (place(number, keep, end, mask) for keep, mask in ways)
+        window = next(tried)
+        if window.over:
+            window = next((other for other in tried if not other.over), window)
+        if window.over and len(heads) > 1:
+            held = place(window.number, heads[1], end).tokens
+            window = dataclasses.replace(window, over=(
+                f"{window.over}; keeping only turns 0-{heads[1] - 1} of the head "
+                f"({span(0, heads[1])} tokens) it would hold {held}"))
         windows.append(window)
         end = window.train.end
     return windows
@@ -259,10 +303,12 @@ def is_assistant(turn: Turn) -> bool:
 
 
 def window_turns(turns: Sequence[Turn], window: Window, summary_text: str | None,
-                 notice: str) -> tuple[Trajectory, int | None, list[bool]]:
+                 notice: str, masked_texts: Mapping[int, str] | None = None,
+                 ) -> tuple[Trajectory, int | None, list[bool]]:
     """The turns of ``window`` of ``turns``: ``(turns, index of the summary turn or None,
     per turn whether it is trained)``. ``notice`` is appended to the head's first system
-    turn when the window has a summary (empty: none). The summary is never trained."""
+    turn when the window has a summary (empty: none). The summary is never trained.
+    ``masked_texts``: the masked text of each turn in ``window.masked``."""
     head = [dict(turn) for turn in turns[:window.head]]
     summary_at: int | None = None
     middle: Trajectory = []
@@ -276,17 +322,21 @@ def window_turns(turns: Sequence[Turn], window: Window, summary_text: str | None
                     break
     context = [dict(turn) for turn in turns[window.context:window.train.start]]
     trained = [dict(turn) for turn in turns[window.train.start:window.train.end]]
+    for i in window.masked:
+        trained[i - window.train.start]["value"] = (masked_texts or {})[i]
     flags = [False] * (len(head) + len(middle) + len(context)) + [True] * len(trained)
     return [*head, *middle, *context, *trained], summary_at, flags
 
 
 def windowed_plan(plan: Plan, roles: Sequence[str], tokens: Sequence[int], middle_start: int,
-                  limits: WindowLimits, boundaries: Boundaries) -> Plan:
+                  limits: WindowLimits, boundaries: Boundaries,
+                  masked_tokens: MaskedTokens | None = None) -> Plan:
     """``plan`` of a row over the target, made a windows plan (action ``compress`` with
     its `Window`s) when windows help: two or more, each trains something."""
     head = head_end(roles, middle_start)
     windows = plan_windows(roles, tokens, head, limits, boundaries,
-                           least_head=essential_head(roles, head))
+                           least_head=essential_head(roles, head),
+                           masked_tokens=masked_tokens)
     if len(windows) < 2:
         return plan
     over = next((w.over for w in windows if w.over), "")

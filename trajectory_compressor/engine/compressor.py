@@ -47,7 +47,7 @@ from .chosen import add_usage as _add_usage
 from .chosen import total_usage as _total_usage
 from .count import RowCounter
 from .second_pass import elide_over_limit
-from .windowing import compress_windows, window_limits
+from .windowing import WindowMasks, compress_windows, window_limits
 
 SUMMARY_OVERRAN = reasons.SUMMARY_OVERRAN.text
 # Reasons a row keeps under `strategy: mask` when masking could not bring it under: the
@@ -153,7 +153,8 @@ class TrajectoryCompressor:
         plan = plan_trajectory(roles, turn_tokens, self.config, boundaries)
         if self.config.output_mode == "windows" and plan.action != "skip":
             plan = windowed_plan(plan, roles, turn_tokens, plan.middle.start,
-                                 window_limits(self, turns), boundaries)
+                                 window_limits(self, turns), boundaries,
+                                 WindowMasks(self, turns, turn_tokens).tokens)
         elif self.config.strategy != "summarize" and plan.action != "skip":
             plan = self._masked(plan, turns, roles, turn_tokens, boundaries)
         region = plan.region

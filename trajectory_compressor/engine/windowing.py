@@ -18,6 +18,7 @@ from ..core.conversation import Row, Trajectory, call_view
 from ..core.deadline import Deadline
 from ..core.distill_refs import resolve_references, tool_text
 from ..core.invented import SummaryCheck
+from ..core.mask import Masker
 from ..core.metrics import METRICS_KEY, TrajectoryMetrics
 from ..core.plan import Plan
 from ..core.summary import Summary, SummaryRequest, finish_summary_text
@@ -68,6 +69,43 @@ def window_limits(compressor: Any, turns: Trajectory) -> WindowLimits:
                         min_summary=max(1, summary // MIN_SUMMARY_SHARE))
 
 
+class WindowMasks:
+    """The masked text and tokens of a row's tool turns (`core.mask`'s placeholders), for
+    windows that end on tool outputs and fit only with them masked; made when asked."""
+
+    def __init__(self, compressor: Any, turns: Trajectory,
+                 turn_tokens: list[int] | None = None) -> None:
+        self._texts = [str(t.get("value", "")) for t in turns]
+        self._turn_tokens = turn_tokens
+        self._count = compressor.counter.count
+        # Template counts attribute the template's own tokens to turns: a turn's text is
+        # then counted alone, and only what the text loses comes off.
+        self._alone = compressor.rows.template is not None or turn_tokens is None
+        self._masker = Masker([str(t.get("from")) for t in turns], self._texts,
+                              compressor.config.mask_exclude_tools,
+                              compressor.counter.count_many)
+        self._made: dict[int, str | None] = {}
+
+    def text(self, i: int) -> str | None:
+        """Turn ``i`` with its outputs masked; None when none may be."""
+        if i not in self._made:
+            alone = self._text_tokens(i)
+            self._made[i] = self._masker.text(i, alone)
+        return self._made[i]
+
+    def tokens(self, i: int) -> int | None:
+        """The tokens turn ``i`` holds masked (as the plan counts turns); None: no mask."""
+        masked = self.text(i)
+        if masked is None or self._turn_tokens is None:
+            return None
+        return self._turn_tokens[i] - self._text_tokens(i) + self._count(masked)
+
+    def _text_tokens(self, i: int) -> int:
+        if self._alone or self._turn_tokens is None:
+            return int(self._count(self._texts[i]))
+        return self._turn_tokens[i]
+
+
 @dataclasses.dataclass
 class _Made:
     """One window's summary after the fidelity bar (None for window 1)."""
@@ -97,8 +135,10 @@ async def compress_windows(compressor: Any, row: Row, turns: Trajectory,
         add_usage(metrics, total_usage(requests))
         metrics.error = reasons.deadline_error(compressor.config.per_trajectory_timeout)
         return Windowed(failed=metrics)
+    masks = WindowMasks(compressor, turns)
+    masked = {i: masks.text(i) or texts[i] for w in windows for i in w.masked}
     result = _assemble(compressor, row, turns, plan, dialect,
-                       list(zip(windows, made, strict=True)))
+                       list(zip(windows, made, strict=True)), masked)
     if compressor.rows.template is None and result.metrics.windowed is not None:
         # The row's assistant tokens, counted apart from the plan's sums.
         result.metrics.windowed["assistant_tokens"] = sum(compressor.counter.count_many(
@@ -137,7 +177,8 @@ async def _summarize(compressor: Any, turns: Trajectory, texts: list[str],
 
 
 def _assemble(compressor: Any, row: Row, turns: Trajectory, plan: Plan,
-              dialect: Dialect, made: list[tuple[Window, _Made]]) -> Windowed:
+              dialect: Dialect, made: list[tuple[Window, _Made]],
+              masked: dict[int, str]) -> Windowed:
     config = compressor.config
     notice = config.summary_notice_text if config.add_summary_notice else ""
     total = plan.total_tokens
@@ -154,7 +195,7 @@ def _assemble(compressor: Any, row: Row, turns: Trajectory, plan: Plan,
                                            config.max_input_tokens, compressor.scrubber,
                                            source_id, window.number))
         text = one.summary.text if one.summary is not None else None
-        new_turns, summary_at, trained = window_turns(turns, window, text, notice)
+        new_turns, summary_at, trained = window_turns(turns, window, text, notice, masked)
         if plan.distill is not None and plan.distill.turns:
             new_turns = _resolved(turns, new_turns, window, summary_at)
         marked = [turn if keep or not is_assistant(turn)
@@ -168,7 +209,8 @@ def _assemble(compressor: Any, row: Row, turns: Trajectory, plan: Plan,
             original_tokens=total, compressed_tokens=tokens, tokens_saved=total - tokens,
             compression_ratio=tokens / max(total, 1), original_turns=len(turns),
             compressed_turns=written, turns_removed=len(turns) - written,
-            still_over_limit=tokens > config.target_max_tokens, distill=plan.distill)
+            still_over_limit=tokens > config.target_max_tokens, distill=plan.distill,
+            masked_turns=len(window.masked), masked_tokens=window.masked_saving)
         if window.summarized is not None and one.summary is not None:
             metrics.was_compressed = True
             metrics.turns_compressed_start_idx = window.summarized.start
@@ -223,6 +265,8 @@ def _row_metrics(plan: Plan, turn_count: int, windows: list[TrajectoryMetrics]
         was_compressed=bool(summarized), skipped_under_target=False,
         still_over_limit=any(m.still_over_limit for m in windows))
     metrics.turns_removed = turn_count - metrics.compressed_turns
+    metrics.masked_turns = sum(m.masked_turns for m in windows)
+    metrics.masked_tokens = sum(m.masked_tokens for m in windows)
     for m in summarized:
         metrics.summarization_api_calls += m.summarization_api_calls
         metrics.summarization_errors += m.summarization_errors
