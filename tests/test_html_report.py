@@ -359,6 +359,55 @@ def test_hostile_rows_in_chromium_and_the_cap(hand_run, counter, tmp_path, brows
     assert seen["requests"] == [html.as_uri()]
 
 
+def test_windows_of_a_source_row_in_chromium(tmp_path, counter, browser):
+    """A windows run (`--output-mode windows`) with a window over the target: the page
+    lists the source row once; clicking it shows each of its windows, in order, with its
+    tokens, why it is over, and a timeline of as many turns as the window holds."""
+    from tests.test_windows_runs import TARGET, head_heavy_rows
+
+    body = " ".join(f"w{i}" for i in range(60))
+    messages: list[dict] = [{"role": "system", "content": "You are an agent."},
+                            {"role": "user", "content": "Fix the bug."}]
+    for i in range(6):
+        messages += [
+            {"role": "assistant", "content": f"Step {i}: {body[:150]}",
+             "tool_calls": [{"id": f"c{i}", "type": "function",
+                             "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"out {i} {body} {body}"}]
+    rows = head_heavy_rows("openai", [{"id": "src-1", "messages": messages}], counter, 40)
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out, html = tmp_path / "out.jsonl", tmp_path / "windows.html"
+    proc = run_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+                   "--output-mode", "windows", "--target-max-tokens", str(TARGET), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    written = read_jsonl(out)
+    metrics = [r["compression_metrics"] for r in written]
+    assert len(written) >= 3 and any(m["still_over_limit"] for m in metrics)
+    proc = run_cli("report", str(out), "--html", str(html))
+    assert proc.returncode == 0, proc.stderr
+    page, seen = open_page(browser, html)
+    assert page.locator("#flagged tbody tr").count() == 1
+    page.locator("#flagged tbody tr", has_text="src-1").click()
+    panel = page.locator("#timeline")
+    assert panel.is_visible()
+    heads = panel.locator("h4.window").all_inner_texts()
+    assert len(heads) == len(written)
+    for head, m in zip(heads, metrics, strict=True):
+        assert head.startswith(f"Window {m['window']} of {len(written)} \u00b7 "
+                               f"{m['compressed_tokens']:,} tokens")
+        if m["still_over_limit"]:
+            assert head.endswith(", over: " + m["window_over"])
+        else:
+            assert "over" not in head
+    tables = panel.locator("table.turns")
+    assert tables.count() == len(written)
+    for k, r in enumerate(written):
+        turns = tables.nth(k).locator("tbody tr:not(.group)")
+        assert turns.count() == len(r["messages"])
+    assert seen["errors"] == [] and seen["dialogs"] == []
+    assert seen["requests"] == [html.as_uri()]
+
+
 def test_fidelity_chart_holds_only_the_summaries_written(tmp_path, counter):
     """README: the page's fidelity chart and the metrics file's fidelity section are of the
     summaries written. Under `on_low_fidelity: uncompressed` and a bar of 1.0, the summary
