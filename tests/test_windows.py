@@ -342,3 +342,20 @@ def test_a_window_ending_on_an_output_too_long_to_fit_holds_it_masked():
                          ANY_BUT_TOOL, masked_tokens=lambda i: 8)
     assert (first[0].train, first[0].masked, first[0].tokens, first[0].over) == (
         Region(0, 4), (3,), 38, "")
+
+
+def test_a_turn_over_the_target_alone_is_named():
+    # S H G T G T G, target 100: the task (turn 1, 120 tokens) is over by itself; every
+    # window holds it (it is in the least head), and each says so after its reason.
+    roles = roles_of("SHGTGTG")
+    tokens = [10, 120, 10, 10, 10, 10, 10]
+    windows = plan_windows(roles, tokens, 4, WindowLimits(100, 20, min_summary=5),
+                           ANY_BUT_TOOL, least_head=2, masked_tokens=lambda i: 1)
+    assert len(windows) >= 2 and all(w.over for w in windows)
+    assert all(w.over.endswith("; turn 1 alone holds 120 tokens, over the target")
+               for w in windows)
+    # A window over for the sum of its turns names none.
+    fits_alone = plan_windows(roles, [10, 90, 10, 10, 10, 10, 10], 4, WindowLimits(100, 20),
+                              ANY_BUT_TOOL)
+    assert any(w.over for w in fits_alone)
+    assert not any("alone" in w.over for w in fits_alone)

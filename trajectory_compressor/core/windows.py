@@ -19,7 +19,8 @@ follows, when that lets it fit. A window over the target that ends on tool outpu
 results of its last call, after its last trained turn) gets them masked (`core.mask`'s
 placeholder, ``Window.masked``) when that lets it fit: nothing the window trains reads
 them, and the next window holds them as context or in its summary. One that still does
-not fit says why in ``Window.over``.
+not fit says why in ``Window.over`` (and names the turn it holds that is over the target
+by itself, if one is).
 
 Every turn of the input is trained in exactly one window (its ``train`` region); the
 head and the context of windows 2..k are there as context and are marked not trained.
@@ -265,6 +266,13 @@ def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
                       summary if summarized else 0, shrunk=context != live, over=over,
                       masked=masked, masked_saving=saving)
 
+    def alone(window: Window) -> str:
+        """Where one turn the window holds is over the target by itself: which."""
+        big = max(window.source_turns, key=lambda i: tokens[i])
+        if tokens[big] <= target:
+            return ""
+        return f"; turn {big} alone holds {tokens[big]} tokens, over the target"
+
     lowest = first_end(max(head, 1))
     end = fill(0, 0, lowest)
     first = Window(1, 0, None, 0, Region(0, end), span(0, end), assistant[end])
@@ -294,7 +302,7 @@ def plan_windows(roles: Sequence[str], tokens: Sequence[int], head: int,
                 f"({span(0, heads[1])} tokens) it would hold {held}"))
         windows.append(window)
         end = window.train.end
-    return windows
+    return [dataclasses.replace(w, over=w.over + alone(w)) if w.over else w for w in windows]
 
 
 def is_assistant(turn: Turn) -> bool:
