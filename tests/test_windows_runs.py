@@ -461,6 +461,17 @@ def test_a_head_that_nearly_fills_the_target(tmp_path, counter, dialect):
             assert sum(tokens[:2]) + notice + least_summary + sum(tokens[start:end]) > TARGET
     assert least_heads >= 1
     report = json.loads((tmp_path / "out_metrics.json").read_text())
+    # What a trainer that drops windows over its context learns: the others' tokens.
+    within = sum(w["compression_metrics"]["trained_assistant_tokens"] for w in outputs
+                 if not w["compression_metrics"]["still_over_limit"])
+    section = report["windows"]
+    assert (section["windows_over"], section["trained_within_target"]) == (over, within)
+    assert section["trained_within_target_share"] == round(
+        within / section["assistant_tokens"], 4)
+    shown = invoke_cli("report", str(out))
+    assert shown.returncode == 0, shown.stderr
+    assert (f"{over:>10,}   over the target; the others train {within:,}" in shown.stdout) \
+        == bool(over), shown.stdout
     if over:
         assert report["over_limit"]["reasons"].get("window_over_target", 0) >= 1
         entries = read_jsonl(tmp_path / "out_over_limit.jsonl")
@@ -553,8 +564,16 @@ def test_what_would_fix_windows_over_the_target(tmp_path, counter):
             str(TARGET), "--quiet")
     out = tmp_path / "o.jsonl"
     assert invoke_cli("compress", str(src), "-o", str(out), *args).returncode == 0
-    assert json.loads((tmp_path / "o_metrics.json").read_text())["summary"][
-        "trajectories_still_over_limit"] == 1
+    made = json.loads((tmp_path / "o_metrics.json").read_text())
+    assert made["summary"]["trajectories_still_over_limit"] == 1
+    # analyze foresees the windows over the target and what the others train.
+    windows = made["windows"]
+    assert windows["windows_over"] >= 1
+    foreseen = invoke_cli("analyze", str(src), "--output-mode", "windows",
+                          "--target-max-tokens", str(TARGET), "--summarizer", "extractive")
+    assert foreseen.returncode == 0, foreseen.stderr
+    assert (f"{windows['windows_over']} windows over the target; the others train "
+            f"{windows['trained_within_target']:,}") in " ".join(foreseen.stdout.split())
     shown = invoke_cli("report", str(out), "--json")
     assert shown.returncode == 0, shown.stderr
     remedies = json.loads(shown.stdout)["remedies"]
@@ -575,6 +594,8 @@ def test_what_would_fix_windows_over_the_target(tmp_path, counter):
     page = tmp_path / "r.html"
     assert invoke_cli("report", str(out), "--html", str(page)).returncode == 0
     html = page.read_text(encoding="utf-8")
+    assert (f"{windows['windows_over']:,} windows over the target, the others train "
+            f"{windows['trained_within_target_share']:.0%}") in html
     start = html.index('<script type="application/json" id="report-data">')
     data = json.loads(html[html.index(">", start) + 1:html.index("</script>", start)])
     written = read_jsonl(out)
@@ -606,6 +627,7 @@ def test_analyze_predicts_what_compress_makes(tmp_path):
     assert (f"{made['windowed_rows']} rows -> {made['windows']} windows" in text
             and f"{made['summaries']} summaries" in text
             and f"rows out {made['rows_out']}" in text), text
+    assert made["windows_over"] == 0 and "windows over the target" not in text
     assert "Strategies" not in shown.stdout
 
 

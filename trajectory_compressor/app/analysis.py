@@ -89,6 +89,10 @@ def _windows_block(targets: list[TargetAnalysis]) -> list[str]:
                   f"    {num(w['trained_assistant_tokens'])} of "
                   f"{num(w['assistant_tokens'])} assistant tokens trained "
                   f"({w['trained_share']:.0%}); rows out {num(w['rows_out'])}"]
+        if w["windows_over"]:
+            lines.append(f"    {num(w['windows_over'])} windows over the target; the others "
+                         f"train {num(w['trained_within_target'])} "
+                         f"({w['trained_within_target_share']:.0%})")
     return lines
 
 

@@ -179,7 +179,11 @@ def _figures(data: ReportData) -> str:
                            esc(f"from {rows:,} source rows "
                                f"({windows.get('windows', 0) / rows:.1f} per row); "
                                f"{windows.get('summaries', 0):,} summaries; assistant "
-                               f"tokens trained {windows.get('trained_share', 0):.0%}"),
+                               f"tokens trained {windows.get('trained_share', 0):.0%}"
+                               + (f"; {windows['windows_over']:,} windows over the target, "
+                                  f"the others train "
+                                  f"{windows.get('trained_within_target_share', 0):.0%}"
+                                  if windows.get("windows_over") else "")),
                            "wide"))
     strategy = m.get("strategy") or {}
     if strategy.get("rows_by_strategy"):  # §19: what the strategy did to the rows over

@@ -407,6 +407,10 @@ def windows_lines(windows: Any) -> list[str]:
         f"  {'window summaries':<17}{windows.get('summaries', 0):>10,}   assistant tokens "
         f"trained {num(windows.get('trained_assistant_tokens', 0))} of "
         f"{num(windows.get('assistant_tokens', 0))} ({windows.get('trained_share', 0):.0%})",
+        *([f"  {'windows over':<17}{windows['windows_over']:>10,}   over the target; the "
+           f"others train {num(windows.get('trained_within_target', 0))} "
+           f"({windows.get('trained_within_target_share', 0):.0%})"]
+          if windows.get("windows_over") else []),
     ]
 
 

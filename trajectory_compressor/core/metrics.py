@@ -40,9 +40,11 @@ def _exact(ratio: float) -> float:
 WINDOW_KEYS = ("window", "windows", "trained_assistant_tokens", "source_id", "trained_turns",
                "window_over")
 # What a windowed row adds to the aggregate: windows written, summaries made (and by
-# source), assistant tokens of the row and those trained over its windows.
+# source), assistant tokens of the row and those trained over its windows; its windows
+# over the target, and the assistant tokens the others train (a trainer that drops rows
+# over its context learns those).
 WINDOWED_KEYS = ("windows", "summaries", "summaries_by_source", "assistant_tokens",
-                 "trained_assistant_tokens")
+                 "trained_assistant_tokens", "windows_over", "trained_within_target")
 
 
 @dataclass
@@ -381,6 +383,8 @@ class AggregateMetrics:
     window_summaries: int = 0
     window_assistant_tokens: int = 0
     window_trained_tokens: int = 0
+    windows_over: int = 0
+    window_trained_within: int = 0
     # Strategies (§19), over the rows that were over the target: rows by what was done,
     # the masking, and the assistant tokens of the input and of the rows as written.
     rows_by_strategy: dict[str, int] = field(default_factory=dict)
@@ -450,6 +454,9 @@ class AggregateMetrics:
             self.window_summaries += m.windowed["summaries"]
             self.window_assistant_tokens += m.windowed["assistant_tokens"]
             self.window_trained_tokens += m.windowed["trained_assistant_tokens"]
+            self.windows_over += m.windowed.get("windows_over", 0)
+            self.window_trained_within += m.windowed.get(
+                "trained_within_target", m.windowed["trained_assistant_tokens"])
         self._add_strategy(m)
         self.fidelity_repairs += m.fidelity_repair
         self.low_fidelity_rows += m.low_fidelity
@@ -604,6 +611,10 @@ class AggregateMetrics:
             "trained_assistant_tokens": self.window_trained_tokens,
             "trained_share": round(self.window_trained_tokens
                                    / max(self.window_assistant_tokens, 1), 4),
+            "windows_over": self.windows_over,
+            "trained_within_target": self.window_trained_within,
+            "trained_within_target_share": round(self.window_trained_within
+                                                 / max(self.window_assistant_tokens, 1), 4),
         }
 
     def distill_summary(self) -> dict[str, Any]:

@@ -293,8 +293,12 @@ def _row_metrics(plan: Plan, turn_count: int, windows: list[TrajectoryMetrics]
     for m in summarized:
         if m.summary_source is not None:
             by_source[m.summary_source] = by_source.get(m.summary_source, 0) + 1
+    within = sum(m.windowed["trained_assistant_tokens"] for m in windows
+                 if m.windowed is not None and not m.still_over_limit)
     metrics.windowed = {"windows": len(windows), "summaries": len(summarized),
                         "summaries_by_source": by_source,
-                        "assistant_tokens": trained, "trained_assistant_tokens": trained}
+                        "assistant_tokens": trained, "trained_assistant_tokens": trained,
+                        "windows_over": sum(m.still_over_limit for m in windows),
+                        "trained_within_target": within}
     return metrics
 
