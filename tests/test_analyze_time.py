@@ -166,15 +166,23 @@ def test_the_extractive_estimate_is_near_a_real_run(tmp_path, counter):
     src = write_jsonl(tmp_path / "gen.jsonl", generated_rows(1) + generated_rows(2))
     config = CompressionConfig(summarizer="extractive", target_max_tokens=600,
                                summary_target_tokens=120)
-    estimate = analyze(str(src), config, counter=counter).time
-    run = compress_run(src, tmp_path / "out.jsonl", config, counter)
-    assert estimate is not None
-    (t,) = estimate.targets
-    assert t.summarized == run.metrics.trajectories_compressed > 10
-    took = run.metrics.processing_duration_seconds
     # The same work in the same process, moments apart: within a factor of 3 either way
-    # (the machine is shared; a forgotten or doubled part would be far outside).
-    assert took / 3 <= t.seconds <= took * 3, (t.seconds, took)
+    # (the machine is shared; a forgotten or doubled part would be far outside). The
+    # fastest of up to three of each, taken in turn: a burst of load slows one of them
+    # (an estimate once took 3.4 times its run here at a load of 5), not all three.
+    estimated: list[float] = []
+    took: list[float] = []
+    for i in range(3):
+        estimate = analyze(str(src), config, counter=counter).time
+        run = compress_run(src, tmp_path / f"out{i}.jsonl", config, counter)
+        assert estimate is not None
+        (t,) = estimate.targets
+        assert t.summarized == run.metrics.trajectories_compressed > 10
+        estimated.append(t.seconds)
+        took.append(run.metrics.processing_duration_seconds)
+        if min(took) / 3 <= min(estimated) <= min(took) * 3:
+            break
+    assert min(took) / 3 <= min(estimated) <= min(took) * 3, (estimated, took)
 
 
 def test_an_llm_without_probe_assumes_the_stated_figure(hand_input, counter):

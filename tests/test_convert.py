@@ -6,7 +6,7 @@ import copy
 import json
 
 from conversations import conversations, orphans
-from hypothesis import given
+from hypothesis import given, settings
 
 from trajectory_compressor.dialects.openai import (
     openai_to_sharegpt,
@@ -109,6 +109,7 @@ def parsed_arguments(messages):
     return out
 
 
+@settings(deadline=None)
 @given(conversations())
 def test_openai_conversations_round_trip(messages):
     snapshot = copy.deepcopy(messages)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -198,7 +199,14 @@ def test_a_second_run_into_the_same_output_is_refused_and_the_first_is_whole(tmp
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    loser = run_cli("compress", str(second), "-o", str(out), *SMALL, "--overwrite")
+    # The first run stands still (alive, holding its lock) while the second tries: the
+    # overlap does not hang on the first's remaining seconds outlasting the second's cold
+    # start (they ended 1.2 s apart in a run here at a load of 7).
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        loser = run_cli("compress", str(second), "-o", str(out), *SMALL, "--overwrite")
+    finally:
+        proc.send_signal(signal.SIGCONT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     _ok(loser, 2)

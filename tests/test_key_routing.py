@@ -5,7 +5,6 @@ loopback servers."""
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -103,13 +102,12 @@ def test_the_default_key_goes_only_to_the_default_provider(tmp_path, sample_json
 def test_a_key_over_plain_http_to_another_machine_is_refused_before_any_connection(
         tmp_path, sample_jsonl):
     source = write_input(sample_jsonl, tmp_path)
-    started = time.monotonic()
     # 10.255.255.1 does not answer: a connection attempt would hang for the request
-    # timeout (120 s), so a quick exit shows none was made.
+    # timeout (120 s), so an exit within the 100 s timeout shows none was made (with room
+    # for a cold start on a loaded machine).
     proc = run_cli("compress", str(source), "-o", str(tmp_path / "out.jsonl"),
                    "--base-url", "http://10.255.255.1/v1", "--model", "m",
-                   "--api-key-env", KEY_ENV, env={KEY_ENV: KEY}, timeout=60)
-    assert time.monotonic() - started < 60
+                   "--api-key-env", KEY_ENV, env={KEY_ENV: KEY}, timeout=100)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
         f"error: the endpoint http://10.255.255.1/v1 uses plain http, so the API key from "

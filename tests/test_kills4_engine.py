@@ -480,7 +480,8 @@ def test_rows_in_flight_are_cancelled_before_the_summarizer_closes(tmp_path, cou
 
 
 class SlowHead(ExtractiveSummarizer):
-    """The first row's summary takes 3 s; the second row's request finds the key revoked."""
+    """The first row's summary takes 30 s; the second row's request finds the key revoked
+    (30 s: a margin no loaded machine closes; a run that stops at once never waits it out)."""
 
     def __init__(self, counter: TokenCounter) -> None:
         super().__init__(counter.count)
@@ -492,7 +493,7 @@ class SlowHead(ExtractiveSummarizer):
         call = self.calls
         if call == 2:
             raise FatalSummaryError("the API key was revoked")
-        await asyncio.sleep(3 if call == 1 else 0)
+        await asyncio.sleep(30 if call == 1 else 0)
         self.finished.append(call)
         return await super().summarize(request)
 
@@ -502,7 +503,7 @@ def test_a_fatal_error_behind_the_head_row_stops_the_run_at_once(tmp_path, count
                                                                  batch_rows):
     """`Pipeline._stop`: the first exception a row task raises (a rejected API key) stops
     the run at once, "instead of when that row reaches the head of the window": the
-    first row, still being summarized (3 s), is not waited for. All rows in one batch
+    first row, still being summarized (30 s), is not waited for. All rows in one batch
     (the stop is seen while waiting for the head), or one a batch (seen while reading);
     a ready row behind them (the cleanup skips rows without a task)."""
     short = row("r2", "SHGT", [10, 5, 5, 5])  # under the target: ready at once

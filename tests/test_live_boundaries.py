@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conversations import conversations
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trajectory_compressor.live.boundaries import (
@@ -92,6 +92,7 @@ def test_everything_fitting_the_budget_falls_back_to_the_minimal_tail():
     assert tail_start(messages, [1] * len(messages), 3, 10_000) == 6
 
 
+@settings(deadline=None)
 @given(conversations(), st.integers(0, 5), st.integers(0, 4000))
 def test_boundaries_never_split_a_tool_group_nor_drop_the_latest_ask(messages, first_n,
                                                                      budget):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conversations import conversation
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trajectory_compressor.live.extractive_handoff import ExtractiveHandoff
@@ -26,6 +26,7 @@ def test_budget_is_a_fifth_with_a_floor_and_a_ceiling():
     assert summary_budget(1_000, 16_000) == 800  # the ceiling wins over the floor
 
 
+@settings(deadline=None)
 @given(st.integers(0, 10**7), st.integers(1, 10**7))
 def test_budget_bounds(compressed, context):
     budget = summary_budget(compressed, context)

@@ -106,13 +106,14 @@ def test_a_rejected_key_stops_the_run_at_once_with_exit_code_2(tmp_path, sample_
 
 def test_a_401_mid_run_does_not_wait_for_requests_in_flight(tmp_path, sample_jsonl):
     out = tmp_path / "out.jsonl"
-    # Every request stalls for a minute except the second, which is refused: the run must
-    # stop without waiting for the first row (the head of the ordered window).
-    server = FakeLLMServer(faults={"stall": 1.0}, stall_seconds=60,
+    # Every request stalls for ten minutes except the second, which is refused: the run
+    # must stop without waiting for the first row (the head of the ordered window). The
+    # 120 s timeout is that check, with room for a cold start on a loaded machine.
+    server = FakeLLMServer(faults={"stall": 1.0}, stall_seconds=600,
                            script=["stall", "unauthorized"])
     with server.in_thread():
         proc = run_cli("compress", str(sample_jsonl), "-o", str(out), *llm_args(server.url),
-                       "--max-concurrent-requests", "8", env={KEY_ENV: KEY}, timeout=40)
+                       "--max-concurrent-requests", "8", env={KEY_ENV: KEY}, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "rejected the API key" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()

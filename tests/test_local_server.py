@@ -36,9 +36,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Stand-in for `python -m llama_cpp.server`: argv is ALIAS PORT MODE.
 STAND_IN = textwrap.dedent("""
-    import http.server, json, sys, time
-    alias, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    import sys
+    # First, before the imports: a test waits for this line with a short startup timeout,
+    # and importing http.server alone takes 0.3 s on a loaded machine.
     print("loading model ...", flush=True)
+    import http.server, json, time
+    alias, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     if mode == "taken":
         print("ERROR: [Errno 98] error while attempting to bind on address "
               f"('127.0.0.1', {port}): address already in use", flush=True)

@@ -6,17 +6,20 @@ run's metrics. Now every run writes temporary files of its own (a new inode, nev
 another run has open) and checks at each checkpoint and at its commit that the lock is
 still its own; one that lost it exits 2 without renaming or removing anything.
 
-Real processes: run A is slowed by the fake LLM server's latency, its lock is deleted at
-one stage or another, run B (another input, so a mix would show in the ids) runs into
-the same output. The output must then be exactly B's complete output, with B's metrics.
+Real processes: run A is slowed by the fake LLM server (its latency, or a reply held
+back), its lock is deleted at one stage or another, run B (another input, so a mix would
+show in the ids) runs into the same output. The output must then be exactly B's complete
+output, with B's metrics.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +34,19 @@ KEY_ENV = "TC_TEST_LOCK_KEY"
 SIZES = ("--target-max-tokens", "150", "--summary-target-tokens", "10", "--no-cache")
 SHORT = [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]
 NEVER = "Never delete the lock file of a live run"
+
+
+class HeldServer(FakeLLMServer):
+    """Holds every chat request (counted as it arrives) until ``release`` is set."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.release = threading.Event()
+
+    async def _answer(self, request):
+        while not self.release.is_set():
+            await asyncio.sleep(0.01)
+        return await super()._answer(request)
 
 
 def _start_a(src: Path, out: Path, url: str) -> subprocess.Popen:
@@ -142,7 +158,9 @@ def test_a_lock_deleted_just_before_the_commit_leaves_the_output_to_the_second(t
     b_src = _b_input(tmp_path)
     out = tmp_path / f"out.{container}"
     lock = tmp_path / ".out.lock"
-    with FakeLLMServer(api_key=KEY, latency=12).in_thread() as server:
+    # A's summary is held until B has committed (a fixed latency would race B's run,
+    # which takes a cold start and more on a loaded machine).
+    with HeldServer(api_key=KEY).in_thread() as server:
         a = _start_a(a_src, out, server.url)
         _wait(a, lambda: server.requests >= 1)
         time.sleep(0.5)
@@ -150,6 +168,7 @@ def test_a_lock_deleted_just_before_the_commit_leaves_the_output_to_the_second(t
         b = _run_b(b_src, out)
         assert b.returncode == 1, b.stderr
         assert a.poll() is None, "A ended before B committed: the stage was missed"
+        server.release.set()
         _, a_err = a.communicate(timeout=300)
     assert a.returncode == 2, a_err
     assert NEVER in a_err and "Traceback" not in a_err

@@ -7,7 +7,7 @@ import copy
 import json
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from trajectory_compressor.core import redact as redact_module
@@ -139,6 +139,7 @@ def test_a_bearer_jwt_becomes_one_marker():
 FRAGMENTS = [text for text, _ in TOKEN_CASES + KEYED_CASES] + NEAR_MISSES
 
 
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(FRAGMENTS), st.sampled_from([" ", "\n", "", ", "]))))
 def test_redaction_is_idempotent(pieces):
     text = "".join(fragment + separator for fragment, separator in pieces)
@@ -261,6 +262,7 @@ def test_urls_without_credentials_are_unchanged(url):
 
 # Properties.
 
+@settings(deadline=None)
 @given(st.text(), st.text(min_size=4), st.text(), st.text())
 def test_an_inserted_secret_never_survives(before, secret, middle, after):
     assume(len(secret.strip()) >= 4 and secret not in REDACTED)
@@ -271,6 +273,7 @@ def test_an_inserted_secret_never_survives(before, secret, middle, after):
     assert secret not in key and secret not in value
 
 
+@settings(deadline=None)
 @given(st.text(alphabet="abc \n"), st.text(alphabet="xyz", min_size=4))
 def test_text_without_the_secret_is_unchanged(text, secret):
     assert scrub_literals(text, [secret]) == text
