@@ -44,7 +44,8 @@ class HeldServer(FakeLLMServer):
         self.release = threading.Event()
 
     async def _answer(self, request):
-        while not self.release.is_set():
+        held_until = time.monotonic() + 300  # bounded: a failed test never sets it
+        while not self.release.is_set() and time.monotonic() < held_until:
             await asyncio.sleep(0.01)
         return await super()._answer(request)
 
