@@ -670,3 +670,26 @@ def test_windows_counted_through_a_chat_template(tmp_path):
         assert isinstance(counts, list)
         assistant = sum(n for t, n in zip(turns, counts, strict=True) if t["from"] == "gpt")
         assert trained[str(row["id"])] == assistant
+
+
+def test_an_excluded_tool_is_never_masked(tmp_path):
+    """`--mask-exclude-tools NAME` holds in windows too: the window that ends on NAME's
+    output over the target alone keeps it whole and is over, and says which turn."""
+    pad = "".join(f" line{i} status=ok" for i in range(TARGET // 3))
+    rows = [_pad_output(row, 5, pad) for row in sample_rows("openai", 2)[1:]]
+    padded = next(m for m in rows[0]["messages"] if pad in str(m.get("content")))
+    body = padded["content"]
+    name = json.loads(body[body.index("{"):body.rindex("}") + 1])["name"]
+    src = write_container(rows, tmp_path, "jsonl")
+    out = tmp_path / "out.jsonl"
+    done = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+                      "--output-mode", "windows", "--target-max-tokens", str(TARGET),
+                      "--mask-exclude-tools", name, "--quiet")
+    assert done.returncode == 0, done.stderr
+    written = read_jsonl(out)
+    assert not any(f"{MASKED} {name} " in json.dumps(w) for w in written)
+    [over] = [w["compression_metrics"] for w in written
+              if w["compression_metrics"]["still_over_limit"]]
+    turn = rows[0]["messages"].index(padded)
+    assert f"; turn {turn} alone holds " in over["window_over"]
+    assert sum(pad in json.dumps(w) for w in written) == 1  # whole, in that window only
