@@ -363,19 +363,9 @@ def test_windows_of_a_source_row_in_chromium(tmp_path, counter, browser):
     """A windows run (`--output-mode windows`) with a window over the target: the page
     lists the source row once; clicking it shows each of its windows, in order, with its
     tokens, why it is over, and a timeline of as many turns as the window holds."""
-    from tests.test_windows_runs import TARGET, head_heavy_rows
+    from tests.test_windows_runs import TARGET, agent_row
 
-    body = " ".join(f"w{i}" for i in range(60))
-    messages: list[dict] = [{"role": "system", "content": "You are an agent."},
-                            {"role": "user", "content": "Fix the bug."}]
-    for i in range(6):
-        messages += [
-            {"role": "assistant", "content": f"Step {i}: {body[:150]}",
-             "tool_calls": [{"id": f"c{i}", "type": "function",
-                             "function": {"name": "bash", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": f"c{i}", "content": f"out {i} {body} {body}"}]
-    rows = head_heavy_rows("openai", [{"id": "src-1", "messages": messages}], counter, 40)
-    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    src = write_jsonl(tmp_path / "in.jsonl", [agent_row("src-1", 6, counter, 40)])
     out, html = tmp_path / "out.jsonl", tmp_path / "windows.html"
     proc = run_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
                    "--output-mode", "windows", "--target-max-tokens", str(TARGET), "--quiet")

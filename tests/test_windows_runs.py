@@ -35,6 +35,9 @@ TARGET = 4000
 SAMPLE_FILES = {"hermes": "trajectories.jsonl", "lf_sharegpt": "llamafactory_sharegpt.json",
                 "lf_messages": "llamafactory_messages.jsonl", "openai": "openai_messages.jsonl"}
 CONTAINERS = ["jsonl", "jsonl.gz", "json", "parquet", "hf"]
+# The `--format` name of each sample's dialect.
+DIALECT_NAMES = {"hermes": "sharegpt", "lf_sharegpt": "sharegpt-variant",
+                 "lf_messages": "openai", "openai": "openai"}
 COLUMNS = ("conversations", "messages", "system", "compression_metrics")
 MASKED = "[tool output masked:"
 
@@ -202,7 +205,7 @@ def test_every_dialect_and_container(tmp_path, counter, dialect, container):
                       "--quiet")
     assert done.returncode == 0, done.stderr
     outputs = read_output(out)
-    name = {"hermes": "sharegpt", "lf_sharegpt": "sharegpt-variant"}.get(dialect, "openai")
+    name = DIALECT_NAMES[dialect]
     assert row_kind(rows[0]) in (name, "sharegpt-columns", "sharegpt-plain", "openai")
     assert check_windows(rows, outputs, counter, name) >= 1
     (found,) = tmp_path.glob("out*_metrics.json")
@@ -410,6 +413,37 @@ def head_heavy_rows(dialect_name: str, rows: list[dict[str, Any]], counter: Any,
     return out
 
 
+def windows_run(rows: list[dict[str, Any]], name: str, folder: Path, counter: Any,
+                *flags: str) -> list[dict[str, Any]]:
+    """``rows`` compressed in windows mode at `TARGET` (extractive), the invariants of
+    `check_windows` asserted (every row over the target windowed); the windows written."""
+    src = write_container(rows, folder, "jsonl")
+    out = folder / "out.jsonl"
+    done = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
+                      "--output-mode", "windows", "--target-max-tokens", str(TARGET),
+                      "--quiet", *flags)
+    assert done.returncode == 0, done.stderr
+    outputs = read_output(out)
+    assert check_windows(rows, outputs, counter, name) == len(rows)
+    return outputs
+
+
+def agent_row(row_id: str, calls: int, counter: Any, room: int) -> dict[str, Any]:
+    """An OpenAI agent row of ``calls`` calls (each a short step and a ~240-token output)
+    whose task is padded so that its protected head leaves ``room`` tokens of `TARGET`."""
+    words = " ".join(f"w{i}" for i in range(60))
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."},
+                                      {"role": "user", "content": "Fix the bug."}]
+    for i in range(calls):
+        messages += [
+            {"role": "assistant", "content": f"Step {i}: {words[:150]}",
+             "tool_calls": [{"id": f"c{i}", "type": "function",
+                             "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"out {i} {words} {words}"}]
+    [row] = head_heavy_rows("openai", [{"id": row_id, "messages": messages}], counter, room)
+    return row
+
+
 @pytest.mark.parametrize("dialect", list(SAMPLE_FILES))
 def test_a_head_that_nearly_fills_the_target(tmp_path, counter, dialect):
     """Rows whose protected head (system, task, first call and its result) nearly fills
@@ -418,16 +452,10 @@ def test_a_head_that_nearly_fills_the_target(tmp_path, counter, dialect):
     by how much (``window_over``), and only when even the least head with the least
     summary and the window's first group of turns is over. Every assistant turn is
     trained in exactly one window."""
-    name = {"hermes": "sharegpt", "lf_sharegpt": "sharegpt-variant"}.get(dialect, "openai")
+    name = DIALECT_NAMES[dialect]
     rows = head_heavy_rows(name, sample_rows(dialect, 2)[1:], counter, 250)
-    src = write_container(rows, tmp_path, "jsonl")
+    outputs = windows_run(rows, name, tmp_path, counter)
     out = tmp_path / "out.jsonl"
-    done = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
-                      "--output-mode", "windows", "--target-max-tokens", str(TARGET),
-                      "--quiet")
-    assert done.returncode == 0, done.stderr
-    outputs = read_output(out)
-    assert check_windows(rows, outputs, counter, name) == len(rows)
     dialect_of = dialect_for(CompressionConfig(), name)
     config = CompressionConfig()
     by_source: dict[str | None, tuple[list[int], int]] = {}
@@ -514,17 +542,10 @@ def test_a_tool_output_over_the_target_alone(tmp_path, counter, dialect):
     summarized. No window is over, except on an alternating row (LLaMA-Factory
     ShareGPT), whose windows end on the call and open on its results, so the output is
     read by the next trained turn and is never masked: that window says it is over."""
-    name = {"hermes": "sharegpt", "lf_sharegpt": "sharegpt-variant"}.get(dialect, "openai")
+    name = DIALECT_NAMES[dialect]
     pad = "".join(f" line{i} status=ok" for i in range(TARGET // 3))
     rows = [_pad_output(row, 5, pad) for row in sample_rows(dialect, 2)[1:]]
-    src = write_container(rows, tmp_path, "jsonl")
-    out = tmp_path / "out.jsonl"
-    done = invoke_cli("compress", str(src), "-o", str(out), "--summarizer", "extractive",
-                      "--output-mode", "windows", "--target-max-tokens", str(TARGET),
-                      "--quiet")
-    assert done.returncode == 0, done.stderr
-    outputs = read_output(out)
-    assert check_windows(rows, outputs, counter, name) == len(rows)
+    outputs = windows_run(rows, name, tmp_path, counter)
     metrics = [w["compression_metrics"] for w in outputs]
     masked = [m for m in metrics if m.get("masked_turns")]
     over = [m for m in metrics if m["still_over_limit"]]
@@ -547,18 +568,9 @@ def test_what_would_fix_windows_over_the_target(tmp_path, counter):
     second pass in windows), and each remedy it lists does what it says when compress is
     run again with its flags; `validate` finds no row-count disagreement (a run writes
     its windows: more rows than it reads)."""
-    words = " ".join(f"w{i}" for i in range(60))
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."},
-                                      {"role": "user", "content": "Fix the bug."}]
-    for i in range(8):
-        messages += [
-            {"role": "assistant", "content": f"Step {i}: {words[:150]}",
-             "tool_calls": [{"id": f"c{i}", "type": "function",
-                             "function": {"name": "bash", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": f"c{i}", "content": f"out {i} {words} {words}"}]
     # Room for 40 tokens after the head: the system and task, the least summary and one
     # call with its output masked are still over the target.
-    rows = head_heavy_rows("openai", [{"id": "h", "messages": messages}], counter, 40)
+    rows = [agent_row("h", 8, counter, 40)]
     src = write_container(rows, tmp_path, "jsonl")
     args = ("--summarizer", "extractive", "--output-mode", "windows", "--target-max-tokens",
             str(TARGET), "--quiet")
