@@ -55,10 +55,17 @@ app = typer.Typer(
 
 EXIT_CODES = """Exit codes:
   0    done
-  1    done, but some rows were rejected or failed (or --strict stopped the run)
-  2    usage or configuration error (flags, config, output paths)
-  3    a CI gate (--max-over-limit, ...) failed; all was written; wins over 1
-  4    the run stopped on an I/O or internal error (--debug shows the traceback)
+  1    done, but some rows were rejected or failed (or --strict
+       stopped the run)
+  2    usage or configuration error (flags, config, output paths);
+       also an endpoint that rejects the key or fails its first
+       requests, a dead local server, a run whose lock was deleted,
+       a run none of whose summaries came from the LLM (outputs
+       written; --allow-fallback accepts the LLM cases)
+  3    a CI gate (--max-over-limit, ...) failed; all was written;
+       wins over 1
+  4    the run stopped on an I/O or internal error (--debug shows
+       the traceback)
   130  interrupted (Ctrl-C); --resume continues"""
 
 # Shown in compress --help; HELP_NOW is filled in when the help is shown.
