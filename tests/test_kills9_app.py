@@ -93,3 +93,92 @@ def test_the_no_llm_exit_code_is_the_documented_2():
     from trajectory_compressor.app.no_llm import NO_LLM_EXIT
 
     assert NO_LLM_EXIT == 2 and "\n  2    usage or configuration error" in EXIT_CODES
+
+
+def test_the_fallback_share_gate_counts_fallbacks_of_the_summaries_asked():
+    from trajectory_compressor.app.gates import Counts, GateResult, counts_of, parse_gate
+
+    counts = Counts(rows=10, over_limit=1, failed=2, rejected=3, fallbacks=4, summaries=50)
+    assert counts.of("fallback_share") == (4, 50)
+    assert counts.of("rejected") == (3, 13) and counts.of("over_limit") == (1, 10)
+    gate = parse_gate("fallback_share", "5%")
+    assert not GateResult(gate, *counts.of("fallback_share")).passed  # 8% > 5%
+    assert GateResult(gate, 2, 50).passed  # 4%
+    # From a metrics file: fallbacks of the summaries asked of the LLM (extractive ones
+    # are not asked of it).
+    metrics = {"summary": {"total_trajectories": 9},
+               "summarization": {"summaries_by_source": {
+                   "llm": 5, "cache": 2, "fallback": 3, "extractive": 40}}}
+    assert counts_of(metrics).of("fallback_share") == (3, 10)
+
+
+def test_gate_lines_and_the_exit_code(capsys):
+    from trajectory_compressor.app.gates import (
+        GATE_EXIT,
+        Counts,
+        GateResult,
+        apply_gates,
+        parse_gate,
+    )
+
+    assert GATE_EXIT == 3
+    counts = Counts(rows=2000, over_limit=1, failed=0, rejected=0, fallbacks=1, summaries=1)
+    gates = [parse_gate("over_limit", "0%"), parse_gate("failed", "0"),
+             parse_gate("fallback_share", "0")]
+    assert apply_gates(gates, counts, 1) == GATE_EXIT
+    err = capsys.readouterr().err
+    # A share under 0.1% gets two decimals, and no gate passes quietly on stderr.
+    assert err == ("gate failed: over-limit rows 1 (0.05%) > 0%\n"
+                   "gate failed: fallback summaries 1 (100.0%) > 0\n")
+    assert apply_gates(gates[1:2], counts, 1) == 1 and capsys.readouterr().err == ""
+    # 0.1% exactly has one decimal; no rows at all is 0%.
+    assert GateResult(parse_gate("failed", "0"), 1, 1000).line() == \
+        "gate failed: failed rows 1 (0.1%) > 0"
+    assert GateResult(parse_gate("failed", "0"), 0, 0).line() == \
+        "gate failed: failed rows 0 (0%) > 0"
+
+
+def test_gate_results_flush_the_commands_output_first(capfd):
+    import sys
+
+    from trajectory_compressor.app.gates import Counts, apply_gates, parse_gate
+
+    sys.stdout.write("the command's summary")  # no newline: only a flush writes it
+    sys.stderr.write("before")
+    code = apply_gates([parse_gate("failed", "0")], Counts(1, 0, 1, 0), 0)
+    out, err = capfd.readouterr()
+    assert code == 3 and out == "the command's summary"
+    assert err == "beforegate failed: failed rows 1 (100.0%) > 0\n"
+
+
+def test_gate_results_as_json_and_finish_defaults_to_exit_0():
+    from trajectory_compressor.app.gates import GateResult, finish, parse_gate
+
+    result = GateResult(parse_gate("max_over_limit"[4:], "1%"), 1, 3)
+    assert result.to_dict() == {"gate": "max-over-limit", "limit": "1%", "count": 1,
+                                "total": 3, "share_percent": 33.3333, "passed": False}
+    assert finish([GateResult(parse_gate("failed", "5"), 1, 3)]) == 0
+
+
+def test_a_gate_line_comes_after_the_commands_output_on_one_stream(tmp_path):
+    """stdout and stderr into one file (a CI log): the command's summary, still in
+    stdout's buffer, is written before the gate's line."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from trajectory_compressor.app import gates
+
+    root = Path(gates.__file__).resolve().parents[2]  # the package as imported here
+    code = ("import sys\n"
+            "from trajectory_compressor.app.gates import Counts, apply_gates, parse_gate\n"
+            "sys.stdout.write('summary of the run\\n')\n"
+            "sys.exit(apply_gates([parse_gate('failed', '0')], Counts(1, 0, 1, 0), 0))\n")
+    log = tmp_path / "ci.log"
+    with log.open("wb") as sink:
+        done = subprocess.run([sys.executable, "-c", code], stdout=sink, stderr=sink,
+                              env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+                              timeout=120)
+    assert done.returncode == 3
+    assert log.read_text() == ("summary of the run\n"
+                               "gate failed: failed rows 1 (100.0%) > 0\n")
