@@ -182,3 +182,141 @@ def test_a_gate_line_comes_after_the_commands_output_on_one_stream(tmp_path):
     assert done.returncode == 3
     assert log.read_text() == ("summary of the run\n"
                                "gate failed: failed rows 1 (100.0%) > 0\n")
+
+
+# --- app/textfmt.py: the plain-text helpers, line for line ----------------------------
+
+def test_reject_lines_word_for_word():
+    from trajectory_compressor.app.textfmt import reject_lines
+
+    assert reject_lines([], 0, None) == [] and reject_lines([("a", "b")], -1, "r") == []
+    first = [("data/in.jsonl:3", "not JSON: Expecting value"),
+             ("data/in.jsonl:9", "a role that is not text")]
+    assert reject_lines(first, 2, "out_rejects.jsonl") == [
+        "Rejected rows: 2",
+        "  data/in.jsonl:3: not JSON: Expecting value",
+        "  data/in.jsonl:9: a role that is not text"]
+    assert reject_lines(first[:1], 1234, None) == [
+        "Rejected rows: 1,234",
+        "  data/in.jsonl:3: not JSON: Expecting value",
+        "  … and 1,233 more; compress lists every one in <output stem>_rejects.jsonl"]
+    assert reject_lines(first[:1], 3, "runs/out_rejects.jsonl")[-1] == \
+        "  … and 2 more; see runs/out_rejects.jsonl"
+    # Long paths lose their start, long reasons their end; every line within the width.
+    where = "/very/long/folder/" * 6 + "in.jsonl:77"
+    why = "reason " * 30
+    path = "/p/" * 40 + "x_rejects.jsonl"
+    lines = reject_lines([(where, why)], 5, path, width=60)
+    assert all(len(line) <= 60 for line in lines)
+    assert lines[1] == "  …" + where[-(30 - 1):] + ": " + why[:60 - 34 - 1] + "…"
+    more = "  … and 4 more; "
+    assert lines[2] == more + "see " + "…" + path[-(60 - len(more) - 4 - 1):]
+    assert len(lines[2]) == 60
+
+
+def test_table_lines_exactly():
+    from trajectory_compressor.app.textfmt import Column, table
+
+    cols = [Column("id"), Column("tokens", right=True)]
+    assert table(cols, [["a", "1,234"], ["bb", "5"]]) == [
+        "  id  tokens", "  a    1,234", "  bb       5"]
+    assert table(cols, [["a", "1"]], indent=0) == ["id  tokens", "a        1"]
+    # A column's max_width clips its cells; the header alone sets a floor of 8 for shrinking.
+    capped = [Column("text", max_width=5), Column("n", right=True)]
+    assert table(capped, [["abcdefgh", "1"]]) == ["  text   n", "  abcd…  1"]
+    wide = [Column("name", flex=True, priority=1), Column("why", flex=True),
+            Column("n", right=True)]
+    rows = [["n" * 30, "w" * 30, "7"]]
+    got = table(wide, rows, width=40)
+    # 2 + 30 + 30 + 1 + 2 gaps of 2 = 67: 27 columns come off "why" first (priority 0),
+    # down to its floor of 8, then 5 off "name": 2 + 25 + 2 + 8 + 2 + 1 = 40.
+    assert got == ["  name" + " " * 21 + "  why       n",
+                   "  " + "n" * 24 + "…  " + "w" * 7 + "…  7"]
+    assert all(len(line) <= 40 for line in got)
+    # Nothing flexible: the line is clipped at the width, with an ellipsis.
+    fixed = table([Column("x"), Column("y")], [["x" * 50, "y" * 50]], width=40)
+    assert [len(line) for line in fixed] == [40, 40]
+    assert fixed[1] == "  " + "x" * 37 + "…"
+    # A flexible column at its floor (8, or its header) does not shrink further.
+    floor = table([Column("header-ten", flex=True), Column("y")],
+                  [["h" * 12, "y" * 40]], width=30)
+    assert floor[1].startswith("  " + "h" * 9 + "…  ")
+
+
+def test_histogram_lines_exactly():
+    from trajectory_compressor.app.textfmt import histogram_lines
+
+    lines = histogram_lines([0, 10, 100, 1000], [3, 0, 1], marks={2: "target"},
+                            bar_width=6)
+    assert lines == ["       0 - 10 |###### 3",
+                     "     10 - 100 |       0",
+                     "  100 - 1,000 |##     1  target"]
+    # Bars round up: 1 of 10 on 4 columns is one mark; counts align right.
+    assert histogram_lines([0, 1, 2], [10, 1], bar_width=4) == [
+        "  0 - 1 |#### 10", "  1 - 2 |#     1"]
+    assert histogram_lines([0, 1], [0], indent=0, bar_width=3) == ["0 - 1 |    0"]
+
+
+def test_clip_pad_and_widths_at_their_edges():
+    from trajectory_compressor.app.textfmt import (
+        char_width,
+        clip,
+        display_width,
+        first_line,
+        num,
+        one_line,
+        pad,
+    )
+
+    assert clip("abcdef", 6) == "abcdef" and clip("abcdef", 5) == "abcd…"
+    assert clip("abcdef", 5, left=True) == "…cdef" and clip("abc", 0) == ""
+    assert clip("abc", -3) == "" and clip("ab", 1) == "…"
+    assert clip("漢字かな", 5) == "漢字…" and clip("漢字かな", 5, left=True) == "…かな"
+    assert display_width("漢a\u0301\u200b") == 3  # wide, plain, combining, format
+    assert char_width("\u0488") == 0  # an enclosing mark (Me)
+    assert pad("ab", 4) == "ab  " and pad("ab", 4, right=True) == "  ab"
+    assert pad("abcdef", 3) == "abcdef"
+    assert num(None) == "-" and num(1234567) == "1,234,567" and num(2.5) == "2.50"
+    assert num(1234.5) == "1,234.50"
+    assert one_line("a\x1b[31mb\x1bZ\tc\n\nd ") == "ab c d"
+    assert first_line("<think>\n\n  next line  \nlast") == "next line"
+    assert first_line("<tool_response>\n</tool_response>") == "<tool_response>"
+    assert first_line("") == ""
+
+
+def test_reason_labels_and_order():
+    from trajectory_compressor.app.textfmt import reason_order, short_reason
+    from trajectory_compressor.core import reasons
+
+    first, last = reasons.OVER_LIMIT[0], reasons.OVER_LIMIT[-1]
+    assert reason_order(first.text) == (0, "")
+    assert reason_order(last.code) == (len(reasons.OVER_LIMIT) - 1, "")
+    assert reason_order("zzz went wrong") == (len(reasons.OVER_LIMIT), "zzz went wrong")
+    assert sorted(["b failed", last.text, "a failed", first.text], key=reason_order) == [
+        first.text, last.text, "a failed", "b failed"]
+    assert short_reason("") == "over the target"
+    assert short_reason("boom\nand more " * 5) == "failed: boom and more boom and …"
+    assert len(short_reason("x" * 100)) == 32
+
+
+def test_textfmt_defaults_and_small_cases():
+    import dataclasses
+
+    import pytest
+
+    from trajectory_compressor.app.textfmt import (
+        Column,
+        histogram_lines,
+        one_line,
+        reject_lines,
+    )
+
+    assert one_line("a\x00b\x7fc") == "a b c"  # control characters are spaces
+    [line] = histogram_lines([0, 5], [2])
+    assert line == "  0 - 5 |" + "#" * 30 + " 2"  # 30 columns of bar by default
+    long = [("x" * 200, "y" * 200)]
+    assert max(len(line) for line in reject_lines(long, 1, None)) == 80
+    assert reject_lines([("in.jsonl:1", "bad")], 1, None) == [
+        "Rejected rows: 1", "  in.jsonl:1: bad"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Column("x").header = "y"  # type: ignore[misc]
