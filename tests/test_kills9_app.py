@@ -1,9 +1,11 @@
-"""Kill tests for small `app/` modules (issue 40 item 8): what they print or decide, word
-for word, on hand-made metrics (`app.strategy_text`, `app.no_llm`)."""
+"""Kill tests for `app/` modules (issue 40 item 8): what they print or decide, word for
+word, on hand-made inputs (`app.strategy_text`, `app.no_llm`, `app.gates`,
+`app.textfmt`, `app.flags`)."""
 
 from __future__ import annotations
 
 from trajectory_compressor.app.no_llm import never_answered
+from trajectory_compressor.app.options import Budget
 from trajectory_compressor.app.strategy_text import strategy_lines
 
 
@@ -320,3 +322,65 @@ def test_textfmt_defaults_and_small_cases():
         "Rejected rows: 1", "  in.jsonl:1: bad"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         Column("x").header = "y"  # type: ignore[misc]
+
+
+# --- app/flags.py: option groups and how --help shows them ----------------------------
+
+def test_option_groups_by_their_flag_names():
+    from trajectory_compressor.app.options import Reading
+
+    budget = Budget(target_max_tokens=4000, summary_target_tokens=None,
+                    tokenizer_name="tok")
+    assert budget.by_flag() == {"--target-max-tokens": 4000,
+                                "--summary-target-tokens": None, "--tokenizer": "tok"}
+    assert budget.values() == {"target_max_tokens": 4000, "summary_target_tokens": None,
+                               "tokenizer_name": "tok"} == budget.overrides()
+    assert list(Reading().by_flag()) == ["--format", "--token-counting", "--chat-template"]
+
+
+def test_an_option_named_in_its_declarations_or_with_a_slash():
+    from typing import Annotated
+
+    import typer
+
+    from trajectory_compressor.app.flags import _option_name
+
+    assert _option_name(Annotated[int, typer.Option("-n", "--rows")]) == "--rows"
+    assert _option_name(Annotated[bool, typer.Option("--on/--off")]) == "--on"
+    assert _option_name(Annotated[int, typer.Option("--only")]) == "--only"
+
+
+def test_spread_flags_gives_typer_each_option_and_the_command_its_group():
+    from typing import get_type_hints
+
+    from trajectory_compressor.app.flags import spread_flags
+
+    seen = []
+
+    def command(name: str, *, budget: Budget, last: int = 1) -> str:
+        seen.append((name, budget, last))
+        return "done"
+
+    spread = spread_flags(command)
+    hints = get_type_hints(spread, include_extras=True)
+    assert list(hints) == ["name", "target_max_tokens", "summary_target_tokens",
+                           "tokenizer_name", "last"]
+    # Each option keeps its typer.Option (the name typer shows), not just its type.
+    assert hints["target_max_tokens"].__metadata__[0].default == "--target-max-tokens"
+    assert spread(name="x", target_max_tokens=5, summary_target_tokens=None,
+                  tokenizer_name=None, last=2) == "done"
+    assert seen == [("x", Budget(target_max_tokens=5), 2)]
+
+
+def test_help_shows_flags_without_a_bool_type_and_fills_its_placeholders():
+    from tests.cli_helpers import invoke_cli
+    from trajectory_compressor.app.cli import HELP_NOW
+
+    for args in (("--help",), ("compress", "--help"), ("analyze", "--help")):
+        shown = invoke_cli(*args, env={"COLUMNS": "200"})
+        assert shown.returncode == 0 and "<bool>" not in shown.stdout
+    compress = invoke_cli("compress", "--help", env={"COLUMNS": "200"}).stdout
+    # Options that take a value keep their type.
+    assert "--target-max-tokens" in compress and "<int>" in compress
+    assert HELP_NOW not in compress and "Here and now:" in compress
+    assert "--allow-fallback" in compress and "--version" in invoke_cli("--help").stdout
