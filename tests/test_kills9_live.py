@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 
 import pytest
 
@@ -46,6 +47,22 @@ from trajectory_compressor.live.placement import (
     Placement,
     _role_between,
     place_summary,
+)
+from trajectory_compressor.live.pruning import (
+    ARGUMENT_MAX_CHARS,
+    DEDUPE_MIN_CHARS,
+    DUPLICATE_TAG,
+    PRUNE_MIN_CHARS,
+    PRUNED_TAG,
+    PruneStats,
+    _truncate_calls,
+    call_label,
+    describe_result,
+    is_pruned,
+    key_argument,
+    outcome_of,
+    prune,
+    truncate_arguments,
 )
 from trajectory_compressor.live.writers import (
     BackendWriter,
@@ -202,6 +219,13 @@ def test_the_budget_constants_and_edges():
     assert summary_budget(0, 40) == 2
 
 
+def test_a_handoff_request_is_frozen():
+    request = HandoffRequest(MIDDLE, 1, 500)
+    assert (request.previous_summary, request.focus_topic, request.max_tokens) == ("", None, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.budget = 600  # type: ignore[misc]
+
+
 def tool_turns() -> list[dict]:
     return [
         {"role": "user", "content": "fix it"},
@@ -336,3 +360,130 @@ def test_stubs_follow_the_results_that_are_there_and_are_made_once():
     assert repair_tool_pairs(messages[:1]) == [
         messages[0], *({"role": "tool", "tool_call_id": i, "name": n, "content": STUB_RESULT}
                        for i, n in ((1, "t"), (2, "b"), (3, "t")))]
+
+# -- pruning ------------------------------------------------------------------------------
+
+
+def prune_call(call_id, name, **args):
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def test_the_pruning_constants_are_the_documented_ones():
+    assert (PRUNE_MIN_CHARS, DEDUPE_MIN_CHARS, ARGUMENT_MAX_CHARS) == (400, 100, 500)
+    assert (PRUNED_TAG, DUPLICATE_TAG) == ("[tool result pruned]", "[duplicate tool result:")
+    assert PruneStats() == PruneStats(0, 0, 0)
+
+
+def test_a_result_is_described_from_400_characters_on():
+    call = prune_call("a", "read_file", path="x.py")
+    for size, described in ((PRUNE_MIN_CHARS - 1, False), (PRUNE_MIN_CHARS, True)):
+        content = "z" * size
+        messages = [{"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": "a", "content": content}]
+        pruned, stats = prune(messages, 0, 2)
+        assert stats == PruneStats(described=int(described))
+        expected = (f"[tool result pruned] read_file(path=x.py) → ok: {'z' * 119}… "
+                    f"[{size:,} chars, 1 lines]") if described else content
+        assert pruned[1]["content"] == expected
+        assert pruned[1]["tool_call_id"] == "a"
+
+
+def test_a_duplicate_points_at_the_newer_copy_from_100_characters_on():
+    for size, pointed in ((DEDUPE_MIN_CHARS - 1, False), (DEDUPE_MIN_CHARS, True)):
+        same = "q" * size
+        messages = [{"role": "tool", "tool_call_id": "gone", "name": "grep", "content": same},
+                    {"role": "user", "content": "again"},
+                    {"role": "tool", "tool_call_id": "gone2", "content": same}]
+        pruned, stats = prune(messages, 0, 3)
+        assert stats == PruneStats(deduplicated=int(pointed))
+        assert pruned[0]["content"] == (
+            "[duplicate tool result: same output as the newer grep result in message 2]"
+            if pointed else same)
+        assert pruned[2]["content"] == same  # the newest copy stays
+
+
+def test_a_described_result_without_its_call_is_named_by_its_own_name_or_tool():
+    big = "w" * 1200
+    messages = [{"role": "tool", "tool_call_id": "x", "name": "shell", "content": big},
+                {"role": "tool", "tool_call_id": "y", "content": big + "!"},
+                {"role": "tool", "tool_call_id": "z", "content": [{"type": "text", "text": big}]}]
+    pruned, stats = prune(messages, 0, 3)
+    assert stats == PruneStats(described=2)
+    assert pruned[0]["content"].startswith("[tool result pruned] shell() → ok: ")
+    assert pruned[0]["content"].endswith(" [1,200 chars, 1 lines]")
+    assert pruned[1]["content"].startswith("[tool result pruned] tool() → ok: ")
+    assert pruned[2] is messages[2]  # not text: left alone
+    assert [is_pruned(m) for m in pruned] == [True, True, False]
+    assert not is_pruned({"role": "tool", "content": "plain"})
+
+
+@pytest.mark.parametrize("content, outcome, failed", [
+    (json.dumps({"stdout": "done\nall good", "exit_code": 0}), "ok (exit 0): done", False),
+    ("\n  \nfirst line\nsecond", "ok: first line", False),
+    ("", "ok", False),
+    (json.dumps({"stdout": "ran\nValueError: bad", "exit_code": 2}), "exit 2: ValueError: bad",
+     True),
+    (json.dumps({"stdout": "ran quietly", "exit_code": 3}), "exit 3", True),
+    ("one\nTypeError: first\nKeyError: last", "error: KeyError: last", True),
+    ("E" * 130 + "Error: x", "error: " + ("E" * 130 + "Error: x")[:119] + "…", True),
+])
+def test_outcomes(content, outcome, failed):
+    assert outcome_of(content) == (outcome, failed)
+
+
+@pytest.mark.parametrize("arguments, shown", [
+    ("", ""),
+    ("{}", ""),
+    ('{"b": 1, "a": 2}', "b=1"),
+    ('{"content": "x", "query": "q", "path": "p"}', "path=p"),
+    ('{"name": "n", "url": "u"}', "url=u"),
+    ('{"path": "' + "p" * 90 + '"}', "path=" + "p" * 79 + "…"),
+    ("[1, 2]", "[1, 2]"),
+    ("not json " * 12, ("not json " * 12)[:79] + "…"),
+])
+def test_the_key_argument(arguments, shown):
+    assert key_argument(arguments) == shown
+
+
+def test_call_labels():
+    assert call_label("t", None) == "t()"
+    assert call_label("t", prune_call("i", "t", command="ls -l")) == "t(command=ls -l)"
+
+
+def test_the_description_counts_the_output_s_own_lines():
+    content = json.dumps({"stdout": "a\nb\nc", "exit_code": 0}) + " " * 1000
+    line = describe_result("run", None, content)  # the JSON text is one line; its output 3
+    assert line == f"[tool result pruned] run() → ok (exit 0): a [{len(content):,} chars, 3 lines]"
+    wrapped = json.dumps({"stdout": "a\nb\nc" + "\nd" * 500, "exit_code": 0})
+    assert describe_result("run", None, wrapped).endswith(
+        f"[{len(wrapped):,} chars, 503 lines]")
+
+
+def test_only_arguments_over_500_characters_are_cut():
+    keep = prune_call("k", "write", path="p", content="c" * (ARGUMENT_MAX_CHARS - 30))
+    assert len(keep["function"]["arguments"]) <= ARGUMENT_MAX_CHARS
+    message = {"role": "assistant", "content": "w", "name": "me", "tool_calls": [keep]}
+    assert _truncate_calls(message) == (message, 0)
+    assert _truncate_calls(message)[0] is message
+    edge = {"id": "e", "function": {"name": "f", "arguments": "x" * ARGUMENT_MAX_CHARS}}
+    over = {"id": "o", "type": "function",
+            "function": {"name": "f", "arguments": "x" * (ARGUMENT_MAX_CHARS + 1)}}
+    cut, count = _truncate_calls({**message, "tool_calls": [keep, "odd", edge, over]})
+    assert count == 1
+    assert cut == {**message, "tool_calls": [
+        keep, "odd", edge,
+        {"id": "o", "type": "function",
+         "function": {"name": "f", "arguments": "x" * 500 + "…[1 characters cut]"}}]}
+    assert message["tool_calls"] == [keep]
+    pruned, stats = prune([{**message, "tool_calls": [over, over]}], 0, 1)
+    assert len(pruned[0]["tool_calls"]) == 2
+    assert stats == PruneStats(truncated_calls=2)
+
+
+def test_truncated_arguments_keep_nesting_and_non_ascii():
+    arguments = json.dumps({"a": ["é" * 12, {"b": "ü" * 3, "n": 7}], "t": True})
+    assert json.loads(truncate_arguments(arguments, 10)) == {
+        "a": ["é" * 10 + "…[2 characters cut]", {"b": "ü" * 3, "n": 7}], "t": True}
+    assert "é" in truncate_arguments(arguments, 10)
+    assert truncate_arguments('"' + "s" * 20 + '"', 5) == '"sssss…[15 characters cut]"'
