@@ -487,3 +487,19 @@ def test_truncated_arguments_keep_nesting_and_non_ascii():
         "a": ["é" * 10 + "…[2 characters cut]", {"b": "ü" * 3, "n": 7}], "t": True}
     assert "é" in truncate_arguments(arguments, 10)
     assert truncate_arguments('"' + "s" * 20 + '"', 5) == '"sssss…[15 characters cut]"'
+
+
+def test_only_tool_results_count_as_newer_copies():
+    same = "r" * 150
+    messages = [{"role": "tool", "tool_call_id": "a", "name": "grep", "content": same},
+                {"role": "user", "content": same},
+                {"role": "assistant", "content": same}]
+    pruned, stats = prune(messages, 0, 1)
+    assert stats == PruneStats()
+    assert pruned == messages[:1]
+
+
+def test_a_string_of_exactly_the_limit_is_not_cut():
+    arguments = json.dumps({"a": "x" * 10, "b": ["y" * 10, "z" * 11]})
+    assert json.loads(truncate_arguments(arguments, 10)) == {
+        "a": "x" * 10, "b": ["y" * 10, "z" * 10 + "…[1 characters cut]"]}
