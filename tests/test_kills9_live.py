@@ -27,6 +27,18 @@ from trajectory_compressor.live.assembly import (
     repair_tool_pairs,
     with_note,
 )
+from trajectory_compressor.live.boundaries import (
+    MIN_MIDDLE,
+    MIN_TAIL_MESSAGES,
+    TAIL_SOFT_CEILING,
+    boundaries,
+    candidates,
+    group_start,
+    head_end,
+    is_summary,
+    latest_user_index,
+    tail_start,
+)
 from trajectory_compressor.live.extractive_handoff import ExtractiveHandoff
 from trajectory_compressor.live.handoff import (
     FOCUS_SHARE,
@@ -503,3 +515,82 @@ def test_a_string_of_exactly_the_limit_is_not_cut():
     arguments = json.dumps({"a": "x" * 10, "b": ["y" * 10, "z" * 11]})
     assert json.loads(truncate_arguments(arguments, 10)) == {
         "a": "x" * 10, "b": ["y" * 10, "z" * 10 + "…[1 characters cut]"]}
+
+# -- boundaries ---------------------------------------------------------------------------
+
+
+def test_the_boundary_constants_are_the_documented_ones():
+    assert (MIN_TAIL_MESSAGES, MIN_MIDDLE, TAIL_SOFT_CEILING) == (3, 2, 1.5)
+
+
+def test_only_user_and_assistant_messages_are_summaries():
+    text = f"{SUMMARY_PREFIX}\nold"
+    assert [is_summary({"role": role, "content": text})
+            for role in ("user", "assistant", "system", "tool")] == [True, True, False, False]
+    assert not is_summary({"role": "user", "content": "a question"})
+
+
+def test_the_head_end_by_hand():
+    assert head_end(chat("SUATTAU"), 3) == 5  # pushed past both results
+    assert head_end(chat("SUAT"), 3) == 4  # to the end
+    assert head_end(chat("SU"), 5) == 2
+    assert head_end(chat("SUAU"), 0) == 0
+    messages = chat("SUAUA")
+    messages[2]["content"] = f"{SUMMARY_PREFIX}\nold"
+    assert head_end(messages, 4) == 2  # the summary at 2 starts the middle
+    messages = chat("SUAUA")
+    messages[3]["content"] = f"{SUMMARY_PREFIX}\nold"
+    assert head_end(messages, 3) == 3  # a summary right after the head is not in it
+
+
+def test_group_start_stops_at_its_low_bound_and_past_the_end():
+    messages = chat("UATTT")
+    assert group_start(messages, 4, 0) == 1
+    assert group_start(messages, 4, 3) == 3
+    assert group_start(messages, 5, 0) == 5  # past the end: as given
+    assert group_start(messages, 1, 0) == 1
+
+
+def test_the_latest_user_message_skips_summaries():
+    messages = chat("SUAUA")
+    assert latest_user_index(messages) == 3
+    messages[3]["content"] = f"{SUMMARY_PREFIX}\nold"
+    assert latest_user_index(messages) == 1
+    assert latest_user_index(chat("SA")) is None
+    assert latest_user_index(chat("U")) == 0
+
+
+def test_the_tail_by_hand():
+    messages = chat("SU" + "AU" * 5)  # 12 messages, no tools
+    tokens = [10] * 12
+    assert tail_start(messages, tokens, 2, 30) == 9  # exactly the budget: stop
+    assert tail_start(messages, tokens, 2, 31) == 8
+    tokens[8] = 30  # 30 taken + 30 = 60: exactly 1.5 x 40, taken
+    assert tail_start(messages, tokens, 2, 40) == 8
+    tokens[8] = 31  # 61: over the ceiling
+    assert tail_start(messages, tokens, 2, 40) == 9
+    assert tail_start(messages, [1000] * 12, 2, 10) == 9  # three messages at least
+    assert tail_start(messages, [1] * 12, 2, 10_000) == 9  # all fit: the minimal tail
+    assert tail_start(chat("SUAU"), [1] * 4, 2, 10_000) == 2
+    assert tail_start(chat("SUATT"), [1] * 5, 1, 10_000) == 2  # onto the results' call
+
+
+def test_layouts_by_hand():
+    messages = chat("SUAUAUAUA")
+    tokens = [10] * len(messages)
+    # The latest ask (7) is in the tail of three: one layout.
+    assert candidates(messages, tokens, 2, 20) == [(2, 6)]
+    # The ask at 5 is in the middle, two messages after the head of 3: the tail reaching
+    # back to it comes first, the head closing through it second.
+    messages = chat("SUAUA" + "U" + "AT" * 8)
+    tokens = [10] * len(messages)
+    assert candidates(messages, tokens, 3, 30) == [(3, 5), (6, 18)]
+    # The ask right after the head: reaching back to it leaves nothing; the head closes.
+    messages = chat("SUA" + "U" + "AT" * 8)
+    assert candidates(messages, [10] * len(messages), 3, 30) == [(4, 16)]
+    messages = chat("SUAUAAAAAA")
+    tokens = [10] * len(messages)
+    assert candidates(messages, tokens, 3, 20) == [(4, 7)]
+    assert boundaries(messages, tokens, 3, 20) == (4, 7)
+    assert boundaries(chat("SU"), [1, 1], 1, 10) == (1, 1)  # nothing to compress
+    assert candidates(chat("SU"), [1, 1], 1, 10) == []
