@@ -594,3 +594,24 @@ def test_layouts_by_hand():
     assert boundaries(messages, tokens, 3, 20) == (4, 7)
     assert boundaries(chat("SU"), [1, 1], 1, 10) == (1, 1)  # nothing to compress
     assert candidates(chat("SU"), [1, 1], 1, 10) == []
+
+
+def test_a_single_message_middle_by_hand():
+    # The tail (4 on) gives up its first group, the call at 4 and its one result.
+    messages = chat("SUAAATAAAA")
+    assert candidates(messages, [10] * 10, 3, 60) == [(3, 6)]
+    # The latest ask at 5 right after the tail's first message: widening keeps it in the tail.
+    assert candidates(chat("SUAAAUAA"), [10] * 8, 3, 40) == [(3, 5)]
+    # The tail's first group runs to the end: nothing to give up.
+    assert boundaries(chat("SUAAATTT"), [1000] * 8, 3, 10) == (3, 4)
+
+
+def test_an_ask_starting_the_tail_gives_one_layout():
+    messages = chat("SUAUA" + "U" + "A" * 6)
+    assert tail_start(messages, [10] * 12, 2, 70) == 5
+    assert candidates(messages, [10] * 12, 2, 70) == [(2, 5)]
+
+
+def test_an_ask_one_message_after_the_head_puts_the_closed_head_first():
+    messages = chat("SUAAU" + "AT" * 8)
+    assert candidates(messages, [10] * len(messages), 3, 30) == [(5, 17), (3, 4)]
