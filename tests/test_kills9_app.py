@@ -384,3 +384,135 @@ def test_help_shows_flags_without_a_bool_type_and_fills_its_placeholders():
     assert "--target-max-tokens" in compress and "<int>" in compress
     assert HELP_NOW not in compress and "Here and now:" in compress
     assert "--allow-fallback" in compress and "--version" in invoke_cli("--help").stdout
+
+
+# --- app/timeline.py: a row's turns by part (report --show) ------------------------------
+
+ROLES = ["system", "human", "gpt", "tool", "gpt", "tool", "gpt", "tool", "gpt", "tool", "gpt"]
+TOKENS = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110]
+
+
+def _turns() -> list[dict]:
+    return [{"from": r, "value": f"<think>\n{r} {i} says\nmore"} for i, r in enumerate(ROLES)]
+
+
+def test_an_unchanged_row_re_planned_line_for_line():
+    from trajectory_compressor.app.timeline import build_timeline, format_timeline
+    from trajectory_compressor.core.config import CompressionConfig
+
+    # Head: the first system, human, gpt and tool turns (0-3); tail: the last 4 (7-10);
+    # 660 > 600: the planner's region is turns 4-5 (110 tokens for a 20-token summary).
+    config = CompressionConfig(target_max_tokens=600, summary_target_tokens=20)
+    timeline = build_timeline(_turns(), TOKENS, None, config)
+    assert not timeline.compressed and (timeline.middle.start, timeline.middle.end) == (4, 7)
+    assert format_timeline(timeline, ["Title"]) == [
+        "Title", "",
+        "     #   orig  role       tokens  first line",
+        "  -- protected head: 4 turns, 100 tokens",
+        "     0      0  system         10  system 0 says",
+        "     1      1  human          20  human 1 says",
+        "     2      2  gpt            30  gpt 2 says",
+        "     3      3  tool           40  tool 3 says",
+        "  -- region chosen for a summary (not summarized): 2 turns, 110 tokens",
+        "     4      4  gpt            50  gpt 4 says",
+        "     5      5  tool           60  tool 5 says",
+        "  -- compressible middle (kept): 1 turn, 70 tokens",
+        "     6      6  gpt            70  gpt 6 says",
+        "  -- protected tail: 4 turns, 380 tokens",
+        "     7      7  tool           80  tool 7 says",
+        "     8      8  gpt            90  gpt 8 says",
+        "     9      9  tool          100  tool 9 says",
+        "    10     10  gpt           110  gpt 10 says",
+        "",
+        "  head 100 + region 110 + middle 70 + tail 380 = 660 tokens",
+        "  target 600: over by 60",
+        "  protected head+tail alone: 480 tokens, within the target"]
+    tight = build_timeline(_turns(), TOKENS, None, config.replace(target_max_tokens=480))
+    assert format_timeline(tight, [])[-1] == \
+        "  protected head+tail alone: 480 tokens, within the target"
+    tighter = build_timeline(_turns(), TOKENS, None, config.replace(target_max_tokens=479))
+    assert format_timeline(tighter, [])[-1] == \
+        "  protected head+tail alone: 480 tokens, over the target"
+
+
+def test_a_compressed_row_read_as_written():
+    from trajectory_compressor.app.timeline import build_timeline, format_timeline
+    from trajectory_compressor.core.config import CompressionConfig
+    from trajectory_compressor.core.metrics import TrajectoryMetrics
+
+    config = CompressionConfig(target_max_tokens=600, summary_target_tokens=20)
+    metrics = TrajectoryMetrics(original_tokens=660, was_compressed=True, original_turns=11)
+    metrics.turns_compressed_start_idx, metrics.turns_compressed_end_idx = 4, 7
+    turns = _turns()
+    written = [*turns[:4], {"from": "human", "value": "[CONTEXT SUMMARY]: did things"},
+               *turns[7:]]
+    counts = [10, 20, 30, 40, 25, 80, 90, 100, 110]
+    timeline = build_timeline(written, counts, metrics, config)
+    assert timeline.compressed
+    assert [(t.index, t.start, t.end, t.part) for t in timeline.turns] == [
+        (0, 0, 1, "head"), (1, 1, 2, "head"), (2, 2, 3, "head"), (3, 3, 4, "head"),
+        (4, 4, 7, "summary"), (5, 7, 8, "tail"), (6, 8, 9, "tail"), (7, 9, 10, "tail"),
+        (8, 10, 11, "tail")]
+    lines = format_timeline(timeline, ["T"])
+    assert lines[8:10] == [
+        "  -- summarized region: original turns 4-6 (3 turns) -> summary of 25 tokens",
+        "     4    4-6  human          25  [CONTEXT SUMMARY]: did things"]
+    assert lines[-3:] == ["  head 100 + summary 25 + tail 380 = 505 tokens",
+                          "  target 600: within, 95 to spare",
+                          "  protected head+tail alone: 480 tokens, within the target"]
+    data = timeline.to_dict()
+    assert data["tokens_by_part"] == {"head": 100, "summary": 25, "tail": 380}
+    assert data["turns"][4] == {"index": 4, "original_start": 4, "original_end": 7,
+                                "role": "human", "tokens": 25, "part": "summary",
+                                "first_line": "[CONTEXT SUMMARY]: did things"}
+    assert (data["total_tokens"], data["compressed"], data["target_max_tokens"]) == \
+        (505, True, 600)
+    assert data["compressible_middle"] == {"start_idx": 4, "end_idx": 7}
+    # Metrics that do not describe the turns as written (one turn missing, no summary
+    # at the start, a region past the end): the row is re-planned as unchanged.
+    for bad in (written[:-1], [*written[:4], turns[4], *written[5:]]):
+        assert not build_timeline(bad, counts[:len(bad)], metrics, config).compressed
+    metrics.turns_compressed_start_idx = 9
+    assert not build_timeline(written, counts, metrics, config).compressed
+
+
+def test_timeline_clips_roles_and_first_lines():
+    from trajectory_compressor.app.timeline import build_timeline, format_timeline
+    from trajectory_compressor.core.config import CompressionConfig
+
+    turns = [{"from": "system", "value": "s"}, {"from": "assistant_x", "value": "w" * 300}]
+    timeline = build_timeline(turns, [1, 2], None, CompressionConfig())
+    assert timeline.to_dict()["turns"][1]["first_line"] == "w" * 199 + "…"
+    line = next(line for line in format_timeline(timeline, []) if "assist" in line)
+    assert line.startswith("     1      1  assist…         2  www") and len(line) == 80
+
+
+def test_timeline_edges():
+    import dataclasses
+
+    import pytest
+
+    from trajectory_compressor.app.timeline import TimelineTurn, build_timeline, format_timeline
+    from trajectory_compressor.core.config import CompressionConfig
+
+    config = CompressionConfig(target_max_tokens=660, summary_target_tokens=20)
+    # At the target exactly: within, nothing to spare; one over: over by 1.
+    assert format_timeline(build_timeline(_turns(), TOKENS, None, config), [])[-2] == \
+        "  target 660: within, 0 to spare"
+    over = config.replace(target_max_tokens=659)
+    assert format_timeline(build_timeline(_turns(), TOKENS, None, over), [])[-2] == \
+        "  target 659: over by 1"
+    # Under the target: no region; the middle starts at turn 4, which is middle.
+    under = build_timeline(_turns(), TOKENS, None, config.replace(target_max_tokens=10000))
+    assert [t.part for t in under.turns] == ["head"] * 4 + ["middle"] * 3 + ["tail"] * 4
+    # Nothing protected: no head or tail part, and none of their tokens.
+    bare = config.replace(protect_first_system=False, protect_first_human=False,
+                          protect_first_gpt=False, protect_first_tool=False,
+                          protect_last_n_turns=0, target_max_tokens=10000)
+    open_row = build_timeline(_turns(), TOKENS, None, bare)
+    assert {t.part for t in open_row.turns} == {"middle"} and open_row.protected_tokens == 0
+    assert format_timeline(open_row, [])[-1] == \
+        "  protected head+tail alone: 0 tokens, within the target"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        open_row.turns[0].part = "head"  # type: ignore[misc]
+    assert isinstance(open_row.turns[0], TimelineTurn)
