@@ -71,26 +71,27 @@ def window_limits(compressor: Any, turns: Trajectory) -> WindowLimits:
 
 class WindowMasks:
     """The masked text and tokens of a row's tool turns (`core.mask`'s placeholders), for
-    windows that end on tool outputs and fit only with them masked; made when asked."""
+    windows that end on tool outputs and fit only with them masked; made when asked (most
+    rows never ask)."""
 
     def __init__(self, compressor: Any, turns: Trajectory,
                  turn_tokens: list[int] | None = None) -> None:
+        self._compressor = compressor
+        self._turns = turns
         self._texts = [str(t.get("value", "")) for t in turns]
         self._turn_tokens = turn_tokens
-        self._count = compressor.counter.count
-        # Template counts attribute the template's own tokens to turns: a turn's text is
-        # then counted alone, and only what the text loses comes off.
-        self._alone = compressor.rows.template is not None or turn_tokens is None
-        self._masker = Masker([str(t.get("from")) for t in turns], self._texts,
-                              compressor.config.mask_exclude_tools,
-                              compressor.counter.count_many)
+        self._masker: Masker | None = None
         self._made: dict[int, str | None] = {}
+        self._alone: dict[int, int] = {}
 
     def text(self, i: int) -> str | None:
         """Turn ``i`` with its outputs masked; None when none may be."""
         if i not in self._made:
-            alone = self._text_tokens(i)
-            self._made[i] = self._masker.text(i, alone)
+            if self._masker is None:
+                self._masker = Masker([str(t.get("from")) for t in self._turns], self._texts,
+                                      self._compressor.config.mask_exclude_tools,
+                                      self._compressor.counter.count_many)
+            self._made[i] = self._masker.text(i, self._text_tokens(i))
         return self._made[i]
 
     def tokens(self, i: int) -> int | None:
@@ -98,12 +99,17 @@ class WindowMasks:
         masked = self.text(i)
         if masked is None or self._turn_tokens is None:
             return None
-        return self._turn_tokens[i] - self._text_tokens(i) + self._count(masked)
+        return (self._turn_tokens[i] - self._text_tokens(i)
+                + int(self._compressor.counter.count(masked)))
 
     def _text_tokens(self, i: int) -> int:
-        if self._alone or self._turn_tokens is None:
-            return int(self._count(self._texts[i]))
-        return self._turn_tokens[i]
+        """Turn ``i``'s text counted alone: its planned count, except where a chat
+        template's own tokens are attributed to turns (or none was given)."""
+        if self._turn_tokens is not None and self._compressor.rows.template is None:
+            return self._turn_tokens[i]
+        if i not in self._alone:
+            self._alone[i] = int(self._compressor.counter.count(self._texts[i]))
+        return self._alone[i]
 
 
 @dataclasses.dataclass
