@@ -516,3 +516,126 @@ def test_timeline_edges():
     with pytest.raises(dataclasses.FrozenInstanceError):
         open_row.turns[0].part = "head"  # type: ignore[misc]
     assert isinstance(open_row.turns[0], TimelineTurn)
+
+
+# --- app/options.py: what the option groups give the run ---------------------------------
+
+def test_data_files_as_datasets_takes_them(tmp_path):
+    import pytest
+
+    from trajectory_compressor.app.options import _data_files
+    from trajectory_compressor.core.errors import ConfigError
+
+    assert _data_files(None) is None and _data_files([]) is None
+    assert _data_files(["logs/*.jsonl"]) == "logs/*.jsonl"  # one pattern: a string
+    assert _data_files(["a.jsonl", "b.jsonl"]) == ["a.jsonl", "b.jsonl"]
+    assert _data_files(["train=a*.jsonl", "test=b.jsonl", "train=c.jsonl"]) == {
+        "train": ["a*.jsonl", "c.jsonl"], "test": ["b.jsonl"]}
+    # Not a split: no identifier before '=' ('=x', '1st=x', 'a-b=x'), or an existing file
+    # whose name holds '='.
+    named = tmp_path / "k=v.jsonl"
+    named.write_text("{}\n")
+    assert _data_files(["=x.jsonl"]) == "=x.jsonl"
+    assert _data_files(["1st=x.jsonl", "a-b=y"]) == ["1st=x.jsonl", "a-b=y"]
+    assert _data_files([str(named)]) == str(named)
+    with pytest.raises(ConfigError, match=r"^--data-files: give every pattern as "
+                       r"SPLIT=PATTERN, or none$"):
+        _data_files(["train=a.jsonl", "b.jsonl"])
+    with pytest.raises(ConfigError, match="SPLIT=PATTERN"):
+        _data_files(["b.jsonl", "train=a.jsonl"])
+
+
+def test_rows_options_bound_the_sample_and_keep_the_run_keywords():
+    import pytest
+
+    from trajectory_compressor.app.options import Rows, Run
+    from trajectory_compressor.core.errors import ConfigError
+    from trajectory_compressor.engine.options import RunOptions
+
+    # No flag given: the library's defaults, but for the progress a terminal user sees.
+    assert Rows().options(**Run().values()) == RunOptions(quiet=False)
+    assert Rows().options().seed == 42 and Rows().options().sample_percent is None
+    for bad in (0, -1, 100.5, 1000):
+        with pytest.raises(ConfigError, match=rf"^--sample-percent must be in \(0, 100\], "
+                           rf"got {bad:g}$"):
+            Rows(sample_percent=bad).options()
+    for good in (100, 0.001, 50):
+        assert Rows(sample_percent=good).options().sample_percent == good
+    got = Rows(sample_percent=10, seed=7, split="train",
+               data_files=["train=a.jsonl"]).options(strict=True, resume=True)
+    assert got == RunOptions(sample_percent=10, seed=7, split="train",
+                             data_files={"train": ["a.jsonl"]}, strict=True, resume=True)
+
+
+def test_group_overrides_by_config_field():
+    from trajectory_compressor.app.options import (
+        Allowances,
+        Cache,
+        Engine,
+        Strategy,
+        SummarizerRows,
+        config_overrides,
+    )
+
+    assert Strategy(mask_exclude_tools=" read_file, ,grep,").overrides() == {
+        "strategy": None, "mask_keep_last": None, "mask_exclude_tools": ["read_file", "grep"]}
+    assert Strategy(strategy="mask", mask_keep_last=0).overrides() == {
+        "strategy": "mask", "mask_keep_last": 0, "mask_exclude_tools": None}
+    assert Strategy(mask_exclude_tools="").overrides()["mask_exclude_tools"] == []
+    # A path of this run, not a setting; the other groups by their config fields.
+    assert config_overrides(SummarizerRows(emit_summarizer_rows="s.jsonl")) == {}
+    assert config_overrides(Allowances(), Cache()) == {
+        "allow_fallback": None, "allow_insecure_http": None, "cache_enabled": None,
+        "cache_path": None}
+    assert config_overrides(Allowances(allow_fallback=True), Cache(no_cache=True)) == {
+        "allow_fallback": True, "allow_insecure_http": None, "cache_enabled": False,
+        "cache_path": None}
+    assert Engine(engine="ray", ray_address="auto", ray_actors=3).overrides() == {
+        "checkpoint_rows": None, "engine": "ray", "ray_actors": 3}
+
+
+def test_the_flags_that_refuse_unless_told_default_to_refusing():
+    from trajectory_compressor.app.options import Allowances, Cache, Run
+
+    assert Allowances().values() == {"allow_fallback": False, "allow_insecure_http": False}
+    assert Allowances(allow_insecure_http=True).overrides() == {
+        "allow_fallback": None, "allow_insecure_http": True}
+    assert Run().values() == {"resume": False, "overwrite": False, "strict": False,
+                              "quiet": False}
+    assert Cache().values() == {"no_cache": False, "cache_path": None}
+
+
+def test_batch_flags_name_a_batch_and_its_limits():
+    from trajectory_compressor.app.options import Batch
+    from trajectory_compressor.engine.batch import BatchLimits
+
+    assert not Batch().given and not Batch(batch_results=[]).given
+    assert Batch(batch_dir="b").given and Batch(batch_results=["out.jsonl"]).given
+    assert Batch(batch_dir="b", batch_results=["o"]).given
+    # The flags' defaults are the engine's (the OpenAI Batch API's limits).
+    assert Batch().limits() == BatchLimits()
+    assert Batch(batch_max_requests=3, batch_max_bytes=1000).limits() == BatchLimits(3, 1000)
+
+
+def test_the_ray_address_is_set_where_ray_reads_it(monkeypatch):
+    import os
+
+    from trajectory_compressor.app.options import Engine
+
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    Engine().join()  # no address given: the environment's stays
+    assert os.environ["RAY_ADDRESS"] == "10.0.0.1:6379"
+    Engine(ray_address="auto").join()
+    assert os.environ["RAY_ADDRESS"] == "auto"
+
+
+def test_help_shows_no_default_for_the_switches_and_the_input():
+    from tests.cli_helpers import invoke_cli
+
+    shown = invoke_cli("compress", "--help", env={"COLUMNS": "250"}).stdout
+    panel = shown.split("Protected turns")[1]
+    switches = [line for line in panel.splitlines() if "--protect-first-" in line]
+    assert len(switches) == 4 and not any("default" in line for line in switches)
+    assert "[default: 42]" in shown and "[default: 50000]" in shown
+    inputs = [line for line in shown.splitlines() if "datasets streaming" in line]
+    assert len(inputs) == 1 and "[required]" in inputs[0] and "default" not in inputs[0]
