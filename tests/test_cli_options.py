@@ -12,59 +12,67 @@ from tests.fixtures_runs import generated_rows, write_jsonl
 from trajectory_compressor import CompressionConfig, ConfigError, RunOptions, compress_dataset
 from trajectory_compressor.engine.writer import StrictStop
 
-PROTECTED = "Protected turns (never summarized; default: the last 4 and each role's first)"
+PROTECTED = "Protected turns, never summarized (default: last 4, each role's first)"
 GATES = "CI gates (exit code 3 when exceeded; N rows or P% of the rows)"
 GATE_FLAGS = {"--max-over-limit", "--max-failed", "--max-rejected", "--max-fallback-share"}
 PROTECT_FLAGS = {"--protect-last-n-turns", "--protect-first-system",
                  "--no-protect-first-system", "--protect-first-human",
                  "--no-protect-first-human", "--protect-first-gpt", "--no-protect-first-gpt",
                  "--protect-first-tool", "--no-protect-first-tool"}
-# Read off each command's --help before its options were grouped (issue 26): the same
-# flags must stay, in the same panels (`--overwrite` of analyze and report: issue 36).
+# Each group of options in a panel of its own, so that at 80 columns a panel's help column
+# is not narrowed by the longest names of every other group.
+BUDGET = {"Target and tokenizer": {"--target-max-tokens", "--summary-target-tokens",
+                                   "--tokenizer"}}
+READING = {"Reading rows (dialect and counting)": {"--format", "--token-counting",
+                                                   "--chat-template"}}
+PLANNING = {
+    "Strategy (summarize, mask, hybrid)": {"--strategy", "--mask-keep-last",
+                                           "--mask-exclude-tools"},
+    "Tool outputs (distill, elide)": {"--distill", "--over-limit-strategy"},
+    "Distill check": {"--verify-distill", "--no-verify-distill"},
+    PROTECTED: PROTECT_FLAGS,
+    "Summarizer": {"--summarizer", "--base-url", "--model", "--api-key-env",
+                   "--max-concurrent-requests", "--local-model"},
+    "Which rows": {"--sample-percent", "--seed", "--split", "--data-files"},
+}
+# Every flag each command listed before its options were grouped (issue 26), the same
+# flags and no other (`--overwrite` of analyze and report: issue 36; windows: issue 39),
+# in the panels of their groups (issue 40's checks: --help read at 80 columns).
 HELP = {
     "compress": {
-        "Options": {
-            "--output", "-o", "--config", "-c", "--no-config", "--target-max-tokens",
-            "--summary-target-tokens", "--tokenizer", "--summarizer", "--base-url", "--model",
-            "--api-key-env", "--max-concurrent-requests", "--local-model", "--no-cache",
-            "--cache-path", "--summary-tolerance", "--min-fidelity", "--on-low-fidelity",
-            "--max-invented", "--summary-references", "--allow-fallback",
-            "--allow-insecure-http", "--batch-dir", "--batch-results", "--batch-max-requests",
-            "--batch-max-bytes", "--price-in", "--price-out", "--sample-percent", "--seed",
-            "--dry-run", "--resume", "--output-format", "--overwrite", "--split",
-            "--data-files", "--format", "--token-counting", "--chat-template",
-            "--checkpoint-every", "--engine", "--ray-address", "--ray-actors", "--strict",
-            "--quiet", "-q", "--over-limit-strategy", "--distill", "--verify-distill",
-            "--no-verify-distill", "--strategy", "--mask-keep-last", "--mask-exclude-tools",
-            "--debug", "--help",
-            "--output-mode", "--emit-summarizer-rows"},  # (issue 39: windows output)
-        PROTECTED: PROTECT_FLAGS,
+        "Options": {"--output", "-o", "--output-format", "--config", "-c", "--no-config",
+                    "--dry-run", "--resume", "--overwrite", "--strict", "--quiet", "-q",
+                    "--debug", "--help"},
+        **BUDGET, **READING, **PLANNING,
+        "Windows output": {"--output-mode", "--emit-summarizer-rows"},
+        "Summary fidelity": {"--summary-tolerance", "--min-fidelity", "--on-low-fidelity",
+                             "--max-invented", "--summary-references"},
+        "Summary cache": {"--no-cache", "--cache-path"},
+        "Allowances (refused unless given)": {"--allow-fallback", "--allow-insecure-http"},
+        "Batch inference (--summarizer batch)": {"--batch-dir", "--batch-results",
+                                                 "--batch-max-requests", "--batch-max-bytes",
+                                                 "--price-in", "--price-out"},
+        "Engine (local or Ray) and checkpoints": {"--checkpoint-every", "--engine",
+                                                  "--ray-address", "--ray-actors"},
         GATES: GATE_FLAGS,
     },
     "analyze": {
-        "Options": {
-            "--config", "-c", "--no-config", "--target-max-tokens", "--summary-target-tokens",
-            "--tokenizer", "--summarizer", "--probe", "--seconds-per-call", "--base-url", "--model",
-            "--api-key-env", "--max-concurrent-requests", "--local-model", "--sample-percent",
-            "--seed", "--targets", "--price-in", "--price-out", "--json", "--split",
-            "--data-files", "--format", "--token-counting", "--chat-template", "--distill",
-            "--verify-distill", "--no-verify-distill", "--strategy", "--mask-keep-last",
-            "--mask-exclude-tools", "--over-limit-strategy", "--overwrite",
-            "--debug", "--help", "--output-mode"},
-        PROTECTED: PROTECT_FLAGS,
+        "Options": {"--config", "-c", "--no-config", "--probe", "--seconds-per-call",
+                    "--targets", "--price-in", "--price-out", "--json", "--overwrite",
+                    "--debug", "--help"},
+        **BUDGET, **READING, **PLANNING,
+        "Windows output": {"--output-mode"},
     },
     "validate": {
-        "Options": {
-            "--config", "-c", "--no-config", "--target-max-tokens", "--summary-target-tokens",
-            "--tokenizer", "--format", "--token-counting", "--chat-template",
-            "--allow-over-limit", "--json", "--quiet", "-q", "--debug", "--help"},
+        "Options": {"--config", "-c", "--no-config", "--allow-over-limit", "--json", "--quiet",
+                    "-q", "--debug", "--help"},
+        **BUDGET, **READING,
         GATES: GATE_FLAGS,
     },
     "report": {
-        "Options": {
-            "--show", "--json", "--limit", "--html", "--max-rows", "--config", "-c", "--no-config",
-            "--target-max-tokens", "--summary-target-tokens", "--tokenizer", "--overwrite",
-            "--debug", "--help"},
+        "Options": {"--show", "--json", "--limit", "--html", "--max-rows", "--config", "-c",
+                    "--no-config", "--overwrite", "--debug", "--help"},
+        **BUDGET,
         GATES: GATE_FLAGS,
     },
 }
@@ -97,6 +105,21 @@ def test_every_command_lists_the_options_it_listed_before(command):
     proc = invoke_cli(command, "--help", env={"COLUMNS": "1000"})  # rows unwrapped
     assert proc.returncode == 0, proc.stderr
     assert listed_options(proc.stdout) == HELP[command]
+
+
+@pytest.mark.parametrize("command", sorted(HELP))
+def test_help_reads_whole_at_80_columns(command):
+    """A pipe or a CI log is 80 columns wide: no help text cut short, no word left alone
+    on a line by a docstring's own line breaks. Only the --no-protect-first-ROLE names
+    are cut, four names and a switch too wide for any table of 80 columns."""
+    shown = invoke_cli(command, "--help", env={"COLUMNS": "80"}).stdout
+    cut = [line for line in shown.splitlines() if "…" in line]
+    assert all("--no-protect-first-" in line for line in cut), cut
+    described = shown.split("╭")[0].splitlines()[3:]  # the usage line and a blank go first
+    paragraphs = "\n".join(line.strip() for line in described).strip().split("\n\n")
+    for paragraph in paragraphs:
+        lines = paragraph.splitlines()
+        assert all(len(line) > 40 for line in lines[:-1]), paragraph
 
 
 SETTINGS = {"summarizer": "extractive", "target_max_tokens": 1000,

@@ -14,7 +14,7 @@ import typer
 from ..core.config import CompressionConfig
 from ..core.errors import CompressorError, ConfigError, FatalSummaryError, InputError
 from ..core.terminal import inert
-from .flags import HELP_FILLERS, FlagCommand, FlagGroup, Flags, spread_flags
+from .flags import HELP_FILLERS, FlagCommand, FlagGroup, Flags, reflowed, spread_flags
 from .manual import manual_epilog
 from .options import (
     Allowances,
@@ -79,12 +79,14 @@ SUMMARIZER_DEFAULT = (
     + HELP_NOW + ".")
 
 SummarizerOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
-    "--summarizer", help="openai (HTTP endpoints), extractive (no model, offline), local (a "
+    "--summarizer", rich_help_panel=Endpoints.panel,
+    help="openai (HTTP endpoints), extractive (no model, offline), local (a "
     "llama.cpp server on this machine; needs the 'local' extra) or batch (two phases through an "
     "OpenAI Batch API or vllm run-batch file: see --batch-dir). " + SUMMARIZER_DEFAULT)]
 # analyze's: the summarizer whose work the dry run projects.
 ProjectedSummarizerOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
-    "--summarizer", help="openai, extractive or local. With extractive the dry run builds the "
+    "--summarizer", rich_help_panel=Endpoints.panel,
+    help="openai, extractive or local. With extractive the dry run builds the "
     "same summaries compress would (exact figures); with an LLM it projects summaries of "
     "--summary-target-tokens tokens. Default: the one compress would use (see compress "
     "--help).")]
@@ -151,7 +153,8 @@ def command(interrupted: str = "interrupted") -> Callable[[Callable[..., int]], 
                 raise typer.Exit(130) from None
             raise typer.Exit(code)
 
-        return app.command(cls=FlagCommand, epilog=manual_epilog(run.__name__))(
+        return app.command(cls=FlagCommand, help=reflowed(run.__doc__),
+                           epilog=manual_epilog(run.__name__))(
             spread_flags(exit_with))
 
     return register
@@ -179,24 +182,25 @@ def compress(
         "or parquet.")] = None,
     config: ConfigOpt = None,
     no_config: NoConfigOpt = False,
-    budget: Budget,
-    protected: Protected,
-    summarizer: SummarizerOpt = None,
-    endpoints: Endpoints,
-    cache: Cache,
-    fidelity: Fidelity,
-    allowances: Allowances,
-    batch: Batch,
-    rows: Rows,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Analyze only: no LLM call, "
                                           "nothing written.")] = False,
     run: Run,
-    reading: Reading,
-    engine: Engine,
-    tool_outputs: ToolOutputs,
+    # The panels of --help in this order: what to fit, how, then where and how it runs.
+    budget: Budget,
     strategy: Strategy,
     windowing: Windowing,
     summarizer_rows: SummarizerRows,
+    tool_outputs: ToolOutputs,
+    protected: Protected,
+    summarizer: SummarizerOpt = None,
+    endpoints: Endpoints,
+    fidelity: Fidelity,
+    cache: Cache,
+    allowances: Allowances,
+    batch: Batch,
+    rows: Rows,
+    reading: Reading,
+    engine: Engine,
     gates: CIGates,
     debug: DebugOpt = False,
 ) -> int:
@@ -238,9 +242,6 @@ def analyze(
     *,
     config: ConfigOpt = None,
     no_config: NoConfigOpt = False,
-    budget: Budget,
-    protected: Protected,
-    summarizer: ProjectedSummarizerOpt = None,
     probe: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--probe", metavar="N", min=1, help="Time N real summary requests (regions of rows "
         "compress would summarize, through its summarizer and endpoints; N paid requests, no "
@@ -249,8 +250,6 @@ def analyze(
     seconds_per_call: Annotated[Optional[float], typer.Option(  # noqa: UP045
         "--seconds-per-call", help="Seconds one summary request takes, for the time estimate "
         "without --probe (default: 10 for openai, 15 for local).")] = None,
-    endpoints: Endpoints,
-    rows: Rows,
     targets: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--targets", help="Compare several targets in one pass, e.g. 8192,16384,32768 (tokens "
         "are counted once).")] = None,
@@ -265,11 +264,17 @@ def analyze(
     overwrite: Annotated[bool, typer.Option(
         "--overwrite", help="Replace an existing --json file that is not an analysis this "
         "tool wrote (without it such a file is never replaced).")] = False,
-    reading: Reading,
-    tool_outputs: ToolOutputs,
+    debug: DebugOpt = False,
+    # The panels of --help in compress's order.
+    budget: Budget,
     strategy: Strategy,
     windowing: Windowing,
-    debug: DebugOpt = False,
+    tool_outputs: ToolOutputs,
+    protected: Protected,
+    summarizer: ProjectedSummarizerOpt = None,
+    endpoints: Endpoints,
+    rows: Rows,
+    reading: Reading,
 ) -> int:
     """Dry run: token distribution, what compress would do and how long it would take;
     no LLM call (but --probe's), writes nothing."""

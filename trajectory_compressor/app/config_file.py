@@ -13,8 +13,9 @@ from ..core.config import CompressionConfig
 from ..core.errors import ConfigError
 
 USER_CONFIG_SHOWN = "$XDG_CONFIG_HOME/trajectory-compressor/config.yaml"
-USER_CONFIG_HELP = (f"{USER_CONFIG_SHOWN} (~/.config/trajectory-compressor/config.yaml when "
-                    "XDG_CONFIG_HOME is unset)")
+# In --help, the path in pieces a narrow terminal can wrap between.
+USER_CONFIG_HELP = ("config.yaml in the folder trajectory-compressor of $XDG_CONFIG_HOME "
+                    "(or of ~/.config when XDG_CONFIG_HOME is unset)")
 
 
 def user_config_path(environ: Mapping[str, str] | None = None) -> Path:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import wraps
-from inspect import Parameter, Signature, signature
-from typing import Any, TypeVar, get_type_hints
+from inspect import Parameter, Signature, cleandoc, signature
+from typing import Any, ClassVar, TypeVar, get_type_hints
 
 from typer.core import TyperCommand, TyperGroup
 
@@ -44,6 +44,16 @@ class FlagCommand(TyperCommand):
         super().format_help(ctx, formatter)
 
 
+def reflowed(doc: str | None) -> str | None:
+    """A command's docstring as its ``--help`` shows it: each paragraph one line for the
+    terminal to wrap (typer keeps a docstring's line breaks, which at 80 columns leave a
+    word alone on every other line)."""
+    if doc is None:
+        return None
+    paragraphs = cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
+
+
 class FlagGroup(TyperGroup):
     """The root command: its flags (``--version``, ``--help``) show no ``<bool>``."""
 
@@ -57,6 +67,9 @@ class Flags:
     options, named after the setting each gives. A command takes the group as one
     parameter (see `spread_flags`); several commands can take the same group."""
 
+    # The --help panel its options are listed in (None: the command's "Options").
+    panel: ClassVar[str | None] = None
+
     def values(self) -> dict[str, Any]:
         """Each field's value (None: not given), by field name."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -69,6 +82,14 @@ class Flags:
         """Each field's value by its option's name (``--target-max-tokens``)."""
         hints = get_type_hints(type(self), include_extras=True)
         return {_option_name(hints[name]): value for name, value in self.values().items()}
+
+
+def _in_panel(hint: Any, panel: str | None) -> Any:
+    """``hint``'s option shown in ``panel`` of ``--help``, unless it names its own."""
+    info = hint.__metadata__[0]
+    if panel and info.rich_help_panel is None:
+        info.rich_help_panel = panel
+    return hint
 
 
 def _option_name(hint: Any) -> str:
@@ -91,7 +112,8 @@ def spread_flags(command: Callable[..., R]) -> Callable[..., R]:
             groups[param.name] = kind
             options = get_type_hints(kind, include_extras=True)
             params += [Parameter(f.name, Parameter.KEYWORD_ONLY, default=f.default,
-                                 annotation=options[f.name]) for f in fields(kind)]
+                                 annotation=_in_panel(options[f.name], kind.panel))
+                       for f in fields(kind)]
         else:
             params.append(param.replace(annotation=kind))
 

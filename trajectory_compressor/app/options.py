@@ -53,6 +53,8 @@ class Budget(Flags):
     """The target, the summary's size and the tokenizer: every command plans or checks
     with them."""
 
+    panel = "Target and tokenizer"
+
     target_max_tokens: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--target-max-tokens", help="Token budget each trajectory must fit.")] = None
     summary_target_tokens: Annotated[Optional[int], typer.Option(  # noqa: UP045
@@ -66,6 +68,8 @@ class Budget(Flags):
 class Reading(Flags):
     """How rows spell conversations and how they are counted: compress and analyze read
     with them, validate checks with them."""
+
+    panel = "Reading rows (dialect and counting)"
 
     dataset_format: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--format", help="How rows spell conversations: auto (detected per file from its "
@@ -81,34 +85,38 @@ class Reading(Flags):
         "(default: the tokenizer's own).")] = None
 
 
-# Their own panel in --help: the --no-... column would narrow every other option's help.
-PROTECTED = "Protected turns (never summarized; default: the last 4 and each role's first)"
+# A panel of their own in --help: the --no-... column would narrow every other option's help.
+PROTECTED = "Protected turns, never summarized (default: last 4, each role's first)"
 Switch = Optional[bool]  # noqa: UP045 - given on (--x) or off (--no-x), or not given
 
 
 def _first_turn(role: str, named: str) -> Any:
     """The option that protects (or not) the first turn of ``role``."""
     return typer.Option(f"--protect-first-{role}/--no-protect-first-{role}",
-                        show_default=False, rich_help_panel=PROTECTED,
-                        help=f"The first {named} turn (protected_turns.first_{role}).")
+                        show_default=False,
+                        help=f"The first {named} turn (YAML protected_turns: first_{role}).")
 
 
 @dataclass(frozen=True)
 class Protected(Flags):
     """The turns a plan never summarizes."""
 
+    panel = PROTECTED
+
     protect_last_n_turns: Annotated[Optional[int], typer.Option(  # noqa: UP045
-        "--protect-last-n-turns", help="The last N turns (protected_turns.last_n_turns).",
-        rich_help_panel=PROTECTED)] = None
+        "--protect-last-n-turns", metavar="N", help="The last N turns (YAML "
+        "protected_turns: last_n_turns).")] = None
     protect_first_system: Annotated[Switch, _first_turn("system", "system")] = None
-    protect_first_human: Annotated[Switch, _first_turn("human", "human (user)")] = None
-    protect_first_gpt: Annotated[Switch, _first_turn("gpt", "gpt (assistant)")] = None
+    protect_first_human: Annotated[Switch, _first_turn("human", "user")] = None
+    protect_first_gpt: Annotated[Switch, _first_turn("gpt", "assistant")] = None
     protect_first_tool: Annotated[Switch, _first_turn("tool", "tool")] = None
 
 
 @dataclass(frozen=True)
 class ToolOutputs(Flags):
     """What may shrink tool outputs: distilling before the plan, eliding after it."""
+
+    panel = "Tool outputs (distill, elide)"
 
     distill: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--distill", metavar="LEVEL", help="Shrink tool outputs before planning "
@@ -120,6 +128,7 @@ class ToolOutputs(Flags):
         "blobs by hash, long lines cut). Applies to every row; see docs/strategies.md.")] = None
     verify_distill: Annotated[Switch, typer.Option(
         "--verify-distill/--no-verify-distill", show_default=False,
+        rich_help_panel="Distill check",  # its --no- name would narrow the panel above
         help="Read every distilled row back and compare it with what a terminal showed "
         "for its original outputs (compression.verify_distill): a row that differs is "
         "written undistilled, the failure in its metrics (distill.verify_failed) and the "
@@ -136,6 +145,8 @@ class ToolOutputs(Flags):
 class Windowing(Flags):
     """Windows output (§20): a row over the target as several rows that each fit."""
 
+    panel = "Windows output"
+
     output_mode: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--output-mode", metavar="MODE", help="rows (one output row per input row; the "
         "default) or windows (output.mode): a row over the target becomes k >= 2 rows "
@@ -148,6 +159,8 @@ class Windowing(Flags):
 @dataclass(frozen=True)
 class SummarizerRows(Flags):
     """Training rows for a summarizer, from the summaries a windows run makes."""
+
+    panel = "Windows output"
 
     emit_summarizer_rows: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--emit-summarizer-rows", metavar="PATH", help="With --output-mode windows: also "
@@ -163,6 +176,8 @@ class SummarizerRows(Flags):
 @dataclass(frozen=True)
 class Strategy(Flags):
     """How a row over the target is brought under it (§19): summarize, mask, or both."""
+
+    panel = "Strategy (summarize, mask, hybrid)"
 
     strategy: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--strategy", metavar="NAME", help="How a row over the target is brought under it "
@@ -193,8 +208,11 @@ class Endpoints(Flags):
     """The summarizer's endpoints and concurrency: compress uses them, analyze estimates
     with them."""
 
+    panel = "Summarizer"
+
     base_url: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
-        "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1; "
+        "--base-url", metavar="URL",
+        help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1; "
         "repeat for a pool of endpoints serving --model.", show_default=False)] = None
     model: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--model", help="Model name sent to the endpoints.")] = None
@@ -228,6 +246,8 @@ class Endpoints(Flags):
 class Rows(Flags):
     """Which rows a run reads: analyze reads the rows compress would."""
 
+    panel = "Which rows"
+
     sample_percent: Annotated[Optional[float], typer.Option(  # noqa: UP045
         "--sample-percent", help="Keep each row with this probability (0-100], seeded, in "
         "input order (analyze keeps the same rows as compress).")] = None
@@ -235,7 +255,7 @@ class Rows(Flags):
     split: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--split", help="Hugging Face dataset split (default: every split).")] = None
     data_files: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
-        "--data-files", help="Data files of a Hugging Face dataset, as "
+        "--data-files", metavar="PATTERN", help="Data files of a Hugging Face dataset, as "
         "datasets.load_dataset takes them: PATTERN or SPLIT=PATTERN; repeatable. E.g. "
         "INPUT json --data-files 'logs/*.jsonl'.")] = None
 
@@ -271,6 +291,8 @@ class Run(Flags):
 class Cache(Flags):
     """The summary cache compress reads and writes."""
 
+    panel = "Summary cache"
+
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", help="Do not read or write the summary cache.")] = False
     cache_path: Annotated[Optional[str], typer.Option(  # noqa: UP045
@@ -286,6 +308,8 @@ class Cache(Flags):
 class Fidelity(Flags):
     """What a summary must keep, and what happens to one that does not (docs/fidelity.md)."""
 
+    panel = "Summary fidelity"
+
     summary_tolerance: Annotated[Optional[float], typer.Option(  # noqa: UP045
         "--summary-tolerance", help="A summary longer than --summary-target-tokens times "
         "this is cut at a sentence end to the target, or refused and retried "
@@ -299,7 +323,8 @@ class Fidelity(Flags):
         "keep it, use the extractive summary, or leave the row uncompressed "
         "(keep|extractive|uncompressed; default keep).")] = None
     max_invented: Annotated[Optional[int], typer.Option(  # noqa: UP045
-        "--max-invented", min=0, help="Most facts (identifiers, paths, URLs, numbers with "
+        "--max-invented", metavar="N", min=0,
+        help="Most facts (identifiers, paths, URLs, numbers with "
         "units, error names) a summary may state that the row does not: over it, one repair "
         "request naming them, then --on-low-fidelity (default: no cap; 0 allows none).")] \
         = None
@@ -312,6 +337,8 @@ class Fidelity(Flags):
 @dataclass(frozen=True)
 class Allowances(Flags):
     """What compress refuses unless told: each flag sets its config setting to true."""
+
+    panel = "Allowances (refused unless given)"
 
     allow_fallback: Annotated[bool, typer.Option(
         "--allow-fallback", help="Keep going with extractive summaries when an endpoint "
@@ -331,12 +358,15 @@ class Allowances(Flags):
 class Batch(Flags):
     """``--summarizer batch``: the request files, their results, their size and cost."""
 
+    panel = "Batch inference (--summarizer batch)"
+
     batch_dir: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--batch-dir", help="With --summarizer batch: the folder of the request files "
         "(OpenAI Batch API JSONL) and their manifest. Without --batch-results the run stops "
         "there, writing nothing else.")] = None
     batch_results: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
-        "--batch-results", help="The provider's (or vllm run-batch's) output and error "
+        "--batch-results", metavar="FILE",
+        help="The provider's (or vllm run-batch's) output and error "
         "files, or a pattern matching them; repeatable. Finishes the run from them.",
         show_default=False)] = None
     batch_max_requests: Annotated[int, typer.Option(
@@ -363,6 +393,8 @@ class Batch(Flags):
 @dataclass(frozen=True)
 class Engine(Flags):
     """Where compress runs, and how often it leaves a checkpoint to resume from."""
+
+    panel = "Engine (local or Ray) and checkpoints"
 
     checkpoint_rows: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--checkpoint-every", help="Rows between resume checkpoints (they are also written "
