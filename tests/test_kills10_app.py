@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import cast
 
+import pytest
+
 from trajectory_compressor.app.fixes import _units, _wrapped, fix_lines, head_help, rows_text
 from trajectory_compressor.core.remedies import Entry, Fixes, Remedy
 from trajectory_compressor.engine.projection import CountedRow
@@ -213,12 +215,12 @@ def test_time_lines_probed_word_for_word():
     probe = Probe(3, (0.21, 0.26, 0.25), ("timeout",), 0.5)
     assert time_lines(TimeEstimate("openai", "probed", 12, 2.0, _targets()[:3],
                                    seconds_per_call=1.23456, concurrency=1,
-                                   requests_per_second=0.5, probe=probe)) == [
+                                   requests_per_second=2.0, probe=probe)) == [
         "Time compress would take: an estimate (openai summaries)",
         "  work timed here on 12 rows as analyze read them;",
         "  1.23 s per call, measured by --probe (3 requests: 0.21 s to 0.26 s, 1 failed)",
         "  starting the summarizer: 0.50 s (once a run)",
-        "  1 call at once, at most 30 a minute (the endpoints' rpm)",
+        "  1 call at once, at most 120 a minute (the endpoints' rpm)",
         "  target_max_tokens                           1,000        2,000        4,000",
         "  local work (read, count, assemble)          1.5 s       0.25 s       12.3 s",
         "  summary calls                                   4            2            0",
@@ -645,3 +647,202 @@ def test_format_analysis_edges(tmp_path, monkeypatch, counter):
     name = str(deep / "empty.jsonl")
     assert format_analysis(analyze(name, config, counter=counter)).splitlines()[1] == \
         "  input   …" + name[-69:]
+
+
+# --- app.batch: the two phases of --summarizer batch -------------------------------------
+
+
+def test_format_export_word_for_word():
+    from pathlib import Path
+
+    from trajectory_compressor.app.batch import format_export
+    from trajectory_compressor.engine.batch import BatchFile, ExportResult
+    from trajectory_compressor.inspect.analyze import Prices
+    from trajectory_compressor.summarizers.batch import ExportStats
+
+    # A folder and a model with a space: quoted for the shell. The cost at most:
+    # 2.5 M in at $1.25 + 0.6 M out at $10 = $9.125.
+    folder = Path("/data/my batch")
+    stats = ExportStats(summaries=1234, requests=1200, duplicates=30, cached=4,
+                        prompt_tokens=2_500_000, max_output_tokens=600_000)
+    files = [BatchFile("requests-00001.jsonl", 1000, 150_000_000),
+             BatchFile("requests-00002.jsonl", 200, 25_050_000)]
+    export = ExportResult(folder, folder / "manifest.json", "gpt-4o mini", files, stats,
+                          rows=56789, rows_rejected=3)
+    assert format_export(export, Prices(1.25, 10)).splitlines() == [
+        'Batch requests written: 1,200 in 2 files under /data/my batch (model gpt-4o mini)',
+        '  rows                 56,789   rejected 3',
+        ("  to summarize          1,234   sharing another row's request 30, already in the "
+         'summary cache 4'),
+        '  requests-00001.jsonl        1,000 requests     150.0 MB',
+        '  requests-00002.jsonl          200 requests      25.1 MB',
+        "  input tokens      2,500,000   (the prompts, counted with the run's tokenizer)",
+        '  output tokens       600,000   (at most: max_tokens)',
+        '  projected cost   $     9.12   at most, at $1.25 in / $10 out per million tokens',
+        '  manifest         /data/my batch/manifest.json',
+        '',
+        'Next: have every request file answered, then run the same command again with',
+        ("--batch-results '/data/my batch/results-*.jsonl' (output and error files; repeat the "
+         'flag or use a pattern).'),
+        '  OpenAI Batch API (about half the online price, within 24 h), for each file:',
+        ('    curl https://api.openai.com/v1/files -H "Authorization: Bearer $OPENAI_API_KEY" '
+         "-F purpose=batch -F file=@'/data/my batch/requests-00001.jsonl'"),
+        ('    curl https://api.openai.com/v1/batches -H "Authorization: Bearer $OPENAI_API_KEY" '
+         '-H \'Content-Type: application/json\' -d \'{"input_file_id": "FILE_ID", "endpoint": '
+         '"/v1/chat/completions", "completion_window": "24h"}\''),
+        ('    curl https://api.openai.com/v1/files/OUTPUT_FILE_ID/content -H "Authorization: '
+         'Bearer $OPENAI_API_KEY" > \'/data/my batch/results-00001.jsonl\''),
+        "    (and the same for the batch's error_file_id, if it has one)",
+        '  vLLM on your own GPUs (no server needed), for each file:',
+        ("    vllm run-batch -i '/data/my batch/requests-00001.jsonl' -o '/data/my "
+         "batch/results-00001.jsonl' --model 'gpt-4o mini'"),
+    ]
+    one = ExportResult(Path("b"), Path("b/manifest.json"), "m",
+                       [BatchFile("requests-00001.jsonl", 1, 999)],
+                       ExportStats(1, 1, 0, 0, 10, 20), rows=1)
+    assert format_export(one).splitlines() == [
+        'Batch requests written: 1 in 1 file under b (model m)',
+        '  rows                      1   rejected 0',
+        ("  to summarize              1   sharing another row's request 0, already in the "
+         'summary cache 0'),
+        '  requests-00001.jsonl            1 requests       0.0 MB',
+        "  input tokens             10   (the prompts, counted with the run's tokenizer)",
+        '  output tokens            20   (at most: max_tokens)',
+        '  manifest         b/manifest.json',
+        '',
+        'Next: have every request file answered, then run the same command again with',
+        ("--batch-results 'b/results-*.jsonl' (output and error files; repeat the flag or use a "
+         'pattern).'),
+        '  OpenAI Batch API (about half the online price, within 24 h), for each file:',
+        ('    curl https://api.openai.com/v1/files -H "Authorization: Bearer $OPENAI_API_KEY" '
+         '-F purpose=batch -F file=@b/requests-00001.jsonl'),
+        ('    curl https://api.openai.com/v1/batches -H "Authorization: Bearer $OPENAI_API_KEY" '
+         '-H \'Content-Type: application/json\' -d \'{"input_file_id": "FILE_ID", "endpoint": '
+         '"/v1/chat/completions", "completion_window": "24h"}\''),
+        ('    curl https://api.openai.com/v1/files/OUTPUT_FILE_ID/content -H "Authorization: '
+         'Bearer $OPENAI_API_KEY" > b/results-00001.jsonl'),
+        "    (and the same for the batch's error_file_id, if it has one)",
+        '  vLLM on your own GPUs (no server needed), for each file:',
+        '    vllm run-batch -i b/requests-00001.jsonl -o b/results-00001.jsonl --model m',
+    ]
+    none = ExportResult(Path("b"), Path("b/manifest.json"), "m", [], ExportStats(), rows=0)
+    assert format_export(none).splitlines() == [
+        'Batch requests written: 0 in 0 files under b (model m)',
+        '  rows                      0   rejected 0',
+        ("  to summarize              0   sharing another row's request 0, already in the "
+         'summary cache 0'),
+        "  input tokens              0   (the prompts, counted with the run's tokenizer)",
+        '  output tokens             0   (at most: max_tokens)',
+        '  manifest         b/manifest.json',
+        '',
+        ('Nothing to send: run the same command with --batch-results and no file, or compress '
+         'without --summarizer batch.'),
+    ]
+
+
+def test_format_import_word_for_word():
+    from collections import Counter
+    from pathlib import Path
+
+    from trajectory_compressor.app.batch import format_import
+    from trajectory_compressor.summarizers.batch import ImportReport
+
+    report = ImportReport([Path("a"), Path("b")], lines=1500, accepted=1400,
+                          failed=Counter({"expired": 3, "http_500": 1200}),
+                          unreadable=["b:7: not JSON", "b:9: x"], unknown=1001, missing=2000)
+    head = [
+        ('Batch results: 1,500 lines in 2 files; 1,400 summaries accepted, 1,203 failed '
+         '(http_500 1,200, expired 3)'),
+        '  2,000 exported requests have no result',
+        '  1,001 results answer requests this export does not hold (loaded into the cache anyway)',
+        '  2 lines unreadable, the first: b:7: not JSON',
+    ]
+    assert format_import(report, online=False).splitlines() == [*head,
+        ('  rows whose request failed or has no result get the extractive fallback '
+         '(summary_source "fallback"); give --base-url to send them online instead')]
+    assert format_import(report, online=True).splitlines() == [*head,
+        '  rows whose request failed or has no result go to the configured endpoints']
+    # All answered: one line. A failure alone, or a missing result alone, says where.
+    clean = ImportReport([Path("a")], lines=1, accepted=1, missing=0)
+    assert format_import(clean, online=False) == (
+        'Batch results: 1 lines in 1 file; 1 summaries accepted, 0 failed')
+    failed = ImportReport([Path("a")], lines=1, failed=Counter({"x": 1}))
+    assert format_import(failed, online=True).splitlines() == [
+        'Batch results: 1 lines in 1 file; 0 summaries accepted, 1 failed (x 1)',
+        '  rows whose request failed or has no result go to the configured endpoints',
+    ]
+    assert format_import(ImportReport([], missing=1), online=True).splitlines() == [
+        'Batch results: 0 lines in 0 files; 0 summaries accepted, 0 failed',
+        '  1 exported requests have no result',
+        '  rows whose request failed or has no result go to the configured endpoints',
+    ]
+
+
+def test_batch_input_runs_both_phases_and_prints_unless_quiet(tmp_path, capsys):
+    from tests.test_batch import answer, request_files
+    from tests.test_kills5_engine import batch_config, two_to_summarize
+    from trajectory_compressor.app.batch import batch_input
+    from trajectory_compressor.engine.batch import BatchLimits
+    from trajectory_compressor.engine.options import RunOptions
+    from trajectory_compressor.inspect.analyze import Prices
+
+    src = str(two_to_summarize(tmp_path / "in.jsonl"))
+    folder, out = tmp_path / "batch", str(tmp_path / "out.jsonl")
+    config = batch_config(summarizer="batch")
+    loud = RunOptions(quiet=False)
+    # Phase 1: two requests in one file, said on stdout with the cost at most.
+    assert batch_input(src, out, config, loud, batch_dir=str(folder), results=None,
+                       limits=BatchLimits(), prices=Prices(1000, 2000)) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == f"Batch requests written: 2 in 1 file under {folder} (model fake-model)"
+    assert said[6].startswith("  projected cost   $     1.30   at most, at $1000 in")
+    assert request_files(folder) == [folder / "requests-00001.jsonl"]
+    # Quiet: the same files written, nothing said.
+    quiet_folder = tmp_path / "quiet"
+    assert batch_input(src, out, config, RunOptions(), batch_dir=str(quiet_folder),
+                       results=None, limits=BatchLimits()) == 0
+    assert capsys.readouterr().out == ""
+    assert request_files(quiet_folder) == [quiet_folder / "requests-00001.jsonl"]
+    # Phase 2, one request unanswered: what the results held, then the run's summary.
+    results = folder / "results.jsonl"
+    answer(request_files(folder), results, missing=(1,))
+    assert batch_input(src, out, config, loud, batch_dir=str(folder), results=[str(results)],
+                       limits=BatchLimits()) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[:4] == [
+        "Batch results: 1 lines in 1 file; 1 summaries accepted, 0 failed",
+        "  1 exported requests have no result",
+        "  rows whose request failed or has no result get the extractive fallback "
+        "(summary_source \"fallback\"); give --base-url to send them online instead",
+        "Trajectory compression finished"]
+    assert "  summaries                 2  llm=1 fallback=1" in said
+    # Quiet, from the cache phase 2 filled: nothing said, the same exit code.
+    assert batch_input(src, str(tmp_path / "again.jsonl"), config, RunOptions(),
+                       batch_dir=str(folder), results=[str(results)],
+                       limits=BatchLimits()) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_batch_input_refuses_what_does_not_go_with_it(tmp_path):
+
+    from tests.test_kills5_engine import batch_config
+    from trajectory_compressor.app.batch import batch_input
+    from trajectory_compressor.core.errors import ConfigError
+    from trajectory_compressor.engine.batch import BatchLimits
+    from trajectory_compressor.engine.options import RunOptions
+    from trajectory_compressor.inspect.analyze import Prices
+
+    src, out, folder = str(tmp_path / "in.jsonl"), str(tmp_path / "out.jsonl"), str(tmp_path)
+    cases = [
+        (batch_config(), folder, None, None, "go with --summarizer batch"),
+        (batch_config(summarizer="batch", engine="ray"), folder, None, None,
+         "runs on the local engine"),
+        (batch_config(summarizer="batch"), None, None, None, "needs --batch-dir DIR"),
+        (batch_config(summarizer="batch"), folder, ["r.jsonl"], Prices(1, 2),
+         "give them without --batch-results"),
+    ]
+    for config, batch_dir, results, prices, said in cases:
+        with pytest.raises(ConfigError, match=said):
+            batch_input(src, out, config, RunOptions(), batch_dir=batch_dir, results=results,
+                        limits=BatchLimits(), prices=prices)
+    assert not (tmp_path / "manifest.json").exists()
