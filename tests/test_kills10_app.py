@@ -613,14 +613,22 @@ def test_format_analysis_one_target_with_the_gap_a_probe_and_a_long_cost_label(
 
 
 def test_format_analysis_edges(tmp_path, monkeypatch, counter):
-    from trajectory_compressor.app.analysis import format_analysis
+    from trajectory_compressor.app.analysis import format_analysis, strategy_block
     from trajectory_compressor.core.config import CompressionConfig
-    from trajectory_compressor.inspect.analyze import analyze
+    from trajectory_compressor.inspect.analyze import CountingGap, TargetAnalysis, analyze
+    from trajectory_compressor.inspect.distill_preview import DistillPreview
 
     # Two targets in one bin of the histogram: one mark naming both.
     a = _analysis(tmp_path, monkeypatch, counter, "extractive", [100, 110])
     assert [line for line in format_analysis(a).splitlines() if "<-" in line] == [
         "  100 - 125 |############################## 1  <- target 100, 110"]
+    # A distill preview that met no tool output, and a counting gap of no row: no block.
+    assert "\nDistill: " in format_analysis(a)
+    a.distill = DistillPreview(100)
+    a.gap = CountingGap([100])
+    assert "\nDistill: " not in format_analysis(a) and "\nCounting: " not in format_analysis(a)
+    # No target with rows over it: no strategy block (an empty list of lines).
+    assert strategy_block([TargetAnalysis(CompressionConfig())]) == []
     # No rows: rejected ones are listed, then said apart; none at all, said on one line.
     (tmp_path / "bad.jsonl").write_text("{oops\n", encoding="utf-8")
     (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
