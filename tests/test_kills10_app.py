@@ -554,10 +554,12 @@ def test_format_analysis_windows_block(tmp_path, monkeypatch, counter):
         "Windows output (rows over the target become windows that each fit)",
         "  target 100: 4 rows -> 13 windows (3.2 per row), 7 summaries,",
         "    320 of 320 assistant tokens trained (100%); rows out 14",
-        "    1 windows over the target; the others train 310 (97%)",
-        "  target 250: 1 rows -> 2 windows (2.0 per row), 1 summaries,",
+        "    1 window over the target; the others train 310 (97%)",
+        "  target 250: 1 row -> 2 windows (2.0 per row), 1 summary,",
         "    125 of 125 assistant tokens trained (100%); rows out 6",
     ]
+    assert ("LLM summarization (projected: 1 call per window summary, 20-token summaries)"
+            in format_analysis(a).splitlines())
 
 
 def test_format_analysis_one_target_with_the_gap_a_probe_and_a_long_cost_label(

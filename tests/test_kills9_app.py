@@ -639,3 +639,17 @@ def test_help_shows_no_default_for_the_switches_and_the_input():
     assert "[default: 42]" in shown and "[default: 50000]" in shown
     inputs = [line for line in shown.splitlines() if "datasets streaming" in line]
     assert len(inputs) == 1 and "[required]" in inputs[0] and "default" not in inputs[0]
+
+
+def test_a_docstring_reflowed_for_help():
+    from trajectory_compressor.app.flags import reflowed
+
+    assert reflowed(None) is None
+    doc = """Check every row;
+    exit 1 on a problem.
+
+        Rules: roles known;   every call
+    answered.
+    """
+    assert reflowed(doc) == ("Check every row; exit 1 on a problem.\n\n"
+                             "Rules: roles known; every call answered.")

@@ -643,6 +643,37 @@ def test_analyze_predicts_what_compress_makes(tmp_path):
     assert "Strategies" not in shown.stdout
 
 
+def test_analyze_projects_the_llm_requests_a_windows_run_sends(tmp_path):
+    """With an LLM summarizer, `analyze --output-mode windows` projects one request per
+    window that has a summary (it said 0 calls and no waiting), and a real run against
+    the loopback server sends exactly that many, each within the projected input."""
+    from tests.fake_llm_server import FakeLLMServer
+
+    src = write_container(sample_rows("openai", 3), tmp_path, "jsonl")
+    settings = ["--output-mode", "windows", "--target-max-tokens", "8000", "--summarizer",
+                "openai", "--model", "m", "--no-config"]
+    with FakeLLMServer().in_thread() as server:
+        url = ["--base-url", server.url]
+        shown = invoke_cli("analyze", str(src), *settings, *url, "--json", "-")
+        assert shown.returncode == 0, shown.stderr
+        assert server.requests == 0  # a dry run
+        done = invoke_cli("compress", str(src), "-o", str(tmp_path / "o.jsonl"), *settings,
+                          *url, "--no-cache", "--quiet")
+        assert done.returncode == 0, done.stderr
+        sent = server.requests
+    analysis = json.loads(shown.stdout)
+    (target,) = analysis["targets"]
+    made = json.loads((tmp_path / "o_metrics.json").read_text())
+    assert made["windows"]["summaries"] > 0
+    assert target["llm"]["summarization_calls"] == made["windows"]["summaries"] == sent
+    assert made["summarization"]["summaries_by_source"]["llm"] == sent
+    # Each request's input is the text it summarizes, its output at most the summary's
+    # budget (750 tokens by default, less where a window has less room).
+    assert target["llm"]["input_tokens"] > target["llm"]["output_tokens"]
+    assert 0 < target["llm"]["output_tokens"] <= 750 * sent
+    assert analysis["time_estimate"]["targets"][0]["calls"] == sent  # and their wait
+
+
 def test_windows_counted_through_a_chat_template(tmp_path):
     """`--token-counting chat_template`: windows are planned and checked with the
     template's counts (each window's ``compressed_tokens`` is its rendered length, within

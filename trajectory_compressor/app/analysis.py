@@ -7,7 +7,7 @@ import textwrap
 from ..core.config import STRATEGIES
 from ..core.metrics import bin_of
 from ..inspect.analyze import Analysis, Prices, TargetAnalysis
-from .fixes import fix_lines
+from .fixes import fix_lines, rows_text
 from .textfmt import (
     Column,
     clip,
@@ -83,15 +83,16 @@ def _windows_block(targets: list[TargetAnalysis]) -> list[str]:
     for t in targets:
         w = t.metrics.windows_summary()
         rows = w["windowed_rows"]
-        lines += [f"  target {num(t.target)}: {num(rows)} rows -> {num(w['windows'])} "
-                  f"windows ({w['windows'] / max(rows, 1):.1f} per row), "
-                  f"{num(w['summaries'])} summaries,",
+        summaries = num(w["summaries"]) + (" summary" if w["summaries"] == 1 else " summaries")
+        lines += [f"  target {num(t.target)}: {rows_text(rows)} -> "
+                  f"{rows_text(w['windows'], 'window')} "
+                  f"({w['windows'] / max(rows, 1):.1f} per row), {summaries},",
                   f"    {num(w['trained_assistant_tokens'])} of "
                   f"{num(w['assistant_tokens'])} assistant tokens trained "
                   f"({w['trained_share']:.0%}); rows out {num(w['rows_out'])}"]
         if w["windows_over"]:
-            lines.append(f"    {num(w['windows_over'])} windows over the target; the others "
-                         f"train {num(w['trained_within_target'])} "
+            lines.append(f"    {rows_text(w['windows_over'], 'window')} over the target; "
+                         f"the others train {num(w['trained_within_target'])} "
                          f"({w['trained_within_target_share']:.0%})")
     return lines
 
@@ -151,7 +152,9 @@ def _target_block(targets: list[TargetAnalysis], prices: Prices | None) -> list[
                         [_shares(f["mean_tail_ratio"]) for f in shown]))
         out.append(line("  rows with invented facts",
                         [num(f["invented_rows"]) for f in shown]))
-    out += ["", (f"LLM summarization (projected: 1 call per compressed row, "
+    # Windows output: one summary, so one call, per window after the first.
+    per = "window summary" if first.config.output_mode == "windows" else "compressed row"
+    out += ["", (f"LLM summarization (projected: 1 call per {per}, "
                  f"{summary_tokens}-token summaries)")]
     if first.exact:
         out.append("  (--summarizer extractive makes no call; this is what an LLM would use)")

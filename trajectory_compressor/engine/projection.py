@@ -12,6 +12,7 @@ applied to the projection (counted by the changed turns: no summary text exists)
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 
 from ..core.assemble import assemble
@@ -81,6 +82,35 @@ def projected(compressor: TrajectoryCompressor, counted: CountedRow, plan: Plan,
                          plan.region.start, config, compressor.counter, compressor.rows,
                          render=False)
     return RowResult(counted.row, metrics, plan, changed=True, turns=shown)
+
+
+def projected_windows(compressor: TrajectoryCompressor, counted: CountedRow,
+                      exact: RowResult) -> RowResult:
+    """``exact``, the windows of a row built with the extractive summarizer, as an LLM
+    makes them: the same windows (they are planned with every summary at its budget,
+    whatever the summarizer), and one request per window that has a summary, the text of
+    the turns it summarizes as its input, its budget as its output."""
+    config = compressor.config
+    metrics = copy.deepcopy(exact.metrics)
+    calls = prompt = completion = 0
+    for window in exact.plan.windows or ():
+        region = window.summarized
+        if region is None:
+            continue
+        budget = max(1, min(window.summary_tokens, window.summarized_tokens - 1))
+        request = SummaryRequest(call_view(counted.turns[region.start:region.end]),
+                                 region.start, budget)
+        calls += 1
+        prompt += min(compressor.counter.count(render_turns(request)),
+                      config.max_input_tokens)
+        completion += budget
+    metrics.summarization_api_calls = calls
+    metrics.prompt_tokens, metrics.completion_tokens = prompt, completion
+    if calls:
+        metrics.summary_source = "llm"
+        if metrics.windowed is not None:
+            metrics.windowed = {**metrics.windowed, "summaries_by_source": {"llm": calls}}
+    return dataclasses.replace(exact, metrics=metrics)
 
 
 def elision_fits(compressor: TrajectoryCompressor, counted: CountedRow, plan: Plan,

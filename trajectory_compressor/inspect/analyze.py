@@ -31,7 +31,7 @@ from ..engine.blocking import run_blocking
 from ..engine.compressor import RowResult, TrajectoryCompressor
 from ..engine.count import RowCounter, gap_counter
 from ..engine.options import RunKeywords, RunOptions, run_options
-from ..engine.projection import CountedRow, projected
+from ..engine.projection import CountedRow, projected, projected_windows
 from ..engine.replan import OverRows, WhatWouldFix, find_fixes
 from ..engine.stream import RowStream
 from ..formats import jsonio
@@ -400,10 +400,10 @@ def _add_gap(gap: CountingGap, rows: RowCounter, counter: TokenCounter, dialect:
 async def _outcomes(compressor: TrajectoryCompressor, one: CountedRow, clock: WorkClock,
                     index: int) -> tuple[RowResult, RowResult]:
     """The row's result with the extractive summarizer (exact; ``compressor`` must hold
-    it) and with an LLM (`projection.projected`), with what compress would do of the row
-    timed on ``clock`` (target ``index``): planning, and for a summarized row building
-    and serializing it; the LLM projection, which compress does not make, is left out of
-    the clock."""
+    it) and with an LLM (`projection.projected`, `projection.projected_windows`), with
+    what compress would do of the row timed on ``clock`` (target ``index``): planning, and
+    for a summarized row building and serializing it; the LLM projection, which compress
+    does not make, is left out of the clock."""
     start = time.perf_counter()
     plan = compressor.plan(one.turns, one.turn_tokens, one.dialect, one.distilled)
     if plan.action != "compress":
@@ -420,7 +420,5 @@ async def _outcomes(compressor: TrajectoryCompressor, one: CountedRow, clock: Wo
     if exact.metrics.failed:
         return exact, exact  # the LLM's summary would not change a failure nobody foresaw
     if plan.windows is not None:
-        # Windows are planned with every summary at summary_target_tokens, whatever the
-        # summarizer: an LLM's windows are these, one request per window after the first.
-        return exact, exact
+        return exact, projected_windows(compressor, one, exact)
     return exact, projected(compressor, one, plan, exact.turns)
