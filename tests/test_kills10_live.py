@@ -3,7 +3,7 @@
 may take, the no-op reasons, the feedback, earlier summaries in the middle; the handoff's
 header, sections, budget and focus. Expected values come from the docstrings and SPEC §10.
 Token counts are `len` where a test works out a budget by hand (any ``text -> int`` is a
-counter), the bundled tokenizer where the figure only has to be real.
+counter).
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ from trajectory_compressor.live.messages import MESSAGE_OVERHEAD
 
 # -- compressor ---------------------------------------------------------------------------
 
-HEADER_3_5 = ("Messages 3-5 were compacted (extractive summary: items are quoted or clipped "
-              "from them).")
+def header(first: int, last: int) -> str:
+    """The extractive handoff's first line."""
+    return (f"Messages {first}-{last} were compacted (extractive summary: items are quoted or "
+            "clipped from them).")
 
 
 def small_chat(system: str | None, ask_chars: int) -> list[dict]:
@@ -70,10 +72,10 @@ def test_the_summary_gets_the_middle_s_tokens_less_the_fixed_cost(system, ask_ch
     head = 3 if system is not None else 2
     messages = small_chat(system, ask_chars)
     out, feedback = by_len(protect_first_n=head).compress_with_feedback(messages)
-    header = HEADER_3_5.replace("3-5", f"{head}-{head + 2}")
-    assert header[:39] == f"Messages {head}-{head + 2} were compacted (extractive"
+    cut = header(head, head + 2)[:39]
+    assert cut == f"Messages {head}-{head + 2} were compacted (extractive"
     assert [m["content"] for m in out[head:]] == [
-        f"{SUMMARY_PREFIX}\n{header[:39]}", "working", "more", "done"]
+        f"{SUMMARY_PREFIX}\n{cut}", "working", "more", "done"]
     assert out[head]["role"] == "user"
     assert feedback["summary"] == "written"
 
@@ -279,11 +281,14 @@ def test_the_items_of_the_middle_word_for_word():
     assert _collect(iter(middle_messages())) == expected  # any iterable, read once
 
 
-def test_a_middle_without_a_user_ask_has_no_active_task():
+def test_the_latest_ask_is_the_task_and_the_others_are_pending():
     messages = [{"role": "assistant", "content": "done with a.py"}]
     assert _collect(messages) == {
         **{name: [] for name in SECTIONS},
         "Key Decisions": ["done with a.py"], "Relevant Files": ["a.py"]}
+    asks = [{"role": "user", "content": text} for text in ("one", "two", "three")]
+    assert _collect(asks) == {**{name: [] for name in SECTIONS},
+                              "Active Task": ["three"], "Pending User Asks": ["one", "two"]}
 
 
 def test_an_earlier_summary_s_items_by_section():
@@ -312,11 +317,6 @@ def test_an_earlier_summary_s_items_by_section():
         "Goal": ["ship it", "star item", "indented"],
         "Blocked": ["b", "ship it", "last"]}
     assert _parse_previous("") == {}
-
-
-def header(first: int, last: int) -> str:
-    return (f"Messages {first}-{last} were compacted (extractive summary: items are quoted or "
-            "clipped from them).")
 
 
 def test_an_item_fits_the_budget_to_the_token():
