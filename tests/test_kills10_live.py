@@ -22,7 +22,7 @@ from trajectory_compressor.live.extractive_handoff import (
     _parse_previous,
 )
 from trajectory_compressor.live.handoff import SECTIONS, HandoffRequest
-from trajectory_compressor.live.markers import failure_marker
+from trajectory_compressor.live.markers import MERGE_SEPARATOR, failure_marker
 from trajectory_compressor.live.messages import MESSAGE_OVERHEAD
 
 # -- compressor ---------------------------------------------------------------------------
@@ -78,6 +78,27 @@ def test_the_summary_gets_the_middle_s_tokens_less_the_fixed_cost(system, ask_ch
         f"{SUMMARY_PREFIX}\n{cut}", "working", "more", "done"]
     assert out[head]["role"] == "user"
     assert feedback["summary"] == "written"
+
+
+def test_a_merged_summary_is_charged_the_separator_not_a_message():
+    # Head S U A, middle U A, tail U A U: the summary's neighbours are an assistant and a
+    # user, and the middle has two messages: it is merged into the tail's first message.
+    messages = [{"role": "system", "content": "rules"}, {"role": "user", "content": "start"},
+                {"role": "assistant", "content": "ok"}, {"role": "user", "content": "x" * 300},
+                {"role": "assistant", "content": "y" * 300},
+                {"role": "user", "content": "latest"},
+                {"role": "assistant", "content": "working"}, {"role": "user", "content": "more"}]
+    out, feedback = by_len().compress_with_feedback(messages)
+    # The middle's 608 tokens less the prefix, the separator with its blank lines, the
+    # margin and the note: 608 - (332 + 65 + 8 + 173) = 30 left for the summary text.
+    separator = f"\n\n{MERGE_SEPARATOR}\n\n"
+    assert len(separator) == 65
+    cut = header(3, 4)[:30]
+    assert cut == "Messages 3-4 were compacted (e"
+    assert [m["content"] for m in out[3:]] == [
+        f"{SUMMARY_PREFIX}\n{cut}{separator}latest", "working", "more"]
+    assert feedback["tokens_after"] <= feedback["tokens_before"]
+    assert feedback["note"] is None
 
 
 def test_the_arguments_and_their_defaults():
