@@ -101,6 +101,19 @@ def test_a_merged_summary_is_charged_the_separator_not_a_message():
     assert feedback["note"] is None
 
 
+@pytest.mark.parametrize("system", ["rules", None])
+def test_with_room_for_its_text_the_summary_never_grows_the_prompt(counter, system):
+    # The bundled tokenizer: x * n is about n / 8 tokens; from 1,000 on the middle is
+    # larger than the compaction's fixed cost, whether merged (with the system note) or not.
+    for ask_chars in range(1000, 3000, 100):
+        compressor = ContextCompressor(context_length=100_000, threshold=0.01, target_ratio=0.1,
+                                       token_counter=counter,
+                                       protect_first_n=3 if system is not None else 2)
+        _, feedback = compressor.compress_with_feedback(small_chat(system, ask_chars))
+        assert feedback["summary"] == "written"
+        assert feedback["tokens_after"] <= feedback["tokens_before"], ask_chars
+
+
 def test_the_arguments_and_their_defaults():
     compressor = ContextCompressor(context_length=1)  # the smallest context there is
     assert (compressor.context_length, compressor.threshold, compressor.target_ratio) == (
