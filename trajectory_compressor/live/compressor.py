@@ -20,6 +20,7 @@ from .boundaries import is_summary
 from .handoff import HandoffRequest, summary_budget
 from .markers import (
     COMPACTION_NOTE,
+    MERGE_SEPARATOR,
     SUMMARY_PREFIX,
     failure_marker,
     finish_summary,
@@ -35,7 +36,7 @@ from .messages import (
     text_of,
     with_content,
 )
-from .placement import settle
+from .placement import Placement, settle
 from .pruning import PruneStats, prune
 from .trigger import Trigger
 from .writers import SummarizerArg, make_writer
@@ -131,7 +132,7 @@ class ContextCompressor:
             return self._done(messages, [copy.deepcopy(m) for m in messages], before, before,
                               current_tokens, reason=reason)
         budget = summary_budget(sum(self.tokens.count_messages(fresh)), self.context_length)
-        room = sum(tokens[head:placement.tail_start]) - self._fixed_cost(messages)
+        room = sum(tokens[head:placement.tail_start]) - self._fixed_cost(messages, placement)
         request = HandoffRequest(fresh, head, budget, previous, focus_topic, max_tokens=room)
         error = None
         try:
@@ -145,9 +146,15 @@ class ContextCompressor:
         return self._done(messages, result, before, after, current_tokens, error=error,
                           stats=stats)
 
-    def _fixed_cost(self, messages: list[Message]) -> int:
-        """Tokens a compaction adds besides the summary text: prefix, framing, system note."""
-        cost = self.tokens.count(SUMMARY_PREFIX) + MESSAGE_OVERHEAD + _MARGIN
+    def _fixed_cost(self, messages: list[Message], placement: Placement) -> int:
+        """Tokens a compaction adds besides the summary text: prefix, framing, system note.
+
+        The framing is a message's, or the separator of a summary merged into the tail's
+        first message (which is there already: it adds no message).
+        """
+        framing = (self.tokens.count(f"\n\n{MERGE_SEPARATOR}\n\n") if placement.merge
+                   else MESSAGE_OVERHEAD)
+        cost = self.tokens.count(SUMMARY_PREFIX) + framing + _MARGIN
         system = next((m for m in messages if role_of(m) == "system"), None)
         if system is not None and COMPACTION_NOTE not in text_of(system):
             cost += self.tokens.count(COMPACTION_NOTE)
