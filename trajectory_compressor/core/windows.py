@@ -76,6 +76,12 @@ class Window:
     masked_saving: int = 0  # the tokens their placeholders take off ``tokens``
 
     @property
+    def requested_tokens(self) -> int:
+        """The summary's length asked of the summarizer: its budget, and shorter than
+        the turns it replaces."""
+        return max(1, min(self.summary_tokens, self.summarized_tokens - 1))
+
+    @property
     def source_turns(self) -> list[int]:
         """Indices of the input turns the window holds, in order (the summary aside)."""
         return [*range(self.head), *range(self.context, self.train.end)]

@@ -6,7 +6,8 @@ With the extractive summarizer the row goes through `TrajectoryCompressor` exact
 (`over_limit_strategy`) applied, so the result is the row `compress --summarizer
 extractive` writes. For an LLM backend the summary is projected at
 ``summary_target_tokens`` tokens, one call per compressed row, and the second pass is
-applied to the projection (counted by the changed turns: no summary text exists).
+applied to the projection (counted by the changed turns: no summary text exists); a row
+in windows is the extractive one's windows, with one call per window summary.
 """
 
 from __future__ import annotations
@@ -97,13 +98,12 @@ def projected_windows(compressor: TrajectoryCompressor, counted: CountedRow,
         region = window.summarized
         if region is None:
             continue
-        budget = max(1, min(window.summary_tokens, window.summarized_tokens - 1))
         request = SummaryRequest(call_view(counted.turns[region.start:region.end]),
-                                 region.start, budget)
+                                 region.start, window.requested_tokens)
         calls += 1
         prompt += min(compressor.counter.count(render_turns(request)),
                       config.max_input_tokens)
-        completion += budget
+        completion += window.requested_tokens
     metrics.summarization_api_calls = calls
     metrics.prompt_tokens, metrics.completion_tokens = prompt, completion
     if calls:

@@ -162,9 +162,8 @@ async def _summarize(compressor: Any, turns: Trajectory, texts: list[str],
     deadline = Deadline(config.per_trajectory_timeout)
     probe = SummaryCheck(texts[:region.start], texts[region.start:region.end],
                          texts[region.end:window.train.end])
-    budget = max(1, min(window.summary_tokens, window.summarized_tokens - 1))
     request = SummaryRequest(
-        call_view(turns[region.start:region.end]), region.start, budget,
+        call_view(turns[region.start:region.end]), region.start, window.requested_tokens,
         window.summarized_tokens,
         deadline, origin=None if origin is None else f"{origin} #w{window.number}",
         tail_items=tuple(probe.tail_items))
