@@ -309,6 +309,27 @@ def _analysis(tmp_path, monkeypatch, counter, summarizer: str, targets: list[int
     return a
 
 
+# What every dry run of the hand rows prints first: the input, its reject, the counts.
+_HAND_HEAD = [
+    'Dry run: no LLM call, nothing written',
+    '  input   hand.jsonl',
+    '  rows    5, rejected 1',
+    '',
+    'Rejected rows: 1',
+    '  hand.jsonl:6: invalid JSON: unexpected character, expected a string key: line…',
+    '',
+    'Tokens per row',
+    '  min  p50  p90  p99  max',
+    '   35  195  265  265  265',
+    '',
+    '    25 - 50 |############################## 1',
+    '    50 - 75 |                               0',
+    '   75 - 100 |                               0',
+    '  100 - 125 |############################## 1  <- target 100',
+    '  125 - 150 |                               0',
+]
+
+
 def test_format_analysis_extractive_at_four_targets_word_for_word(tmp_path, monkeypatch,
                                                                   counter):
     from trajectory_compressor.app.analysis import format_analysis
@@ -320,22 +341,7 @@ def test_format_analysis_extractive_at_four_targets_word_for_word(tmp_path, monk
     # only where rows stay over; the cost at $2,500/M in: 346 * 2500 / 1e6 + 40 / 1e6.
     a = _analysis(tmp_path, monkeypatch, counter, "extractive", [100, 150, 200, 300])
     assert format_analysis(a, Prices(2500, 1)).splitlines() == [
-            'Dry run: no LLM call, nothing written',
-            '  input   hand.jsonl',
-            '  rows    5, rejected 1',
-            '',
-            'Rejected rows: 1',
-            '  hand.jsonl:6: invalid JSON: unexpected character, expected a string key: line…',
-            '',
-            'Tokens per row',
-            '  min  p50  p90  p99  max',
-            '   35  195  265  265  265',
-            '',
-            '    25 - 50 |############################## 1',
-            '    50 - 75 |                               0',
-            '   75 - 100 |                               0',
-            '  100 - 125 |############################## 1  <- target 100',
-            '  125 - 150 |                               0',
+            *_HAND_HEAD,
             '  150 - 175 |                               0  <- target 150',
             '  175 - 200 |############################## 1',
             '  200 - 225 |############################## 1  <- target 200',
@@ -448,22 +454,7 @@ def test_format_analysis_projected_word_for_word(tmp_path, monkeypatch, counter)
     # of exactly 36 columns is kept (346 * 1000 / 1e6 + 40 * 20000 / 1e6 = 1.146).
     a = _analysis(tmp_path, monkeypatch, counter, "openai", [100, 250])
     assert format_analysis(a, Prices(1000, 20000)).splitlines() == [
-            'Dry run: no LLM call, nothing written',
-            '  input   hand.jsonl',
-            '  rows    5, rejected 1',
-            '',
-            'Rejected rows: 1',
-            '  hand.jsonl:6: invalid JSON: unexpected character, expected a string key: line…',
-            '',
-            'Tokens per row',
-            '  min  p50  p90  p99  max',
-            '   35  195  265  265  265',
-            '',
-            '    25 - 50 |############################## 1',
-            '    50 - 75 |                               0',
-            '   75 - 100 |                               0',
-            '  100 - 125 |############################## 1  <- target 100',
-            '  125 - 150 |                               0',
+            *_HAND_HEAD,
             '  150 - 175 |                               0',
             '  175 - 200 |############################## 1',
             '  200 - 225 |############################## 1',
