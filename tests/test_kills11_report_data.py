@@ -146,6 +146,18 @@ def test_each_row_is_counted_by_what_its_metrics_say(tmp_path, counter):
     assert (data.over_before, data.over_after) == (5, 4)  # after: 500, 300, 150, 180
 
 
+def test_a_row_over_the_limit_counts_as_over_and_a_failed_one_as_failed(tmp_path, counter):
+    out = _write(tmp_path / "out.jsonl", [
+        _hermes("failed", "a", compression_metrics={
+            "original_tokens": 50, "compressed_tokens": 50, "error": "boom"}),
+        _hermes("over", "a", compression_metrics={
+            "original_tokens": 400, "compressed_tokens": 300, "still_over_limit": True})])
+    data = collect_report_data(_report(out), CompressionConfig(target_max_tokens=100),
+                               counter)
+    assert (data.rows, data.compressed, data.skipped, data.over_limit, data.failed) == (
+        2, 0, 0, 1, 1)
+
+
 def test_the_fidelity_chart_is_there_when_a_row_or_the_metrics_file_has_fidelity(
         tmp_path, counter):
     out = _write(tmp_path / "out.jsonl", [_hermes("a", "hello", "hi")])
