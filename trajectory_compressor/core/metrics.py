@@ -695,9 +695,9 @@ def nice_edges(low: int, high: int, bins: int = 10) -> list[int]:
         return [low, low + 1]
     raw = (high - low) / bins
     magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(int(m * magnitude) for m in (1, 2, 2.5, 5, 10)
-                if m * magnitude >= raw and float(m * magnitude).is_integer())
-    step = max(step, 1)
+    # Under a step of 1 (more bins than units) no candidate is a whole number: 1.
+    step = next((int(m * magnitude) for m in (1, 2, 2.5, 5, 10)
+                 if m * magnitude >= raw and float(m * magnitude).is_integer()), 1)
     edges = [low // step * step]
     while edges[-1] < high:
         edges.append(edges[-1] + step)
