@@ -239,7 +239,7 @@ def test_failed_and_missing_results_fall_back_or_go_online(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"{len(ids) - 5} summaries accepted, 4 failed (http 2, " in proc.stdout
     assert "batch_error 1" in proc.stdout and "truncated 1" in proc.stdout
-    assert "1 exported requests have no result" in proc.stdout
+    assert "1 exported request has no result" in proc.stdout
     rows = read_jsonl(out)
     fell_back = [r["compression_metrics"] for r in rows
                  if r.get("compression_metrics", {}).get("summary_source") == "fallback"]

@@ -504,8 +504,8 @@ def test_format_analysis_projected_word_for_word(tmp_path, monkeypatch, counter)
             '  56% of the assistant tokens, 2 summaries, 3 rows still over (mask: 100%, 0',
             '  summaries, 4 over; hybrid: 56%, 2 summaries, 3 over)',
             '  target 250: summarize keeps the most training signal at the fewest calls:',
-            '  76% of the assistant tokens, 1 summaries, 0 rows still over (mask: 100%, 0',
-            '  summaries, 1 over; hybrid: 76%, 1 summaries, 0 over)',
+            '  76% of the assistant tokens, 1 summary, 0 rows still over (mask: 100%, 0',
+            '  summaries, 1 over; hybrid: 76%, 1 summary, 0 over)',
             '',
             'What would fix it at target 100: 3 rows still over the limit',
             '  (each re-planned as compress would; summaries projected at 20 tokens)',
@@ -586,9 +586,9 @@ def test_format_analysis_one_target_with_the_gap_a_probe_and_a_long_cost_label(
         "Counting: chat-template length minus the per-turn sum, per row",
         "  min  p50  p90  p99  max",
         "  -20    0   80   80   80",
-        "  target 100: 1 rows under it by the per-turn sum are over it",
+        "  target 100: 1 row under it by the per-turn sum is over it",
         "  by the template; 0 the other way round",
-        "  target 200: 1 rows under it by the per-turn sum are over it",
+        "  target 200: 1 row under it by the per-turn sum is over it",
         "  by the template; 1 the other way round"]
     # A line too long for 80 columns is cut with an ellipsis.
     assert gap[7] == ("  target 1,000,000,000,000,000,000: 0 rows under it by the per-turn sum "
@@ -766,15 +766,15 @@ def test_format_import_word_for_word():
     # All answered: one line. A failure alone, or a missing result alone, says where.
     clean = ImportReport([Path("a")], lines=1, accepted=1, missing=0)
     assert format_import(clean, online=False) == (
-        'Batch results: 1 lines in 1 file; 1 summaries accepted, 0 failed')
+        'Batch results: 1 line in 1 file; 1 summary accepted, 0 failed')
     failed = ImportReport([Path("a")], lines=1, failed=Counter({"x": 1}))
     assert format_import(failed, online=True).splitlines() == [
-        'Batch results: 1 lines in 1 file; 0 summaries accepted, 1 failed (x 1)',
+        'Batch results: 1 line in 1 file; 0 summaries accepted, 1 failed (x 1)',
         '  rows whose request failed or has no result go to the configured endpoints',
     ]
     assert format_import(ImportReport([], missing=1), online=True).splitlines() == [
         'Batch results: 0 lines in 0 files; 0 summaries accepted, 0 failed',
-        '  1 exported requests have no result',
+        '  1 exported request has no result',
         '  rows whose request failed or has no result go to the configured endpoints',
     ]
 
@@ -811,8 +811,8 @@ def test_batch_input_runs_both_phases_and_prints_unless_quiet(tmp_path, capsys):
                        limits=BatchLimits()) == 0
     said = capsys.readouterr().out.splitlines()
     assert said[:4] == [
-        "Batch results: 1 lines in 1 file; 1 summaries accepted, 0 failed",
-        "  1 exported requests have no result",
+        "Batch results: 1 line in 1 file; 1 summary accepted, 0 failed",
+        "  1 exported request has no result",
         "  rows whose request failed or has no result get the extractive fallback "
         "(summary_source \"fallback\"); give --base-url to send them online instead",
         "Trajectory compression finished"]

@@ -83,7 +83,7 @@ def _windows_block(targets: list[TargetAnalysis]) -> list[str]:
     for t in targets:
         w = t.metrics.windows_summary()
         rows = w["windowed_rows"]
-        summaries = num(w["summaries"]) + (" summary" if w["summaries"] == 1 else " summaries")
+        summaries = rows_text(w["summaries"], "summary", "summaries")
         lines += [f"  target {num(t.target)}: {rows_text(rows)} -> "
                   f"{rows_text(w['windows'], 'window')} "
                   f"({w['windows'] / max(rows, 1):.1f} per row), {summaries},",
@@ -106,9 +106,9 @@ def _gap_block(a: Analysis) -> list[str]:
     lines += table([Column(k, right=True) for k in ("min", "p50", "p90", "p99", "max")],
                    [[num(v) for v in d.values()]])
     for target in gap.targets:
-        lines += [f"  target {num(target)}: "
-                  f"{num(gap.turns_under_template_over[target])} rows under it by the per-turn "
-                  "sum are over it",
+        under = gap.turns_under_template_over[target]
+        lines += [f"  target {num(target)}: {rows_text(under)} under it by the per-turn sum "
+                  f"{'is' if under == 1 else 'are'} over it",
                   f"  by the template; {num(gap.turns_over_template_under[target])} the "
                   "other way round"]
     return [clip(line, 80) for line in lines]

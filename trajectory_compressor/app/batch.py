@@ -12,6 +12,7 @@ from ..engine.batch import BatchLimits, ExportResult, export_batch, finish_batch
 from ..engine.options import RunOptions
 from ..summarizers.batch import ImportReport
 from .commands import format_summary
+from .fixes import rows_text
 
 if TYPE_CHECKING:
     from ..inspect.analyze import Prices
@@ -109,11 +110,13 @@ def format_import(report: ImportReport, online: bool) -> str:
     """What the results files held, and where the unanswered requests go."""
     failed = sum(report.failed.values())
     kinds = ", ".join(f"{k} {n:,}" for k, n in report.failed.most_common())
-    lines = [f"Batch results: {report.lines:,} lines in {len(report.files)} "
-             f"file{'s' if len(report.files) != 1 else ''}; {report.accepted:,} summaries "
-             f"accepted, {failed:,} failed" + (f" ({kinds})" if kinds else "")]
+    lines = [f"Batch results: {rows_text(report.lines, 'line')} in "
+             f"{rows_text(len(report.files), 'file')}; "
+             f"{rows_text(report.accepted, 'summary', 'summaries')} accepted, {failed:,} failed"
+             + (f" ({kinds})" if kinds else "")]
     if report.missing:
-        lines.append(f"  {report.missing:,} exported requests have no result")
+        lines.append(f"  {rows_text(report.missing, 'exported request')} "
+                     f"{'has' if report.missing == 1 else 'have'} no result")
     if report.unknown:
         lines.append(f"  {report.unknown:,} results answer requests this export does not hold "
                      "(loaded into the cache anyway)")

@@ -89,6 +89,6 @@ def head_help(w: WhatWouldFix) -> str:
     return " or ".join([*w.head_remedies(), "a larger target"])
 
 
-def rows_text(n: int, noun: str = "row") -> str:
-    """``1 row``, ``3 rows``."""
-    return f"{num(n)} {noun}" + ("" if n == 1 else "s")
+def rows_text(n: int, noun: str = "row", plural: str | None = None) -> str:
+    """``1 row``, ``3 rows`` (``plural``: the noun's plural when not ``noun + "s"``)."""
+    return f"{num(n)} " + (noun if n == 1 else plural or noun + "s")

@@ -107,12 +107,19 @@ class StrategyComparison:
             return "no row is over the target: no strategy has anything to do"
         f = self.figures[best]
         others = "; ".join(
-            f"{s}: {self.figures[s].assistant_kept:.0%}, {self.figures[s].summaries:,} "
-            f"summaries, {self.figures[s].still_over:,} over" for s in STRATEGIES if s != best)
+            f"{s}: {self.figures[s].assistant_kept:.0%}, "
+            f"{_summaries(self.figures[s].summaries)}, {self.figures[s].still_over:,} over"
+            for s in STRATEGIES if s != best)
+        rows = "row" if f.still_over == 1 else "rows"
         return (f"{best} keeps the most training signal at the fewest calls: "
-                f"{f.assistant_kept:.0%} of the assistant tokens, {f.summaries:,} summaries, "
-                f"{f.still_over:,} rows still over ({others})")
+                f"{f.assistant_kept:.0%} of the assistant tokens, {_summaries(f.summaries)}, "
+                f"{f.still_over:,} {rows} still over ({others})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows_over": self.rows, "best": self.best(),
                 **{s: self.figures[s].to_dict() for s in STRATEGIES}}
+
+
+def _summaries(n: int) -> str:
+    """``1 summary``, ``3 summaries``."""
+    return f"{n:,} " + ("summary" if n == 1 else "summaries")
