@@ -419,10 +419,12 @@ def test_config_reference_rows_of_each_kind():
         "| `summarization.max_fallback_share` | gate? | `null` |  | `--max-fallback-share` |",
         "| `output.summary_notice_text` | str | `Some of your previous tool responses may be "
         "summarized to preserve context.` |  |  |",
-        "| `processing.num_workers` | int | `4` | accepted, no effect: rows are summarized "
+        "| `processing.num_workers` | int | `4` | must be >= 1; accepted, no effect: rows "
+        "are summarized "
         "concurrently in one process, up to processing.max_concurrent_requests requests, "
         "and tokens are counted in batches; there are no worker processes to size |  |",
-        "| `processing.skip_under_target` | bool | `true` | accepted, no effect: a "
+        "| `processing.skip_under_target` | bool | `true` | true or false; accepted, no "
+        "effect: a "
         "trajectory at or under compression.target_max_tokens is always written unchanged "
         "(summarizing a row that fits only loses data) |  |",
         "| `processing.checkpoint_rows` | int | `20000` | must be >= 1 | "

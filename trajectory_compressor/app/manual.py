@@ -201,8 +201,9 @@ def config_reference(group: Any) -> str:
                 allowed = "true or false"
             elif attr == "endpoints":
                 allowed = "a list of mappings with " + ", ".join(_ENDPOINT_KEYS)
-            if attr in IGNORED_KEYS:
-                allowed = "accepted, no effect: " + IGNORED_KEYS[attr]
+            if attr in IGNORED_KEYS:  # still checked: a value the check refuses is a slip
+                allowed = "; ".join(filter(None, [allowed, "accepted, no effect: "
+                                                  + IGNORED_KEYS[attr]]))
             flag = ", ".join(f"`{f}`" for f in flags.get(attr, []))
             lines.append(f"| `{section}.{key}` | {_FIELD_TYPES[attr]} | `{_cell(shown)}` | "
                          f"{_cell(allowed)} | {flag} |")

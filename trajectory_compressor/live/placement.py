@@ -53,8 +53,9 @@ def place_summary(messages: Sequence[Message], head_end: int, tail_start: int) -
         if earlier - head_end < MIN_MIDDLE_AFTER_SHIFT:
             break
         start = earlier
-    after = role_of(messages[tail_start]) if tail_start < len(messages) else "user"
-    return Placement(tail_start, after, merge=True)
+    # Merged into the tail's first message, which exists: with no tail (``tail_start`` at
+    # the end) nothing follows the summary, and the first pass above has returned.
+    return Placement(tail_start, role_of(messages[tail_start]), merge=True)
 
 
 def settle(
