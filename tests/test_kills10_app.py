@@ -8,7 +8,8 @@ from typing import cast
 
 import pytest
 
-from trajectory_compressor.app.fixes import _units, _wrapped, fix_lines, head_help, rows_text
+from trajectory_compressor.app.fixes import _units, _wrapped, fix_lines, head_help
+from trajectory_compressor.core.counted import counted
 from trajectory_compressor.core.remedies import Entry, Fixes, Remedy
 from trajectory_compressor.engine.projection import CountedRow
 from trajectory_compressor.engine.replan import OverRow, OverRows, WhatWouldFix
@@ -118,8 +119,14 @@ def test_fix_lines_small_cases():
         "    can help",
     ]
     assert head_help(w) == "a larger target"
-    assert rows_text(1) == "1 row" and rows_text(0) == "0 rows" and rows_text(2) == "2 rows"
-    assert rows_text(1234, "failed row") == "1,234 failed rows"
+
+
+def test_counted_says_one_in_the_singular_and_any_other_count_in_the_plural():
+    assert [counted(n, "row") for n in (0, 1, 2)] == ["0 rows", "1 row", "2 rows"]
+    assert counted(1234, "failed row") == "1,234 failed rows"
+    assert counted(1, "summary", "summaries") == "1 summary"
+    assert counted(3, "summary", "summaries") == "3 summaries"
+    assert counted(-1, "row") == "-1 rows"
 
 
 def test_fix_lines_right_align_counts_and_shrink_a_long_flag():

@@ -5,9 +5,10 @@ from __future__ import annotations
 import textwrap
 
 from ..core.config import STRATEGIES
+from ..core.counted import counted
 from ..core.metrics import bin_of
 from ..inspect.analyze import Analysis, Prices, TargetAnalysis
-from .fixes import fix_lines, rows_text
+from .fixes import fix_lines
 from .textfmt import (
     Column,
     clip,
@@ -83,15 +84,15 @@ def _windows_block(targets: list[TargetAnalysis]) -> list[str]:
     for t in targets:
         w = t.metrics.windows_summary()
         rows = w["windowed_rows"]
-        summaries = rows_text(w["summaries"], "summary", "summaries")
-        lines += [f"  target {num(t.target)}: {rows_text(rows)} -> "
-                  f"{rows_text(w['windows'], 'window')} "
+        summaries = counted(w["summaries"], "summary", "summaries")
+        lines += [f"  target {num(t.target)}: {counted(rows, 'row')} -> "
+                  f"{counted(w['windows'], 'window')} "
                   f"({w['windows'] / max(rows, 1):.1f} per row), {summaries},",
                   f"    {num(w['trained_assistant_tokens'])} of "
                   f"{num(w['assistant_tokens'])} assistant tokens trained "
                   f"({w['trained_share']:.0%}); rows out {num(w['rows_out'])}"]
         if w["windows_over"]:
-            lines.append(f"    {rows_text(w['windows_over'], 'window')} over the target; "
+            lines.append(f"    {counted(w['windows_over'], 'window')} over the target; "
                          f"the others train {num(w['trained_within_target'])} "
                          f"({w['trained_within_target_share']:.0%})")
     return lines
@@ -107,7 +108,7 @@ def _gap_block(a: Analysis) -> list[str]:
                    [[num(v) for v in d.values()]])
     for target in gap.targets:
         under = gap.turns_under_template_over[target]
-        lines += [f"  target {num(target)}: {rows_text(under)} under it by the per-turn sum "
+        lines += [f"  target {num(target)}: {counted(under, 'row')} under it by the per-turn sum "
                   f"{'is' if under == 1 else 'are'} over it",
                   f"  by the template; {num(gap.turns_over_template_under[target])} the "
                   "other way round"]

@@ -6,13 +6,13 @@ import shlex
 from typing import TYPE_CHECKING
 
 from ..core.config import CompressionConfig
+from ..core.counted import counted
 from ..core.errors import ConfigError
 from ..core.terminal import inert
 from ..engine.batch import BatchLimits, ExportResult, export_batch, finish_batch, has_endpoint
 from ..engine.options import RunOptions
 from ..summarizers.batch import ImportReport
 from .commands import format_summary
-from .fixes import rows_text
 
 if TYPE_CHECKING:
     from ..inspect.analyze import Prices
@@ -64,8 +64,8 @@ def format_export(export: ExportResult, prices: Prices | None = None) -> str:
     s = export.stats
     folder = export.folder
     lines = [
-        f"Batch requests written: {s.requests:,} in {len(export.files)} "
-        f"file{'s' if len(export.files) != 1 else ''} under {folder} (model {export.model})",
+        f"Batch requests written: {s.requests:,} in {counted(len(export.files), 'file')} "
+        f"under {folder} (model {export.model})",
         f"  rows             {export.rows:>10,}   rejected {export.rows_rejected:,}",
         f"  to summarize     {s.summaries:>10,}   sharing another row's request "
         f"{s.duplicates:,}, already in the summary cache {s.cached:,}",
@@ -110,12 +110,12 @@ def format_import(report: ImportReport, online: bool) -> str:
     """What the results files held, and where the unanswered requests go."""
     failed = sum(report.failed.values())
     kinds = ", ".join(f"{k} {n:,}" for k, n in report.failed.most_common())
-    lines = [f"Batch results: {rows_text(report.lines, 'line')} in "
-             f"{rows_text(len(report.files), 'file')}; "
-             f"{rows_text(report.accepted, 'summary', 'summaries')} accepted, {failed:,} failed"
+    lines = [f"Batch results: {counted(report.lines, 'line')} in "
+             f"{counted(len(report.files), 'file')}; "
+             f"{counted(report.accepted, 'summary', 'summaries')} accepted, {failed:,} failed"
              + (f" ({kinds})" if kinds else "")]
     if report.missing:
-        lines.append(f"  {rows_text(report.missing, 'exported request')} "
+        lines.append(f"  {counted(report.missing, 'exported request')} "
                      f"{'has' if report.missing == 1 else 'have'} no result")
     if report.unknown:
         lines.append(f"  {report.unknown:,} results answer requests this export does not hold "

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.config import CompressionConfig
+from ..core.counted import counted
 from ..core.errors import ConfigError, InputError, RowError
 from ..core.terminal import inert
 from ..counting.tokens import TokenCounter
@@ -409,7 +410,7 @@ def closing_line(found: Any, target: int, over_allowed: bool, allowed_by: str) -
         if kind != "over_target":
             parts.append(f"{n:,} {noun}" if n != 1 else f"1 {_singular(noun)}")
             continue
-        text = f"{n:,} {'row' if n == 1 else 'rows'} over the target {target:,}"
+        text = f"{counted(n, 'row')} over the target {target:,}"
         if found.flagged == n:
             text += ", flagged still_over_limit by the run"
         elif found.flagged:
@@ -423,7 +424,7 @@ def closing_line(found: Any, target: int, over_allowed: bool, allowed_by: str) -
             parts.append(text)
     failing = sum(n for kind, n in found.kinds.items()
                   if kind != "over_target" or not over_allowed)
-    head = f"{found.rows:,} rows checked, {failing:,} {'problem' if failing == 1 else 'problems'}"
+    head = f"{counted(found.rows, 'row')} checked, {counted(failing, 'problem')}"
     return head + (": " + "; ".join(parts) if parts else "") + allowed
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
+from ..core.counted import counted
 from ..engine.replan import WhatWouldFix
 from .textfmt import Column, num, table
 
@@ -23,12 +24,12 @@ def fix_lines(w: WhatWouldFix, target_label: bool = False) -> list[str]:
     rows = w.examined
     how = ("extractive summaries: exact" if w.exact
            else f"summaries projected at {num(w.summary_target)} tokens")
-    lines = [f"What would fix it{at}: {rows_text(over.over)} still over the limit",
+    lines = [f"What would fix it{at}: {counted(over.over, 'row')} still over the limit",
              f"  (each re-planned as compress would; {how})"]
     if w.capped_rows:
         lines.append(f"  (the first {num(rows)} of them examined)")
     if over.failed:
-        lines.append(f"  ({rows_text(over.failed, 'failed row')} not among them: no remedy "
+        lines.append(f"  ({counted(over.failed, 'failed row')} not among them: no remedy "
                      "is about a failure)")
     for where, why in over.not_examined[:3]:
         lines += _wrapped(f"not examined: {where}: {why}", "  ", "    ")
@@ -87,8 +88,3 @@ def head_help(w: WhatWouldFix) -> str:
     """``--no-protect-first-tool or a larger target``: what can help the rows whose head
     alone is over the target."""
     return " or ".join([*w.head_remedies(), "a larger target"])
-
-
-def rows_text(n: int, noun: str = "row", plural: str | None = None) -> str:
-    """``1 row``, ``3 rows`` (``plural``: the noun's plural when not ``noun + "s"``)."""
-    return f"{num(n)} " + (noun if n == 1 else plural or noun + "s")

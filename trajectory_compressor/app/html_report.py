@@ -16,8 +16,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..core.counted import counted
 from ..engine.ours import HTML_MARKER
-from .fixes import head_help, rows_text
+from .fixes import head_help
 from .html_assets import CSS, JS
 from .report_data import Histogram, ReportData, ShownRow
 
@@ -420,8 +421,9 @@ def _fixes(data: ReportData) -> str:
     rows = w.examined
     how = ("extractive summaries: exact" if w.exact
            else f"summaries projected at {w.summary_target:,} tokens")
-    hint = (f"{rows_text(w.over.over)} still over the limit, each re-planned as compress would "
-            f"({how}); the flags to give compress, and how many rows each brings under.")
+    hint = (f"{counted(w.over.over, 'row')} still over the limit, each re-planned as "
+            f"compress would ({how}); the flags to give compress, and how many rows each "
+            "brings under.")
     if w.capped_rows:
         hint += f" The first {rows:,} of them were examined."
     parts = [f'<section class="card" id="fixes"><h2>What would fix it</h2>'

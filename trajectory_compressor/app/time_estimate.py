@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..core.counted import counted
 from ..inspect.estimate import BATCH_WINDOW, TimeEstimate
 from .textfmt import clip, num, pad
 
@@ -71,7 +72,7 @@ def _probed(estimate: TimeEstimate) -> str:
     assert probe is not None
     calls = len(probe.seconds)
     low, high = duration(min(probe.seconds)), duration(max(probe.seconds))
-    text = f"{num(calls)} request{'s' if calls != 1 else ''}: " + (
+    text = f"{counted(calls, 'request')}: " + (
         low if low == high else f"{low} to {high}")
     if probe.failures:
         text += f", {num(len(probe.failures))} failed"

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .conversation import Trajectory
+from .counted import counted
 from .distill_row import outputs_of, with_outputs
 from .extractive import response_text
 from .fidelity import extract_items, mentions, searchable_text
@@ -242,7 +243,7 @@ def placeholder(call: Call | None, output: str, tokens: int, named_later: Sequen
     if error is not None:
         parts.append(f"error {_quote(error)}")
     lines = line_count(view)
-    parts.append(f"{lines:,} line{'s' if lines != 1 else ''}, {tokens:,} tokens")
+    parts.append(f"{counted(lines, 'line')}, {tokens:,} tokens")
     head = "[" + "; ".join(_safe(p) for p in parts)
     quoted = [_safe(_quote(" ".join(item.split()))) for item in named_later]
     room = MAX_PLACEHOLDER_CHARS - len(head) - 1

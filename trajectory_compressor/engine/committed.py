@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..core.counted import counted
+
 _CHUNK = 1 << 20
 
 
@@ -96,13 +98,10 @@ def row_count_disagreement(rows: int, metrics: dict[str, Any] | None,
     if not isinstance(written, int) or written == rows:
         return None
     if rows < written:
-        return (f"{written - rows:,} {_rows(written - rows)} fewer than its run wrote "
+        return (f"{counted(written - rows, 'row')} fewer than its run wrote "
                 f"({rows:,} now, {written:,} recorded in {metrics_path.name}): rows were "
                 "dropped")
-    return (f"{rows - written:,} {_rows(rows - written)} more than its run wrote "
+    return (f"{counted(rows - written, 'row')} more than its run wrote "
             f"({rows:,} now, {written:,} recorded in {metrics_path.name}): rows were "
             "duplicated or added")
 
-
-def _rows(n: int) -> str:
-    return "row" if n == 1 else "rows"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.config import STRATEGIES
+from ..core.counted import counted
 from ..core.extractive import ExtractiveSummarizer
 from ..engine.compressor import TrajectoryCompressor
 from ..engine.projection import CountedRow, outcome
@@ -108,18 +109,14 @@ class StrategyComparison:
         f = self.figures[best]
         others = "; ".join(
             f"{s}: {self.figures[s].assistant_kept:.0%}, "
-            f"{_summaries(self.figures[s].summaries)}, {self.figures[s].still_over:,} over"
+            f"{counted(self.figures[s].summaries, 'summary', 'summaries')}, "
+            f"{self.figures[s].still_over:,} over"
             for s in STRATEGIES if s != best)
-        rows = "row" if f.still_over == 1 else "rows"
         return (f"{best} keeps the most training signal at the fewest calls: "
-                f"{f.assistant_kept:.0%} of the assistant tokens, {_summaries(f.summaries)}, "
-                f"{f.still_over:,} {rows} still over ({others})")
+                f"{f.assistant_kept:.0%} of the assistant tokens, "
+                f"{counted(f.summaries, 'summary', 'summaries')}, "
+                f"{counted(f.still_over, 'row')} still over ({others})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows_over": self.rows, "best": self.best(),
                 **{s: self.figures[s].to_dict() for s in STRATEGIES}}
-
-
-def _summaries(n: int) -> str:
-    """``1 summary``, ``3 summaries``."""
-    return f"{n:,} " + ("summary" if n == 1 else "summaries")

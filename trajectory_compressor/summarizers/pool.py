@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from ..core.counted import counted
 from ..core.deadline import Deadline
 from ..core.errors import FatalSummaryError
 from ..core.redact import redact
@@ -168,8 +169,8 @@ class Pool:
                     continue
             attempts += 1
             if attempts >= self.max_retries:
-                noun = "attempt" if attempts == 1 else "attempts"
-                raise PoolFailure(f"{attempts} {noun} failed; last: {outcome.reason}", usage)
+                raise PoolFailure(f"{counted(attempts, 'attempt')} failed; last: "
+                                  f"{outcome.reason}", usage)
             await asyncio.sleep(self._delay(attempts, endpoint, outcome))
             avoid = endpoint
 
