@@ -383,7 +383,7 @@ def test_report_counts_come_from_the_metrics_file_when_there_is_one(run):
 
 def test_a_line_of_the_output_that_is_no_row_is_not_counted(run):
     run.with_name("out_metrics.json").unlink()
-    run.write_text(run.read_text() + "not a row\n")
+    run.write_text(run.read_text() + "not a row\n[1, 2]\n42\n")
     assert report_counts(load_report(run)).rows == 5
 
 
@@ -467,6 +467,10 @@ def test_show_finds_a_listed_row_written_without_its_metrics_by_its_id(run):
 def test_fixes_are_asked_only_of_rows_over_the_limit_that_did_not_fail():
     report = _hand_report(None)
     report.rows = [r for r in report.rows if r.failed]
+    assert find_fixes(report, CONFIG) is None
+    # a failed row is left as it was, so it is usually over the target too
+    for r in report.rows:
+        r.metrics.still_over_limit = True
     assert find_fixes(report, CONFIG) is None
 
 
