@@ -131,3 +131,26 @@ def test_the_summarizer_help_names_the_users_config_or_why_it_is_unknown(tmp_pat
     assert str(folder / "config.yaml") in text
     (folder / "config.yaml").write_text("nonsense: [\n")
     assert cli._summarizer_here_and_now().startswith("unknown (")
+
+
+COMMANDS = ("compress", "analyze", "report", "validate")
+
+
+def test_without_flags_every_command_reads_the_users_config_and_shows_no_traceback(
+        tmp_path, monkeypatch):
+    from tests.cli_helpers import invoke_cli
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "trajectory-compressor").mkdir()
+    user = tmp_path / "trajectory-compressor" / "config.yaml"
+    user.write_text("model:\n  name: not ours\n")
+    missing = str(tmp_path / "missing.jsonl")
+    for name in COMMANDS:
+        run = invoke_cli(name, missing, cwd=tmp_path)
+        assert run.returncode == 2, (name, run.stderr)
+        assert run.stderr.startswith("error: ") and "Traceback" not in run.stderr, name
+        # report looks for the run's files first
+        assert (str(user) in run.stderr) == (name != "report"), name
+        quiet = invoke_cli(name, missing, "--no-config", cwd=tmp_path)
+        assert quiet.returncode == 2, (name, quiet.stderr)
+        assert str(user) not in quiet.stderr and "Traceback" not in quiet.stderr, name
