@@ -111,16 +111,7 @@ def code_digest(source: str) -> str:
     """The module's code without its docstrings and comments: two texts with the same
     digest have the same mutants at the same indices (docstrings are never mutated), so
     a result on one stands for the other."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                              ast.AsyncFunctionDef)) and isinstance(body, list) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            # Dropped, not replaced: a docstring added to a function that had none
-            # leaves its code, and so its mutants, as they were.
-            node.body = body[1:] or [ast.Pass()]
+    tree = _without_docstrings(ast.parse(source))
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
 
 
@@ -160,12 +151,15 @@ def same_code(source: str, texts: dict[str, tuple[str, str]]) -> set[str]:
 
 
 def _without_docstrings(node: ast.AST) -> ast.AST:
+    """``node`` with the docstrings of it and everything in it dropped, in place."""
     for inner in ast.walk(node):
         body = getattr(inner, "body", None)
-        if (isinstance(inner, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                and isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
+        if (isinstance(inner, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                               ast.AsyncFunctionDef)) and isinstance(body, list) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
+            # Dropped, not replaced: a docstring added to a function that had none
+            # leaves its code, and so its mutants, as they were.
             inner.body = body[1:] or [ast.Pass()]
     return node
 
