@@ -1370,14 +1370,19 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{m.where} #{m.index} {m.operator}: {m.original} -> {m.mutated}"
                       + ("  (module level)" if s.module_level else ""))
         return 0
-    if args.map_only:
-        return _describe_map(load_or_build_map(args.rebuild_map), modules, sources)
-
-    # Stopped (Ctrl-C, or `kill` of a run in the background, where the shell leaves SIGINT
-    # ignored): the children and the copies go, the results written so far stay.
+    # Stopped (Ctrl-C, `kill` or `timeout` of a run in the background, where the shell
+    # leaves SIGINT ignored): the children and the copies go, the results written so far
+    # stay. Set before the coverage map is built, so its run is stopped too, not orphaned.
     signal.signal(signal.SIGTERM, _interrupt)
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if args.map_only:
+        try:
+            return _describe_map(load_or_build_map(args.rebuild_map), modules, sources)
+        except KeyboardInterrupt:
+            print("\nstopped: the coverage map was not built", flush=True)
+            return 130
+
     try:
         return _run(args, modules, sources, by_files)
     except KeyboardInterrupt:
