@@ -216,3 +216,82 @@ def test_in_one_pipe_the_error_line_comes_after_the_text_it_closes(here):
                           "--api-key-env", KEY_ENV, "--model", "m", cwd=here)
     assert lines[-1].startswith("error: no summary came from the LLM"), lines
     assert "Trajectory compression finished" in lines[:-1]
+
+
+def _found(rows: int, flagged: int = 0, **kinds: int):
+    from collections import Counter
+
+    from trajectory_compressor.inspect.validate import Validation
+
+    return Validation(rows=rows, flagged=flagged, kinds=Counter(kinds))
+
+
+def test_the_closing_line_names_every_kind_and_who_flagged_the_rows_over_the_target():
+    line = commands.closing_line
+    assert line(_found(30, 13, over_target=13, unanswered_call=2), 4000, False,
+                "--allow-over-limit") == (
+        "30 rows checked, 15 problems: 13 rows over the target 4,000, flagged "
+        "still_over_limit by the run; 2 rows with a tool call no result answers")
+    assert line(_found(5, 2, over_target=3), 200, False, "-") == (
+        "5 rows checked, 3 problems: 3 rows over the target 200 (2 flagged "
+        "still_over_limit by the run, 1 not)")
+    assert line(_found(5, 0, over_target=1, duplicate=1), 200, False, "-") == (
+        "5 rows checked, 2 problems: 1 row over the target 200, not flagged by the run; "
+        "1 duplicated row")
+    assert line(_found(5, 3, over_target=3, sidecar=1), 200, True, "--allow-over-limit") == (
+        "5 rows checked, 1 problem: 1 disagreement with the run's metrics file; allowed by "
+        "--allow-over-limit: 3 rows over the target 200, flagged still_over_limit by the run")
+    assert line(_found(1), 200, True, "x") == "1 row checked, 0 problems"
+
+
+@pytest.fixture
+def gated(here):
+    """A run of 205 rows over the target, given --max-over-limit 100% (recorded)."""
+    src = _write(here / "in.jsonl", _rows(205, big=True))
+    options = RunOptions(gates=(("over_limit", "100%"),))
+    assert commands.compress_input(str(src), "out.jsonl", CONFIG, options) == 0
+    return here
+
+
+def _validate(*, gates=None, as_json=False, allow=False) -> int:
+    return commands.validate_output_text("out.jsonl", None, {}, ("default", CONFIG),
+                                         gates=gates, as_json=as_json,
+                                         allow_over_limit=allow)
+
+
+def test_validate_applies_the_runs_own_gate_and_names_it(gated, capsys):
+    assert _validate() == 0
+    out = capsys.readouterr().out
+    assert "allowed by the run's own --max-over-limit: 205 rows over the target 200" in out
+    assert _validate(as_json=True) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["problems"] == 0 and data["problem_list"] == []
+    assert [(g["gate"], g["limit"], g["count"], g["passed"]) for g in data["gates"]] == [
+        ("max-over-limit", "100%", 205, True)]
+    from trajectory_compressor.app.gates import parse_gate
+
+    assert _validate(gates=[parse_gate("over_limit", "10")]) == 3
+    assert "gate failed: " in capsys.readouterr().err
+
+
+def test_validate_lists_each_row_over_the_target_in_its_json(flagged, capsys):
+    assert _validate(as_json=True) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["problem_list"]) == 205 and data["problems"] == 205
+    assert "gates" not in data
+    assert _validate(as_json=True, allow=True) == 0
+    assert json.loads(capsys.readouterr().out)["problem_list"] == []
+
+
+def test_an_empty_output_of_a_run_that_wrote_rows_is_one_listed_problem(flagged, capsys):
+    (flagged / "out.jsonl").write_text("")
+    assert _validate(as_json=True) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert [p["kind"] for p in data["problem_list"]].count("empty") == 1
+
+
+def test_recorded_gates_skip_damaged_entries_and_non_objects():
+    recorded = commands._recorded_gates
+    assert recorded({}) == [] and recorded({"gates": ["over_limit"]}) == []
+    gates = recorded({"gates": {"over_limit": "5%", "failed": "lots", "rejected": 3}})
+    assert [g.what for g in gates] == ["over_limit"]
