@@ -83,6 +83,7 @@ def test_a_masking_run_says_what_its_strategy_did_before_the_time(here, capsys):
     strategy = [i for i, line in enumerate(lines) if line.startswith("  strategy ")]
     time = [i for i, line in enumerate(lines) if line.startswith("  time ")]
     assert len(strategy) == 1 and len(time) == 1 and strategy[0] < time[0], lines
+    assert lines[strategy[0] - 1].startswith("  API calls "), lines
 
 
 def test_the_first_five_rejects_and_how_many_there_are(here):
@@ -130,6 +131,13 @@ def test_the_configured_fallback_share_gates_the_run(here):
                          "--quiet", "--max-concurrent-requests", "1", env=ENV, cwd=here)
     assert run.returncode == 3, run.stderr
     assert run.stderr.splitlines()[-1] == "gate failed: fallback summaries 2 (66.7%) > 10%"
+    with FakeLLMServer(faults={"http500": 1.0}, script=["ok", "http500", "http500"]
+                       ).in_thread() as server:
+        run = invoke_cli("compress", str(src), "-o", "flag.jsonl", "--config", "share.yaml",
+                         "--base-url", server.url, "--api-key-env", KEY_ENV, "--model", "m",
+                         "--quiet", "--max-concurrent-requests", "1",
+                         "--max-fallback-share", "70%", env=ENV, cwd=here)
+    assert run.returncode == 0, run.stderr  # the flag replaces the config's gate
 
 
 def test_analyze_input_returns_0_and_keeps_a_foreign_json_file_by_default(here, capsys):
@@ -166,9 +174,10 @@ def test_report_output_defaults_text_50_rows_a_200_row_page_no_overwrite(flagged
 
 
 def test_report_show_applies_the_overrides_on_the_recorded_settings(flagged, capsys):
-    commands.report_output("out.jsonl", None, show="r0")
+    assert commands.report_output("out.jsonl", None, show="r0") == 0
     recorded = capsys.readouterr().out
-    commands.report_output("out.jsonl", None, {"target_max_tokens": 77777}, show="r0")
+    assert commands.report_output("out.jsonl", None, {"target_max_tokens": 77777},
+                                  show="r0") == 0
     overridden = capsys.readouterr().out
     assert "77,777" in overridden and "77,777" not in recorded
 
@@ -198,6 +207,7 @@ def test_show_of_a_row_whose_turns_cannot_be_read_names_it(here):
 def _one_pipe(*args: str, cwd: Path) -> list[str]:
     """The CLI as a process whose stdout and stderr go to one pipe (a CI log: ``2>&1``)."""
     env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT)}
+    env.pop("PYTHONUNBUFFERED", None)  # stdout buffered, as in most CI jobs
     proc = subprocess.run([sys.executable, "-m", "trajectory_compressor", *args], cwd=cwd,
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=300)
@@ -253,10 +263,10 @@ def gated(here):
     return here
 
 
-def _validate(*, gates=None, as_json=False, allow=False) -> int:
-    return commands.validate_output_text("out.jsonl", None, {}, ("default", CONFIG),
-                                         gates=gates, as_json=as_json,
-                                         allow_over_limit=allow)
+def _validate(**given) -> int:
+    """validate_output_text with its defaults but for ``given`` (as_json, allow_over_limit,
+    gates, quiet)."""
+    return commands.validate_output_text("out.jsonl", None, {}, ("default", CONFIG), **given)
 
 
 def test_validate_applies_the_runs_own_gate_and_names_it(gated, capsys):
@@ -270,8 +280,9 @@ def test_validate_applies_the_runs_own_gate_and_names_it(gated, capsys):
         ("max-over-limit", "100%", 205, True)]
     from trajectory_compressor.app.gates import parse_gate
 
-    assert _validate(gates=[parse_gate("over_limit", "10")]) == 3
-    assert "gate failed: " in capsys.readouterr().err
+    assert _validate(gates=[parse_gate("over_limit", "10")], quiet=True) == 3
+    captured = capsys.readouterr()
+    assert "gate failed: " in captured.err and captured.out == ""
 
 
 def test_validate_lists_each_row_over_the_target_in_its_json(flagged, capsys):
@@ -279,8 +290,11 @@ def test_validate_lists_each_row_over_the_target_in_its_json(flagged, capsys):
     data = json.loads(capsys.readouterr().out)
     assert len(data["problem_list"]) == 205 and data["problems"] == 205
     assert "gates" not in data
-    assert _validate(as_json=True, allow=True) == 0
+    assert _validate(as_json=True, allow_over_limit=True) == 0
     assert json.loads(capsys.readouterr().out)["problem_list"] == []
+    assert _validate() == 1
+    text = capsys.readouterr().out.splitlines()
+    assert len(text) == 206 and text[-1].startswith("205 rows checked, 205 problems: ")
 
 
 def test_an_empty_output_of_a_run_that_wrote_rows_is_one_listed_problem(flagged, capsys):
@@ -295,3 +309,30 @@ def test_recorded_gates_skip_damaged_entries_and_non_objects():
     assert recorded({}) == [] and recorded({"gates": ["over_limit"]}) == []
     gates = recorded({"gates": {"over_limit": "5%", "failed": "lots", "rejected": 3}})
     assert [g.what for g in gates] == ["over_limit"]
+
+
+def test_one_row_is_100_percent_and_a_folder_run_shows_its_output_folder(here, capsys):
+    _write(here / "one.jsonl", _rows(1))
+    commands.compress_input("one.jsonl", "one_out.jsonl", CONFIG, RunOptions(quiet=False))
+    lines = capsys.readouterr().out.splitlines()
+    assert sorted(line.split()[-1] for line in lines if line.endswith("%")) == [
+        "0.0%", "0.0%", "100.0%"]  # of one row
+    (here / "in").mkdir()
+    _write(here / "in" / "a.jsonl", _rows(1))
+    _write(here / "in" / "b.jsonl", _rows(2))
+    commands.compress_input("in", "out", CONFIG, RunOptions(quiet=False))
+    outputs = [line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("  output ")]
+    assert outputs == ["  output           out"]
+
+
+def test_the_config_share_is_a_gate_when_no_flag_replaces_it(here, capsys):
+    src = _write(here / "in.jsonl", _rows(2))
+    shared = CONFIG.replace(max_fallback_share="50%")
+    assert commands.compress_input(str(src), "out.jsonl", shared, RunOptions()) == 0
+    from trajectory_compressor.app.gates import parse_gate
+
+    flag = [parse_gate("fallback_share", "0")]
+    assert commands.compress_input(str(src), "o2.jsonl", shared, RunOptions(),
+                                   gates=flag) == 0
+    assert capsys.readouterr().err == ""
