@@ -1,8 +1,10 @@
 """Tests written to kill the mutants of `app/commands.py` left by the coverage-guided pass
 (issue 40, item 8): compress's closing block and the first rejects it lists, the
 fallback checks at the end of a run (a failing LLM on loopback, in this process), the
-defaults of `analyze_input` and `report_output` as a library caller meets them, the
-settings `report --show` applies, and `--html`'s refusals.
+defaults of `analyze_input`, `report_output` and `validate_output_text` as a library
+caller meets them, the settings `report --show` applies, `--html`'s refusals,
+`validate`'s closing line and the run's own gate, and the error line coming last when
+stdout and stderr share one pipe.
 """
 
 from __future__ import annotations
