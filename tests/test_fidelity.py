@@ -6,10 +6,11 @@ Expected values are worked out by hand from the rules in the module docstring.
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests.property_budget import examples
@@ -330,4 +331,14 @@ def test_counts_are_consistent_and_the_region_itself_keeps_everything(
     assert 0 <= fidelity.tail_kept <= fidelity.tail_items <= fidelity.items
     assert len(fidelity.missing) == fidelity.items - fidelity.kept
     assert 0.0 <= fidelity.ratio <= 1.0
+    # Items are read from the pieces between tool tags, each as a terminal shows it;
+    # matching reads the whole text so. With a control that moves the cursor (a carriage
+    # return, a backspace, a CSI) the screen can run one piece over another, even over a
+    # tag ('<tool_call>..</tool_call>\r<tool_call>..'), and the two readings differ: a
+    # known limit, noted in issue 40's closing note. Terminal text is tested on its own
+    # (tests/test_terminal_view.py, the terminal samples).
+    assume(not any(_CURSOR.search(text) for text in region))
     assert measure_fidelity(region, tail, "\n".join(region)).ratio == 1.0
+
+
+_CURSOR = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # every control but tab and newline
