@@ -6,7 +6,6 @@ Expected values are worked out by hand from the rules in the module docstring.
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 
 import pytest
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 
 from tests.property_budget import examples
 from trajectory_compressor.core.fidelity import (
+    _CONTROL,
     Fidelity,
     aggregate_fidelity,
     extract_items,
@@ -337,8 +337,6 @@ def test_counts_are_consistent_and_the_region_itself_keeps_everything(
     # tag ('<tool_call>..</tool_call>\r<tool_call>..'), and the two readings differ: a
     # known limit, noted in issue 40's closing note. Terminal text is tested on its own
     # (tests/test_terminal_view.py, the terminal samples).
-    assume(not any(_CURSOR.search(text) for text in region))
+    assume(not any(_CONTROL.search(text) for text in region))
     assert measure_fidelity(region, tail, "\n".join(region)).ratio == 1.0
 
-
-_CURSOR = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # every control but tab and newline

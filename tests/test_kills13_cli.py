@@ -13,18 +13,10 @@ import os
 import pytest
 
 from tests.cli_helpers import invoke_cli
+from tests.test_kills13_commands import _rows
 from trajectory_compressor.app import commands
 
-ROWS = [
-    {"id": f"row-{i}", "messages": [
-        {"role": "system", "content": "You are a coding agent."},
-        {"role": "user", "content": f"Fix the failing test number {i}."},
-        {"role": "assistant", "content": "I will read the test first. " * 5},
-        {"role": "user", "content": "pytest output: " + "FAILED t.py::t - assert 1 == 2 " * 20},
-        {"role": "assistant", "content": "The fix is in parse(); done. " * 4},
-    ]}
-    for i in range(3)
-]
+ROWS = _rows(3)  # the hand rows of the commands kill file
 
 
 @pytest.fixture
