@@ -6,14 +6,18 @@ link loops, and the others named in each section. In process, on hand-made input
 from __future__ import annotations
 
 import errno
+import json
 import os
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, astuple, replace
+from functools import partial
 from pathlib import Path
 
 import pytest
 import yaml
 
+from trajectory_compressor.core import reasons
 from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.conversation import CALL_TURN, call_view
 from trajectory_compressor.core.errors import ConfigError
 from trajectory_compressor.core.plan import (
     ALTERNATING,
@@ -26,8 +30,15 @@ from trajectory_compressor.core.plan import (
     plan_trajectory,
     snap_boundary,
 )
+from trajectory_compressor.core.summary import SummaryRequest, add_references
 from trajectory_compressor.core.yaml_strict import load_config_yaml
+from trajectory_compressor.dialects import ShareGPT, detect, row_kind
+from trajectory_compressor.engine import summarizer_rows
+from trajectory_compressor.engine.checkpoint import Checkpoint
+from trajectory_compressor.engine.stream import RowStream
+from trajectory_compressor.engine.summarizer_rows import summarizer_row
 from trajectory_compressor.formats import links
+from trajectory_compressor.formats.base import InputFile
 
 ROLE = {"S": "system", "H": "human", "G": "gpt", "T": "tool"}
 
@@ -156,3 +167,107 @@ def test_an_error_other_than_a_loop_is_raised_as_it_is(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError) as err:
         links.resolve(Path("rel.jsonl"))
     assert err.value.errno == errno.ENOENT
+
+
+# --- core/reasons.py, core/conversation.py, core/summary.py ------------------------------
+
+def test_a_reason_is_a_fixed_value():
+    assert hash(reasons.NO_MIDDLE) == hash(reasons.Reason(*astuple(reasons.NO_MIDDLE)))
+    with pytest.raises(FrozenInstanceError):
+        reasons.NO_MIDDLE.code = "other"  # type: ignore[misc]
+
+
+def test_a_call_turn_is_shown_as_one_block_per_call_in_its_own_characters():
+    turns = [{"from": "gpt", "value": '[{"name": "café", "arguments": {}}, {"name": "b"}]',
+              CALL_TURN: True},
+             {"from": "gpt", "value": "[]", CALL_TURN: True},
+             {"from": "tool", "value": "[]"}]
+    assert [t["value"] for t in call_view(turns)] == [
+        '<tool_call>\n{"name": "café", "arguments": {}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "b"}\n</tool_call>',
+        "<tool_call>\n[]\n</tool_call>",
+        "[]"]
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def test_a_summary_that_leaves_no_room_for_references_is_cut_for_them():
+    """Budget 4 words: references may take a quarter, at least 1 word, so a 3-word summary
+    is left as it is (the line does not fit), while a 4-word one is cut to 3 words or less
+    at a sentence end."""
+    assert add_references("One. Two three.", ["x"], 4, _words) == ("One. Two three.", False)
+    assert add_references("One two. Three four.", ["x"], 4, _words) == (
+        "One two.\nReferences: x", True)
+
+
+# --- dialects/__init__.py: the vote ------------------------------------------------------
+
+HERMES_ROW = {"conversations": [{"from": "human", "value": "hi"},
+                                {"from": "gpt", "value": "yo"}]}
+OPENAI_ROW = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_the_first_32_rows_of_a_known_dialect_decide_a_tie_by_the_first():
+    config = CompressionConfig()
+    rows = [HERMES_ROW] * 16 + [OPENAI_ROW] * 16
+    assert detect(rows + [OPENAI_ROW] * 5, config).name != "openai"
+    assert detect([OPENAI_ROW, *rows], config).name == "openai"
+
+
+def test_row_kinds_at_the_edges():
+    assert row_kind({"conversations": [{"from": "tool", "value": "x"}]}) == "sharegpt"
+    # Messages beside a conversation: a messages row, unless the list is empty.
+    both = {"messages": [{"role": "user", "content": "x"}], **HERMES_ROW}
+    assert row_kind(both) == "openai"
+    assert row_kind({"messages": [], **HERMES_ROW}) == "sharegpt-plain"
+    assert row_kind({"messages": []}) == "openai"
+
+
+def test_the_vote_reads_only_the_first_10000_lines(tmp_path):
+    """Ten thousand lines of no dialect, then OpenAI rows: nothing voted, so the file is
+    read as Hermes ShareGPT (and its rows rejected), as `detect` documents."""
+    path = tmp_path / "late.jsonl"
+    path.write_text('{"x": 1}\n' * 10_000 + (json.dumps(OPENAI_ROW) + "\n") * 3)
+    early = tmp_path / "early.jsonl"
+    early.write_text('{"x": 1}\n' * 9_999 + (json.dumps(OPENAI_ROW) + "\n") * 3)
+    config = CompressionConfig()
+    names = []
+    for source in (path, early):
+        reader = RowStream(partial(detect, config=config))
+        names.append(reader.detect(InputFile(source, "jsonl")).name)
+    assert names[0] != "openai" and names[1] == "openai"
+
+
+# --- engine/checkpoint.py, engine/summarizer_rows.py -------------------------------------
+
+def test_a_checkpoint_without_summarizer_rows_has_no_offset(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"inputs": [], "settings": {}, "version": 1}))
+    assert Checkpoint.load(path).summarizer_rows == 0
+
+
+def test_a_summarizer_row_marks_the_turns_it_summarizes():
+    turns = [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"},
+             {"from": "tool", "value": "c"}]
+    request = SummaryRequest(turns, first_index=4, target_tokens=50)
+    row = summarizer_row(request, "[CONTEXT SUMMARY]: done", ShareGPT(), 1000, None,
+                         "r1", 2)
+    assert row["id"] == "r1#w2-summary"
+    assert row[summarizer_rows.MARK] == {"source_id": "r1", "window": 2,
+                                         "turns": {"start_idx": 4, "end_idx": 7}}
+
+
+def test_the_summarizer_rows_file_must_be_a_file_of_its_own(tmp_path):
+    (tmp_path / "d").mkdir()
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        summarizer_rows.check_target(tmp_path / "d", False, False)
+    other = tmp_path / "other.jsonl"
+    other.write_text("not json\n")
+    with pytest.raises(ConfigError, match="exists and was not written by"):
+        summarizer_rows.check_target(other, False, False)
+    summarizer_rows.check_target(other, True, False)  # --overwrite
+    own = tmp_path / "own.jsonl"
+    own.write_text(json.dumps({summarizer_rows.MARK: {}}) + "\n")
+    summarizer_rows.check_target(own, False, False)
