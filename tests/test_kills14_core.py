@@ -32,9 +32,12 @@ from trajectory_compressor.core.plan import (
 )
 from trajectory_compressor.core.summary import SummaryRequest, add_references
 from trajectory_compressor.core.yaml_strict import load_config_yaml
+from trajectory_compressor.counting import pieces
 from trajectory_compressor.dialects import ShareGPT, detect, row_kind
 from trajectory_compressor.engine import summarizer_rows
 from trajectory_compressor.engine.checkpoint import Checkpoint
+from trajectory_compressor.engine.ray import ShardWorker
+from trajectory_compressor.engine.shard import ShardJob
 from trajectory_compressor.engine.stream import RowStream
 from trajectory_compressor.engine.summarizer_rows import summarizer_row
 from trajectory_compressor.formats import links
@@ -271,3 +274,25 @@ def test_the_summarizer_rows_file_must_be_a_file_of_its_own(tmp_path):
     own = tmp_path / "own.jsonl"
     own.write_text(json.dumps({summarizer_rows.MARK: {}}) + "\n")
     summarizer_rows.check_target(own, False, False)
+
+
+# --- engine/ray.py (without Ray: the worker's own set-up), counting/pieces.py -------------
+
+def test_a_worker_takes_the_drivers_keys_only_for_variables_it_lacks(monkeypatch):
+    monkeypatch.setenv("TC_KILLS14_SET", "mine")
+    monkeypatch.setenv("TC_KILLS14_EMPTY", "")
+    monkeypatch.setenv("TC_KILLS14_UNSET", "")  # recorded, so that teardown removes it
+    monkeypatch.delenv("TC_KILLS14_UNSET")
+    job = ShardJob(config=CompressionConfig(), inputs=[], layout=None,  # type: ignore[arg-type]
+                   parts=Path("parts"), started="now")
+    keys = {"TC_KILLS14_SET": "driver", "TC_KILLS14_EMPTY": "driver-e",
+            "TC_KILLS14_UNSET": "driver-u"}
+    ShardWorker(job, keys)
+    assert [os.environ[k] for k in keys] == ["mine", "driver-e", "driver-u"]
+
+
+def test_a_pattern_finds_any_word_by_its_shortest_prefix_in_the_list():
+    assert pieces._any_of([]) == ""
+    assert pieces._any_of(["x.y"]) == "x\\.y"
+    assert pieces._any_of(["ab", "abc", "b"]) == "(?:ab|b)"
+    assert pieces._any_of(["cd", "ca"]) == "c(?:a|d)"
