@@ -11,11 +11,13 @@ import os
 from dataclasses import FrozenInstanceError, astuple, replace
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from trajectory_compressor.core import reasons
+from trajectory_compressor.core.assemble import base_metrics, compressed_metrics
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import CALL_TURN, call_view
 from trajectory_compressor.core.errors import ConfigError
@@ -26,6 +28,7 @@ from trajectory_compressor.core.plan import (
     NO_MIDDLE,
     PROTECTED_HEAD,
     PROTECTED_TAIL,
+    Plan,
     Region,
     plan_trajectory,
     snap_boundary,
@@ -296,3 +299,35 @@ def test_a_pattern_finds_any_word_by_its_shortest_prefix_in_the_list():
     assert pieces._any_of(["x.y"]) == "x\\.y"
     assert pieces._any_of(["ab", "abc", "b"]) == "(?:ab|b)"
     assert pieces._any_of(["cd", "ca"]) == "c(?:a|d)"
+
+
+# --- core/assemble.py: the metrics of a masked row ---------------------------------------
+
+MASKED = SimpleNamespace(turns=(3, 5), saved=300)  # a `core.mask.Masking`'s two counts
+
+
+def test_a_masked_row_without_a_summary_counts_what_masking_saved():
+    plan = Plan("mask", total_tokens=700, middle=Region(2, 6), mask=MASKED)
+    m = base_metrics(plan, 8)
+    assert (m.original_tokens, m.compressed_tokens, m.tokens_saved) == (1000, 700, 300)
+    assert (m.masked_turns, m.masked_tokens, m.compression_ratio) == (2, 300, 0.7)
+    assert (m.strategy_used, m.was_compressed, m.still_over_limit) == ("mask", True, False)
+    unmasked = base_metrics(Plan("skip", total_tokens=700, middle=Region(2, 6)), 8)
+    assert (unmasked.was_compressed, unmasked.strategy_used) == (False, "none")
+    # A ratio is after / before for any row of one token or more.
+    one = SimpleNamespace(turns=(1,), saved=0)
+    assert base_metrics(Plan("mask", total_tokens=1, middle=Region(0, 1), mask=one),
+                        1).compression_ratio == 1.0
+
+
+def test_a_masked_and_summarized_row_counts_both():
+    config = CompressionConfig(target_max_tokens=1000, summary_target_tokens=100)
+    plan = Plan("compress", total_tokens=1500, middle=Region(2, 6), region=Region(2, 5),
+                region_tokens=800, mask=MASKED)
+    m = compressed_metrics(plan, 8, 100, 0, config)
+    assert (m.original_tokens, m.compressed_tokens, m.tokens_saved) == (1800, 800, 1000)
+    assert (m.masked_turns, m.masked_tokens, m.strategy_used) == (2, 300, "mask+summarize")
+    assert m.compression_ratio == 800 / 1800
+    tiny = Plan("compress", total_tokens=1, middle=Region(0, 1), region=Region(0, 1),
+                region_tokens=1)
+    assert compressed_metrics(tiny, 1, 1, 0, config).compression_ratio == 1.0
