@@ -5,9 +5,11 @@ link loops, and the others named in each section. In process, on hand-made input
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import os
+import time
 from dataclasses import FrozenInstanceError, astuple, replace
 from functools import partial
 from pathlib import Path
@@ -21,6 +23,7 @@ from trajectory_compressor.core.assemble import base_metrics, compressed_metrics
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import CALL_TURN, call_view
 from trajectory_compressor.core.errors import ConfigError
+from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.core.plan import (
     ALTERNATING,
     MIDDLE_EXHAUSTED,
@@ -39,8 +42,11 @@ from trajectory_compressor.counting import pieces
 from trajectory_compressor.dialects import ShareGPT, detect, row_kind
 from trajectory_compressor.engine import summarizer_rows
 from trajectory_compressor.engine.checkpoint import Checkpoint
+from trajectory_compressor.engine.compressor import TrajectoryCompressor
 from trajectory_compressor.engine.ray import ShardWorker
+from trajectory_compressor.engine.replan import OverRows
 from trajectory_compressor.engine.shard import ShardJob
+from trajectory_compressor.engine.stored_fixes import compute_fixes, stored_fixes
 from trajectory_compressor.engine.stream import RowStream
 from trajectory_compressor.engine.summarizer_rows import summarizer_row
 from trajectory_compressor.formats import links
@@ -331,3 +337,23 @@ def test_a_masked_and_summarized_row_counts_both():
     tiny = Plan("compress", total_tokens=1, middle=Region(0, 1), region=Region(0, 1),
                 region_tokens=1)
     assert compressed_metrics(tiny, 1, 1, 0, config).compression_ratio == 1.0
+
+
+# --- engine/stored_fixes.py: the stored table's own checks -------------------------------
+
+def test_a_stored_table_is_read_only_in_its_own_version_and_settings(counter):
+    config = CompressionConfig(summarizer="extractive")
+    compressor = TrajectoryCompressor(config, summarizer=ExtractiveSummarizer(counter.count),
+                                      counter=counter)
+    before = time.process_time()
+    section = asyncio.run(compute_fixes(compressor, OverRows()))
+    spent = time.process_time() - before
+    assert section["version"] == 1 and section["settings"] == config.run_settings()
+    assert 0 <= section["cpu_seconds"] <= round(spent, 3) + 0.001
+    assert section["cpu_seconds"] == round(section["cpu_seconds"], 3)
+    assert section["table"]["exact"] is True
+    table, why = stored_fixes({"remedies": section}, config)
+    assert table is not None and why == ""
+    for version in (0, 2, None):
+        assert stored_fixes({"remedies": {**section, "version": version}}, config) == (
+            None, "its stored table is of another version")
