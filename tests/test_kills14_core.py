@@ -39,7 +39,20 @@ from trajectory_compressor.core.plan import (
 from trajectory_compressor.core.summary import SummaryRequest, add_references
 from trajectory_compressor.core.yaml_strict import load_config_yaml
 from trajectory_compressor.counting import pieces
-from trajectory_compressor.dialects import ShareGPT, detect, row_kind
+from trajectory_compressor.dialects import ShareGPT, detect, dialect_for, row_kind
+from trajectory_compressor.dialects.base import SOURCE
+from trajectory_compressor.dialects.openai import (
+    _arguments,
+    _take_call,
+    render_tool_call,
+    sharegpt_to_openai,
+)
+from trajectory_compressor.dialects.training import (
+    instruction_row,
+    is_marked,
+    not_trained,
+    window_id,
+)
 from trajectory_compressor.engine import summarizer_rows
 from trajectory_compressor.engine.checkpoint import Checkpoint
 from trajectory_compressor.engine.compressor import TrajectoryCompressor
@@ -357,3 +370,69 @@ def test_a_stored_table_is_read_only_in_its_own_version_and_settings(counter):
     for version in (0, 2, None):
         assert stored_fixes({"remedies": {**section, "version": version}}, config) == (
             None, "its stored table is of another version")
+
+
+# --- dialects/training.py: the marks and rows of windows output --------------------------
+
+def test_an_instruction_row_in_each_dialects_spelling():
+    config = CompressionConfig()
+    assert instruction_row(dialect_for(config, "openai"), "S", "U", "A") == {"messages": [
+        {"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+        {"role": "assistant", "content": "A"}]}
+    assert instruction_row(dialect_for(config, "sharegpt-variant"), "S", "U", "A") == {
+        "conversations": [{"from": "human", "value": "U"}, {"from": "gpt", "value": "A"}],
+        "system": "S"}
+    assert instruction_row(ShareGPT(), "S", "U", "A") == {"conversations": [
+        {"from": "system", "value": "S"}, {"from": "human", "value": "U"},
+        {"from": "gpt", "value": "A"}]}
+
+
+def test_turns_not_read_from_a_row_item_are_left_unmarked():
+    config = CompressionConfig()
+    messages, variant = dialect_for(config, "openai"), dialect_for(config, "sharegpt-variant")
+    plain = {"from": "gpt", "value": "x"}
+    assert not_trained(messages, {}, plain) is plain
+    assert not_trained(messages, {}, {**plain, SOURCE: "text"}) == {**plain, SOURCE: "text"}
+    for source in (("summary", {"from": "gpt"}), ("item", "text")):
+        turn = {**plain, SOURCE: source}
+        assert not_trained(variant, {}, turn) is turn
+    marked = not_trained(variant, {}, {**plain, SOURCE: ("item", {"from": "gpt"})})
+    assert marked[SOURCE] == ("item", {"from": "gpt", "train": False})
+    for item in ("text", None, ["x"]):
+        assert is_marked(messages, item) is False and is_marked(variant, item) is False
+    assert is_marked(messages, {"weight": 0}) is True
+    assert is_marked(variant, {"train": False}) is True
+
+
+def test_a_window_id_only_from_a_text_or_number_id():
+    assert window_id({"id": ["x"]}, 1) == {}
+    assert window_id({"id": ["x"], "uuid": 7}, 2) == {"uuid": "7#w2"}
+    assert window_id({"uuid": None}, 1) == {}
+
+
+# --- dialects/openai.py: calls and their answers ------------------------------------------
+
+def test_an_answer_named_for_no_pending_call_takes_the_first_one():
+    first = {"id": "c1", "function": {"name": "a"}}
+    second = {"id": "c2", "function": {"name": "b"}}
+    pending = [first, second]
+    assert _take_call(pending, "z") is first and pending == [second]
+    assert _take_call(pending, None) is second and _take_call(pending, "b") is None
+
+
+def test_arguments_as_sharegpt_writes_them():
+    assert _arguments('{"a": 1}') == {"a": 1}
+    assert _arguments("not json") == "not json"
+    assert _arguments(None) == {}
+    assert _arguments({"b": 2}) == {"b": 2}
+    assert render_tool_call("é", {"k": "ü"}) == (
+        '<tool_call>\n{"name": "é", "arguments": {"k": "ü"}}\n</tool_call>')
+
+
+def test_a_tool_answer_whose_name_is_not_text_takes_the_calls_name():
+    turns = [{"from": "human", "value": "go"},
+             {"from": "gpt", "value": render_tool_call("grep", {"p": "x"})},
+             {"from": "tool",
+              "value": '<tool_response>\n{"name": 5, "content": "hit"}\n</tool_response>'}]
+    tool = sharegpt_to_openai(turns)[-1]
+    assert tool["role"] == "tool" and tool["name"] == "grep"
