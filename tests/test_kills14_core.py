@@ -36,6 +36,7 @@ from trajectory_compressor.core.plan import (
     plan_trajectory,
     snap_boundary,
 )
+from trajectory_compressor.core.redact import Scrubber, looks_like_key, masked, scrub_literals
 from trajectory_compressor.core.summary import SummaryRequest, add_references
 from trajectory_compressor.core.yaml_strict import load_config_yaml
 from trajectory_compressor.counting import pieces
@@ -436,3 +437,38 @@ def test_a_tool_answer_whose_name_is_not_text_takes_the_calls_name():
               "value": '<tool_response>\n{"name": 5, "content": "hit"}\n</tool_response>'}]
     tool = sharegpt_to_openai(turns)[-1]
     assert tool["role"] == "tool" and tool["name"] == "grep"
+
+
+# --- core/redact.py: base64 forms, key-like names, tuples --------------------------------
+
+def test_a_configured_value_inside_base64_text_is_scrubbed_at_any_alignment():
+    # "X" + the key + "tail", encoded: the key's first two bytes share a group with "X";
+    # the characters its other nine bytes alone decide are Y2RlZmdoaWpr.
+    assert scrub_literals("WGFiY2RlZmdoaWprbHRhaWw=", ["abcdefghijkl"]) == (
+        "WGFi[REDACTED]bHRhaWw=")
+    # URL-safe base64 of a value whose standard encoding has a slash (a2V5Pz8/a2V5Pz8/).
+    assert scrub_literals("x a2V5Pz8_a2V5Pz8_ y", ["key???key???"]) == "x [REDACTED] y"
+    # Eight characters of base64 (of six bytes) are enough to count.
+    assert scrub_literals("token YWJjZGVm.", ["abcdef"]) == "token [REDACTED]."
+    # Only the whole value counts: without its first three bytes, the text stays.
+    assert scrub_literals("x ZGVmZ2hpamts y", ["abcdefghijkl"]) == "x ZGVmZ2hpamts y"
+
+
+@pytest.mark.parametrize(("name", "key"), [
+    ("OPENROUTER_API_KEY", False),
+    ("Abcdefghij1_Abcdefghij2_Abcdefgh", True),  # 32 characters, upper, lower and digits
+    ("Abcdefghij1_Abcdefghij2_Abcdefg", False),  # 31
+    ("abcdefghij_abcdefghij_abcdefghijk", False),  # long, but one case and no digit
+    ("Ab1", False),
+    ("abcdefghijklmnopqrs1", True),  # a 20-character part with a digit
+    ("abcdefghijklmnopqr1", False)])
+def test_what_looks_like_a_key_where_a_variable_name_goes(name, key):
+    assert looks_like_key(name) is key
+
+
+def test_a_value_that_may_be_a_key_is_named_by_its_length_and_tuples_are_scrubbed():
+    assert masked("abc") == "a value of 3 characters (not shown: it may be a key)"
+    assert masked(12) == "a value of 2 characters (not shown: it may be a key)"
+    assert masked([1]) == "a value of ? characters (not shown: it may be a key)"
+    assert Scrubber(["secretvalue"]).scrub_value({"k": ("a secretvalue", ["secretvalue"])}) \
+        == {"k": ("a [REDACTED]", ["[REDACTED]"])}
