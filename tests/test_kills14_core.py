@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import hashlib
 import json
 import os
+import re
+import sqlite3
 import time
+from contextlib import closing
 from dataclasses import FrozenInstanceError, astuple, replace
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
+import orjson
 import pytest
 import yaml
 
@@ -22,7 +27,7 @@ from trajectory_compressor.core import reasons
 from trajectory_compressor.core.assemble import base_metrics, compressed_metrics
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import CALL_TURN, call_view
-from trajectory_compressor.core.errors import ConfigError
+from trajectory_compressor.core.errors import ConfigError, OutputError
 from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.core.plan import (
     ALTERNATING,
@@ -64,7 +69,14 @@ from trajectory_compressor.engine.stored_fixes import compute_fixes, stored_fixe
 from trajectory_compressor.engine.stream import RowStream
 from trajectory_compressor.engine.summarizer_rows import summarizer_row
 from trajectory_compressor.formats import links
-from trajectory_compressor.formats.base import InputFile
+from trajectory_compressor.formats.base import (
+    InputFile,
+    create_exclusive,
+    unique_temp_path,
+    write_atomic,
+)
+from trajectory_compressor.summarizers import cache
+from trajectory_compressor.summarizers.cache import SummaryCache, cache_key
 
 ROLE = {"S": "system", "H": "human", "G": "gpt", "T": "tool"}
 
@@ -472,3 +484,90 @@ def test_a_value_that_may_be_a_key_is_named_by_its_length_and_tuples_are_scrubbe
     assert masked([1]) == "a value of ? characters (not shown: it may be a key)"
     assert Scrubber(["secretvalue"]).scrub_value({"k": ("a secretvalue", ["secretvalue"])}) \
         == {"k": ("a [REDACTED]", ["[REDACTED]"])}
+
+
+# --- summarizers/cache.py: the key and file format a cache keeps across versions ---------
+
+def test_the_cache_key_and_schema_stay_those_of_existing_cache_files(tmp_path):
+    messages = [{"role": "user", "content": "x"}]
+    payload = orjson.dumps([1, "m", messages, 100, None])  # schema 1, no options
+    assert cache_key("m", messages, 100, None) == hashlib.blake2b(
+        payload, digest_size=20).hexdigest()
+    store = SummaryCache(tmp_path / "c.sqlite")
+    try:
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == 1
+    finally:
+        store.close()
+
+
+def test_summaries_are_committed_every_64(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "COMMIT_SECONDS", 3600.0)
+    path = tmp_path / "c.sqlite"
+    store = SummaryCache(path)
+
+    def committed() -> int:
+        with closing(sqlite3.connect(path)) as other:
+            return int(other.execute("SELECT COUNT(*) FROM summaries").fetchone()[0])
+
+    try:
+        for i in range(63):
+            store.put(f"k{i}", "m", "s")
+        assert committed() == 0
+        store.put("k63", "m", "s")
+        assert committed() == 64
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(("tables", "shown"), [
+    (["a", "b", "c", "d", "e"], "a, b, c, d, e"),
+    (["a", "b", "c", "d", "e", "f"], "a, b, c, d, e, ...")])
+def test_another_programs_database_is_named_by_its_first_five_tables(tmp_path, tables, shown):
+    path = tmp_path / "other.db"
+    with closing(sqlite3.connect(path)) as db:
+        for name in tables:
+            db.execute(f"CREATE TABLE {name} (x)")
+        db.commit()
+    with pytest.raises(ConfigError) as err:
+        SummaryCache(path)
+    assert f"(tables {shown});" in str(err.value)
+
+
+# --- formats/base.py: files of a run's own ------------------------------------------------
+
+def test_a_temporary_name_keeps_200_bytes_of_the_name_then_pid_and_token():
+    name = unique_temp_path(Path("out") / ("a" * 300)).name
+    assert re.fullmatch(r"\.a{200}\.\d+-[0-9a-f]{8}\.partial", name), name
+
+
+def test_a_new_file_is_readable_by_all_and_written_by_its_owner(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with create_exclusive(tmp_path / "f") as f:
+            f.write(b"x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "f").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_file_another_process_keeps_creating_is_given_up_after_20_tries(tmp_path,
+                                                                        monkeypatch):
+    tries = []
+
+    def taken(*args: object) -> int:
+        tries.append(args)
+        raise FileExistsError
+
+    monkeypatch.setattr(os, "open", taken)
+    with pytest.raises(OutputError, match="another process keeps creating it"):
+        create_exclusive(tmp_path / "f")
+    assert len(tries) == 20
+
+
+def test_a_small_file_written_at_once_leaves_other_runs_partial_files_alone(tmp_path):
+    other = tmp_path / ".x.json.partial"  # what a run writing x.json in pieces uses
+    other.write_text("theirs")
+    write_atomic(tmp_path / "x.json", b"{}")
+    assert (tmp_path / "x.json").read_bytes() == b"{}"
+    assert other.read_text() == "theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".x.json.partial", "x.json"]
