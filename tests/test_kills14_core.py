@@ -27,6 +27,7 @@ from trajectory_compressor.core import reasons
 from trajectory_compressor.core.assemble import base_metrics, compressed_metrics
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import CALL_TURN, call_view
+from trajectory_compressor.core.distill_row import RuleSaving
 from trajectory_compressor.core.errors import ConfigError, OutputError
 from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.core.plan import (
@@ -75,6 +76,7 @@ from trajectory_compressor.formats.base import (
     unique_temp_path,
     write_atomic,
 )
+from trajectory_compressor.inspect.distill_preview import DistillPreview
 from trajectory_compressor.summarizers import cache
 from trajectory_compressor.summarizers.cache import SummaryCache, cache_key
 
@@ -571,3 +573,17 @@ def test_a_small_file_written_at_once_leaves_other_runs_partial_files_alone(tmp_
     assert (tmp_path / "x.json").read_bytes() == b"{}"
     assert other.read_text() == "theirs"
     assert sorted(p.name for p in tmp_path.iterdir()) == [".x.json.partial", "x.json"]
+
+
+# --- inspect/distill_preview.py ----------------------------------------------------------
+
+def test_the_rules_line_wraps_within_78_columns():
+    preview = DistillPreview(target=100)
+    preview.levels["safe"].saved.rules = {
+        "progress": RuleSaving(300, 100, 2), "repeats": RuleSaving(5000, 1000, 3),
+        "blank_runs": RuleSaving(40, 30, 1), "tail_escapes_cut": RuleSaving(10, 9, 1),
+        "zz_last_rule_name": RuleSaving(7, 0, 1)}
+    # The first line is 76 columns; " 1," would make it 79.
+    assert preview.lines()[-2:] == [
+        "  safe by rule: blank_runs 10, progress 200, repeats 4,000, tail_escapes_cut",
+        "    1, zz_last_rule_name 7"]
