@@ -28,7 +28,7 @@ from trajectory_compressor.core.assemble import base_metrics, compressed_metrics
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import CALL_TURN, call_view
 from trajectory_compressor.core.distill_row import RuleSaving
-from trajectory_compressor.core.errors import ConfigError, OutputError
+from trajectory_compressor.core.errors import ConfigError, FatalSummaryError, OutputError
 from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.core.plan import (
     ALTERNATING,
@@ -43,7 +43,12 @@ from trajectory_compressor.core.plan import (
     snap_boundary,
 )
 from trajectory_compressor.core.redact import Scrubber, looks_like_key, masked, scrub_literals
-from trajectory_compressor.core.summary import SummaryRequest, add_references
+from trajectory_compressor.core.summary import (
+    SummaryFailed,
+    SummaryRequest,
+    SummaryUsage,
+    add_references,
+)
 from trajectory_compressor.core.yaml_strict import load_config_yaml
 from trajectory_compressor.counting import pieces
 from trajectory_compressor.dialects import ShareGPT, detect, dialect_for, row_kind
@@ -54,6 +59,7 @@ from trajectory_compressor.dialects.openai import (
     render_tool_call,
     sharegpt_to_openai,
 )
+from trajectory_compressor.dialects.tool_pairs import Unanswered, calls_in, unanswered_calls
 from trajectory_compressor.dialects.training import (
     instruction_row,
     is_marked,
@@ -77,8 +83,9 @@ from trajectory_compressor.formats.base import (
     write_atomic,
 )
 from trajectory_compressor.inspect.distill_preview import DistillPreview
-from trajectory_compressor.summarizers import cache
+from trajectory_compressor.summarizers import cache, local
 from trajectory_compressor.summarizers.cache import SummaryCache, cache_key
+from trajectory_compressor.summarizers.local_server import LocalServerError
 
 ROLE = {"S": "system", "H": "human", "G": "gpt", "T": "tool"}
 
@@ -587,3 +594,95 @@ def test_the_rules_line_wraps_within_78_columns():
     assert preview.lines()[-2:] == [
         "  safe by rule: blank_runs 10, progress 200, repeats 4,000, tail_escapes_cut",
         "    1, zz_last_rule_name 7"]
+
+
+# --- summarizers/local.py: servers that die (stand-ins for llama.cpp processes) ----------
+# The real servers are started by the heavy tests (tests/test_local_llm.py); these check
+# what the summarizer makes of their deaths, with stand-ins that report them.
+
+class _Server:
+    """A server that is alive for ``polls`` calls of `alive`, then dead with ``story``."""
+
+    def __init__(self, story: str | None, polls: int = 0) -> None:
+        self.story, self.polls, self.seen = story, polls, 0
+
+    def alive(self) -> bool:
+        self.seen += 1
+        return self.story is None or self.seen <= self.polls
+
+    def death(self) -> LocalServerError | None:
+        return None if self.alive() else LocalServerError(str(self.story))
+
+    def stop(self) -> None:
+        pass
+
+
+class _Inner:
+    async def summarize(self, request: SummaryRequest) -> None:
+        raise SummaryFailed("connection dropped", SummaryUsage())
+
+
+def _local(tmp_path, monkeypatch, servers: list[_Server], **config: object):
+    monkeypatch.setattr(local, "find_model", lambda name: tmp_path / "m.gguf")
+    summarizer = local.LocalSummarizer(CompressionConfig(**config), cpus=2)  # type: ignore[arg-type]
+    summarizer.servers = servers  # type: ignore[assignment]
+    summarizer.inner = _Inner()  # type: ignore[assignment]
+    return summarizer
+
+
+def test_the_servers_are_dead_only_when_every_one_is(tmp_path, monkeypatch):
+    assert _local(tmp_path, monkeypatch, [])._dead() is None
+    alive_one = _local(tmp_path, monkeypatch, [_Server("SIGILL; log"), _Server(None)])
+    assert alive_one._dead() is None
+    both = _local(tmp_path, monkeypatch, [_Server("first; a"), _Server("second; b")])
+    assert str(both._dead()) == "first; a"
+
+
+def test_dead_servers_stop_the_run_or_with_fallback_are_said_once(tmp_path, monkeypatch):
+    strict = _local(tmp_path, monkeypatch, [_Server("killed by SIGILL; last lines")])
+    with pytest.raises(FatalSummaryError, match=r"^killed by SIGILL; last lines$"):
+        strict._check_alive()
+    told: list[str] = []
+    loose = _local(tmp_path, monkeypatch, [_Server("killed by SIGILL; last lines")],
+                   allow_fallback=True)
+    loose.notify = told.append
+    for _ in range(2):
+        with pytest.raises(SummaryFailed) as err:
+            loose._check_alive()
+        assert err.value.reason == "killed by SIGILL"
+    assert told == ["killed by SIGILL; last lines\n(--allow-fallback: every row left gets "
+                    "the extractive fallback)"]
+
+
+def test_a_dropped_request_waits_for_the_server_to_be_seen_dead(tmp_path, monkeypatch):
+    server = _Server("killed by SIGILL; log", polls=3)
+    summarizer = _local(tmp_path, monkeypatch, [server])
+    started = time.monotonic()
+    asyncio.run(summarizer._settle(wait=30))
+    assert time.monotonic() - started < 10 and server.seen == 4
+    server = _Server("killed by SIGILL; log", polls=3)
+    dying = _local(tmp_path, monkeypatch, [server])
+    with pytest.raises(FatalSummaryError, match=r"^killed by SIGILL; log$"):
+        asyncio.run(dying.summarize(SummaryRequest([], 0, 10)))
+    living = _local(tmp_path, monkeypatch, [_Server(None)])
+    with pytest.raises(SummaryFailed, match="connection dropped"):
+        asyncio.run(living.summarize(SummaryRequest([], 0, 10)))
+
+
+# --- dialects/tool_pairs.py --------------------------------------------------------------
+
+def test_calls_counted_per_turn():
+    assert calls_in({"from": "human", "value": "<tool_call>{}</tool_call>"}) == 0
+    assert calls_in({"from": "gpt", "value": "[not json", CALL_TURN: True}) == 1
+    assert calls_in({"from": "gpt", "value": '[{"a": 1}, {"b": 2}]', CALL_TURN: True}) == 2
+
+
+def test_an_unanswered_call_says_whether_the_row_ends_with_its_results():
+    call2 = {"from": "gpt", "value": "<tool_call>a</tool_call><tool_call>b</tool_call>"}
+    tool = {"from": "tool", "value": "<tool_response>x</tool_response>"}
+    human = {"from": "human", "value": "go"}
+    assert list(unanswered_calls([human, call2, tool])) == [Unanswered(1, 2, 1, last=True)]
+    found = list(unanswered_calls([human, call2, tool, human]))
+    assert found == [Unanswered(1, 2, 1, last=False)]
+    with pytest.raises(FrozenInstanceError):
+        found[0].calls = 3  # type: ignore[misc]
