@@ -28,7 +28,7 @@ from trajectory_compressor.core.assemble import base_metrics, compressed_metrics
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import CALL_TURN, call_view
 from trajectory_compressor.core.distill_row import RuleSaving
-from trajectory_compressor.core.errors import ConfigError, FatalSummaryError, OutputError
+from trajectory_compressor.core.errors import ConfigError, FatalSummaryError, OutputError, RowError
 from trajectory_compressor.core.extractive import ExtractiveSummarizer
 from trajectory_compressor.core.plan import (
     ALTERNATING,
@@ -59,6 +59,7 @@ from trajectory_compressor.dialects.openai import (
     render_tool_call,
     sharegpt_to_openai,
 )
+from trajectory_compressor.dialects.sharegpt import ShareGPTTags
 from trajectory_compressor.dialects.tool_pairs import Unanswered, calls_in, unanswered_calls
 from trajectory_compressor.dialects.training import (
     instruction_row,
@@ -686,3 +687,26 @@ def test_an_unanswered_call_says_whether_the_row_ends_with_its_results():
     assert found == [Unanswered(1, 2, 1, last=False)]
     with pytest.raises(FrozenInstanceError):
         found[0].calls = 3  # type: ignore[misc]
+
+
+# --- dialects/messages.py, dialects/sharegpt.py ------------------------------------------
+
+def test_arguments_that_are_not_json_are_named_without_the_parsers_words():
+    dialect = dialect_for(CompressionConfig(), "openai")
+    row = {"messages": [{"role": "user", "content": "hi"},
+                        {"role": "assistant", "content": None, "tool_calls": [
+                            {"id": "c1", "type": "function",
+                             "function": {"name": "f", "arguments": "{bad"}}]}]}
+    with pytest.raises(RowError) as err:
+        dialect.turns(row)
+    assert str(err.value) == "messages[1].tool_calls[0].function.arguments is not valid JSON"
+
+
+def test_variant_tags_hash_and_show_only_what_they_are_given():
+    tags = ShareGPTTags()
+    assert hash(tags) == hash(ShareGPTTags())
+    assert "roles=" not in repr(tags)
+    variant = dialect_for(CompressionConfig(), "sharegpt-variant")
+    turns = {"conversations": [{"from": "user", "value": "abc"}]}
+    assert variant.text_chars(turns) == 3
+    assert variant.text_chars({**turns, "system": "xy"}) == 5
