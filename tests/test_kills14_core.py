@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from trajectory_compressor.core import reasons
+from trajectory_compressor.core.actions import ActionCheck, _noun_forms, action_claims
 from trajectory_compressor.core.assemble import base_metrics, compressed_metrics
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import CALL_TURN, call_view
@@ -710,3 +711,32 @@ def test_variant_tags_hash_and_show_only_what_they_are_given():
     turns = {"conversations": [{"from": "user", "value": "abc"}]}
     assert variant.text_chars(turns) == 3
     assert variant.text_chars({**turns, "system": "xy"}) == 5
+
+
+# --- core/actions.py ---------------------------------------------------------------------
+
+def test_an_action_claims_object_is_four_words_after_its_articles():
+    assert list(action_claims("Deleted the cache.")) == [
+        ("Deleted the cache", "delete", "cache")]
+    assert list(action_claims("Deleted all the old staging database copies now")) == [
+        ("Deleted all the old staging database copies", "delete", "copies")]
+    assert list(action_claims("Deleted the")) == []
+    assert list(action_claims("Deleted cache and logs")) == [
+        ("Deleted cache", "delete", "cache")]
+
+
+def test_a_negation_counts_within_the_three_words_before_the_verb():
+    assert list(action_claims("Not deleted the cache")) == []
+    assert list(action_claims("Not a b c deleted the cache")) == [
+        ("deleted the cache", "delete", "cache")]
+    assert list(action_claims("we never quietly deleted the cache")) == []
+
+
+def test_a_head_noun_is_matched_in_its_singular_and_plural():
+    assert _noun_forms("databases") == {"databases", "databasess", "databaseses",
+                                        "database", "databas"}
+    assert _noun_forms("box") == {"box", "boxs", "boxes"}
+    check = ActionCheck("rm -rf the old database")
+    assert check.stated("delete", "databases") and not check.stated("delete", "tables")
+    assert check.invented("Deleted the databases. Deleted the tables.") == [
+        "Deleted the tables"]
