@@ -23,7 +23,7 @@ import orjson
 import pytest
 import yaml
 
-from trajectory_compressor.core import reasons
+from trajectory_compressor.core import extractive, reasons
 from trajectory_compressor.core.actions import ActionCheck, _noun_forms, action_claims
 from trajectory_compressor.core.assemble import base_metrics, compressed_metrics
 from trajectory_compressor.core.config import CompressionConfig
@@ -740,3 +740,30 @@ def test_a_head_noun_is_matched_in_its_singular_and_plural():
     assert check.stated("delete", "databases") and not check.stated("delete", "tables")
     assert check.invented("Deleted the databases. Deleted the tables.") == [
         "Deleted the tables"]
+
+
+# --- core/extractive.py ------------------------------------------------------------------
+
+def test_tool_output_is_read_as_a_terminal_showed_it(counter):
+    assert extractive.shown("abc\x1b[31mred\x1b[0m") == "abcred"
+    assert extractive.shown("⟪not a notation") == "⟪not a notation"
+    assert extractive.shown("⟪×3⟫ same\n") == "same\nsame\nsame\n"  # distilled, read back
+    assert extractive._first_last_lines(" \n\t\n") == ""
+    assert extractive._strings({"a": 1, "b": None, "c": ["x", 2.5]}, "raw") == [
+        "1", "x", "2.5"]
+    turns = [{"from": "human", "value": "build it"},
+             {"from": "gpt", "value": "<tool_call>\n{\"name\": \"make\", \"arguments\": {}}"
+                                      "\n</tool_call>"},
+             {"from": "tool", "value": "<tool_response>\n\x1b[1msrc/native/image.c\x1b[0m: "
+                                       "\x1b[35mwarning\x1b[0m: unused x\n</tool_response>"},
+             {"from": "gpt", "value": "<tool_call>\n{\"name\": \"fetch\", \"arguments\": {}}"
+                                      "\n</tool_call>"},
+             {"from": "tool", "value": "<tool_response>\nget 10%\rget 50%\rget 100%\ndone\n"
+                                       "</tool_response>"}]
+    summary = asyncio.run(ExtractiveSummarizer(counter.count).summarize(
+        SummaryRequest(turns, first_index=1, target_tokens=200)))
+    assert "src/native/image.c" in summary.text
+    assert "\x1b" not in summary.text and "1msrc" not in summary.text
+    assert "35m" not in summary.text
+    # A progress line redrawn with carriage returns is its last drawing.
+    assert "turn 5: get 100% | done" in summary.text and "10%" not in summary.text
