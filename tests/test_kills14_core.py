@@ -23,6 +23,8 @@ import orjson
 import pytest
 import yaml
 
+from tests.cli_helpers import invoke_cli
+from tests.test_kills13_commands import _rows
 from trajectory_compressor.core import extractive, reasons
 from trajectory_compressor.core.actions import ActionCheck, _noun_forms, action_claims
 from trajectory_compressor.core.assemble import base_metrics, compressed_metrics
@@ -71,6 +73,9 @@ from trajectory_compressor.dialects.training import (
 from trajectory_compressor.engine import summarizer_rows
 from trajectory_compressor.engine.checkpoint import Checkpoint
 from trajectory_compressor.engine.compressor import TrajectoryCompressor
+from trajectory_compressor.engine.job import check_summarizer_rows, compress_dataset
+from trajectory_compressor.engine.layout import plan_layout
+from trajectory_compressor.engine.options import RunOptions
 from trajectory_compressor.engine.ray import ShardWorker
 from trajectory_compressor.engine.replan import OverRows
 from trajectory_compressor.engine.shard import ShardJob
@@ -767,3 +772,61 @@ def test_tool_output_is_read_as_a_terminal_showed_it(counter):
     assert "35m" not in summary.text
     # A progress line redrawn with carriage returns is its last drawing.
     assert "turn 5: get 100% | done" in summary.text and "10%" not in summary.text
+
+
+# --- engine/job.py: what a local run checks and builds before it starts ------------------
+
+def _job_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows(2)))
+    return tmp_path
+
+
+WINDOWS = ("--output-mode", "windows", "--target-max-tokens", "200",
+           "--summary-target-tokens", "40", "--summarizer", "extractive", "-q", "--no-cache")
+
+
+def test_summarizer_rows_never_go_to_an_input_nor_come_from_ray(tmp_path, monkeypatch):
+    home = _job_home(tmp_path, monkeypatch)
+    onto_input = invoke_cli("compress", "in.jsonl", "-o", "out.jsonl", *WINDOWS,
+                            "--emit-summarizer-rows", "in.jsonl", cwd=home)
+    assert onto_input.returncode == 2
+    assert "--emit-summarizer-rows in.jsonl is an input or another output of this run; " \
+           "name another file" in onto_input.stderr
+    config = CompressionConfig(output_mode="windows", engine="ray")
+    with pytest.raises(ConfigError, match="runs on the local engine"):
+        inputs = [InputFile(home / "in.jsonl", "jsonl")]
+        check_summarizer_rows(RunOptions(summarizer_rows=str(home / "s.jsonl")), config,
+                              inputs, plan_layout("in.jsonl", inputs, str(home / "o.jsonl"),
+                                                  config, single_file=True))
+
+
+def test_a_local_run_builds_the_configured_summarizer(tmp_path, monkeypatch):
+    home = _job_home(tmp_path, monkeypatch)
+    run = invoke_cli("compress", "in.jsonl", "-o", "out.jsonl", *WINDOWS, cwd=home)
+    assert run.returncode in (0, 1), run.stderr
+    metrics = json.loads((home / "out_metrics.json").read_text())
+    assert metrics["summarization"]["summaries_by_source"]["extractive"] == 4
+
+
+def test_a_library_run_makes_its_own_summarizer_and_reads_hermes_rows(tmp_path):
+    """`compress_dataset` without a summarizer or a dialect: the configured summarizer is
+    made, and a named Hermes file is read as Hermes ShareGPT."""
+    rows = [{"id": f"h{i}", "conversations": [
+        {"from": "system", "value": "You are an agent."},
+        {"from": "human", "value": f"Fix test {i}."},
+        {"from": "gpt", "value": "Reading the test first. " * 5},
+        *[{"from": "human" if k % 2 == 0 else "gpt",
+           "value": f"step {k}: " + "FAILED t.py - assert 1 == 2 " * 20} for k in range(4)],
+        *[{"from": "human" if k % 2 == 0 else "gpt", "value": f"end {k}"} for k in range(4)]]}
+        for i in range(2)]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = CompressionConfig(target_max_tokens=200, summary_target_tokens=40,
+                               summarizer="extractive", cache_enabled=False,
+                               dataset_format="sharegpt")
+    compress_dataset(str(tmp_path / "in.jsonl"), str(tmp_path / "out.jsonl"), config,
+                     options=RunOptions(quiet=True))
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in out] == ["h0", "h1"]
+    assert all(r["compression_metrics"]["was_compressed"] for r in out)
