@@ -76,6 +76,15 @@ from trajectory_compressor.engine.compressor import TrajectoryCompressor
 from trajectory_compressor.engine.job import check_summarizer_rows, compress_dataset
 from trajectory_compressor.engine.layout import plan_layout
 from trajectory_compressor.engine.options import RunOptions
+from trajectory_compressor.engine.ours import (
+    HTML_MARKER,
+    MANIFEST_FORMAT,
+    is_analysis,
+    is_manifest,
+    is_report_page,
+    manifest_files,
+    read_head,
+)
 from trajectory_compressor.engine.ray import ShardWorker
 from trajectory_compressor.engine.replan import OverRows
 from trajectory_compressor.engine.shard import ShardJob
@@ -830,3 +839,41 @@ def test_a_library_run_makes_its_own_summarizer_and_reads_hermes_rows(tmp_path):
     out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [r["id"] for r in out] == ["h0", "h1"]
     assert all(r["compression_metrics"]["was_compressed"] for r in out)
+
+
+# --- engine/ours.py: recognising the files this tool wrote --------------------------------
+
+def test_a_files_head_is_read_to_the_byte(tmp_path):
+    big = tmp_path / "big"
+    big.write_bytes(bytes(range(256)) * (9 << 10))  # 2.25 MiB
+    assert read_head(big, (1 << 20) + 1) == big.read_bytes()[:(1 << 20) + 1]
+    assert read_head(big) == big.read_bytes()
+    assert read_head(tmp_path) is None and read_head(tmp_path / "missing") is None
+
+
+def test_a_page_is_ours_when_its_marker_ends_within_4096_bytes(tmp_path):
+    marker = HTML_MARKER.encode()
+    page = tmp_path / "p.html"
+    page.write_bytes(b" " * (4096 - len(marker)) + marker)
+    assert is_report_page(page)
+    page.write_bytes(b" " * (4097 - len(marker)) + marker)
+    assert not is_report_page(page)
+
+
+def _json_of_size(path: Path, data: dict, size: int) -> None:
+    text = json.dumps(data).encode()
+    path.write_bytes(text[:-1] + b" " * (size - len(text)) + b"}")
+
+
+def test_analysis_and_manifest_files_are_read_whole_within_4_mib(tmp_path):
+    keys = dict.fromkeys(["input", "summarizer", "rows", "rows_rejected", "tokens",
+                          "histogram", "targets"], 0)
+    analysis = tmp_path / "a.json"
+    _json_of_size(analysis, keys, 4 << 20)
+    assert is_analysis(analysis)
+    _json_of_size(analysis, keys, (4 << 20) + 1)
+    assert not is_analysis(analysis)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"format": MANIFEST_FORMAT,
+                                    "files": ["name", {"name": "a.jsonl"}, {"x": 1}]}))
+    assert is_manifest(manifest) and manifest_files(manifest) == {"a.jsonl"}
