@@ -85,6 +85,7 @@ from trajectory_compressor.engine.ours import (
     manifest_files,
     read_head,
 )
+from trajectory_compressor.engine.projection import CountedRow
 from trajectory_compressor.engine.ray import ShardWorker
 from trajectory_compressor.engine.replan import OverRows
 from trajectory_compressor.engine.shard import ShardJob
@@ -99,6 +100,7 @@ from trajectory_compressor.formats.base import (
     write_atomic,
 )
 from trajectory_compressor.inspect.distill_preview import DistillPreview
+from trajectory_compressor.inspect.strategies import StrategyComparison, StrategyFigures
 from trajectory_compressor.summarizers import cache, local
 from trajectory_compressor.summarizers.cache import SummaryCache, cache_key
 from trajectory_compressor.summarizers.local_server import LocalServerError
@@ -877,3 +879,36 @@ def test_analysis_and_manifest_files_are_read_whole_within_4_mib(tmp_path):
     manifest.write_text(json.dumps({"format": MANIFEST_FORMAT,
                                     "files": ["name", {"name": "a.jsonl"}, {"x": 1}]}))
     assert is_manifest(manifest) and manifest_files(manifest) == {"a.jsonl"}
+
+
+# --- inspect/strategies.py: the comparison analyze prints ---------------------------------
+
+def test_with_no_row_over_there_is_no_best_strategy():
+    comparison = StrategyComparison(exact=True)
+    assert comparison.best() is None
+    assert comparison.verdict() == "no row is over the target: no strategy has anything to do"
+    assert "_compressors" not in repr(comparison)
+
+
+def test_the_kept_share_counts_to_four_places_and_then_fewer_summaries_win():
+    assert StrategyFigures(assistant_before=3, assistant_after=2).to_dict()[
+        "assistant_tokens_kept"] == 0.6667
+    comparison = StrategyComparison(exact=True)
+    comparison.figures = {
+        "summarize": StrategyFigures(rows=1, under=1, summaries=1, assistant_before=100_000,
+                                     assistant_after=66_668),
+        "mask": StrategyFigures(rows=1, under=1, summaries=0, assistant_before=100_000,
+                                assistant_after=66_667),
+        "hybrid": StrategyFigures(rows=1, under=0, summaries=0, assistant_before=1,
+                                  assistant_after=1)}
+    assert comparison.best() == "mask"
+
+
+def test_a_row_exactly_at_the_target_is_not_compared(counter):
+    config = CompressionConfig(target_max_tokens=200, summary_target_tokens=40)
+    base = TrajectoryCompressor(config, summarizer=ExtractiveSummarizer(counter.count),
+                                counter=counter)
+    turns = [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}]
+    comparison = StrategyComparison(exact=True)
+    asyncio.run(comparison.add(base, CountedRow({}, turns, [120, 80], ShareGPT())))
+    assert comparison.rows == 0
