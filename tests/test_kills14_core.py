@@ -25,6 +25,7 @@ import yaml
 
 from tests.cli_helpers import invoke_cli
 from tests.test_kills13_commands import _rows
+from tests.test_plan import roles  # the planner tests' role letters
 from trajectory_compressor.core import extractive, reasons
 from trajectory_compressor.core.actions import ActionCheck, _noun_forms, action_claims
 from trajectory_compressor.core.assemble import base_metrics, compressed_metrics
@@ -105,13 +106,6 @@ from trajectory_compressor.summarizers import cache, local
 from trajectory_compressor.summarizers.cache import SummaryCache, cache_key
 from trajectory_compressor.summarizers.local_server import LocalServerError
 
-ROLE = {"S": "system", "H": "human", "G": "gpt", "T": "tool"}
-
-
-def _roles(spec: str) -> list[str]:
-    return [ROLE[c] for c in spec]
-
-
 # --- core/plan.py: the edges of each reason ----------------------------------------------
 
 def test_a_middle_of_tool_turns_before_a_tool_turn_has_no_clean_cut_for_alternating_rows():
@@ -119,7 +113,7 @@ def test_a_middle_of_tool_turns_before_a_tool_turn_has_no_clean_cut_for_alternat
     no gpt turn to start at, so no cut (not a region of nothing)."""
     config = CompressionConfig(target_max_tokens=500, summary_target_tokens=50,
                                protect_first_tool=False, protect_last_n_turns=1)
-    plan = plan_trajectory(_roles("SHGTTTTT"), [100] * 8, config, ALTERNATING)
+    plan = plan_trajectory(roles("SHGTTTTT"), [100] * 8, config, ALTERNATING)
     assert (plan.action, plan.reason, plan.region, plan.region_tokens) == (
         "over_limit", NO_CLEAN_CUT, None, 0)
 
@@ -129,14 +123,14 @@ def test_a_middle_that_snaps_to_the_end_of_the_row_is_no_middle():
     forward to the end leaves nothing (the end itself is not a turn to look at)."""
     config = CompressionConfig(target_max_tokens=500, summary_target_tokens=50,
                                protect_first_tool=False, protect_last_n_turns=0)
-    plan = plan_trajectory(_roles("SHGTTTTT"), [100] * 8, config, ALTERNATING)
+    plan = plan_trajectory(roles("SHGTTTTT"), [100] * 8, config, ALTERNATING)
     assert (plan.action, plan.reason, plan.middle) == ("over_limit", NO_MIDDLE, Region(3, 8))
 
 
 def test_a_region_that_snaps_back_to_its_start_is_no_clean_cut_not_a_small_region():
     config = CompressionConfig(target_max_tokens=500, summary_target_tokens=50,
                                protect_first_tool=False, protect_last_n_turns=1)
-    plan = plan_trajectory(_roles("SHGGTTTT"), [100] * 8, config, ALTERNATING)
+    plan = plan_trajectory(roles("SHGGTTTT"), [100] * 8, config, ALTERNATING)
     assert (plan.action, plan.reason, plan.region_tokens) == ("over_limit", NO_CLEAN_CUT, 0)
 
 
@@ -145,7 +139,7 @@ def test_a_projection_exactly_at_the_target_fits():
     1,200 - 300 + 100 = 1,000 tokens, the target itself."""
     config = CompressionConfig(target_max_tokens=1000, summary_target_tokens=100)
     tokens = [100] * 4 + [50, 250, 100, 100] + [75] * 4
-    plan = plan_trajectory(_roles("SHGTGTGTGTGT"), tokens, config)
+    plan = plan_trajectory(roles("SHGTGTGTGTGT"), tokens, config)
     assert (plan.action, plan.region, plan.reason) == ("compress", Region(4, 6), "")
     assert plan.projected_tokens(100) == 1000
 
@@ -155,7 +149,7 @@ def _short_region(head: int, tail: int, middle: list[int], summary: int):
     that would run to the middle's end snaps back to turn 6."""
     config = CompressionConfig(target_max_tokens=1000, summary_target_tokens=summary)
     tokens = [head // 4] * 4 + middle + [tail // 4] * 4
-    return plan_trajectory(_roles("SHGTGTGTTGTG"), tokens, config)
+    return plan_trajectory(roles("SHGTGTGTTGTG"), tokens, config)
 
 
 def test_protected_turns_and_summary_exactly_at_the_target_leave_the_middle_exhausted():
@@ -172,12 +166,12 @@ def test_a_head_as_large_as_the_tail_is_named_as_the_protected_head():
 
 
 def test_a_boundary_moved_back_stops_at_the_lowest_turn_allowed():
-    assert snap_boundary(_roles("GTTT"), 2, 1, 3) == 1
+    assert snap_boundary(roles("GTTT"), 2, 1, 3) == 1
 
 
 def test_the_assistant_share_kept_without_a_region_or_a_count():
     config = CompressionConfig(target_max_tokens=1000, summary_target_tokens=100)
-    skip = plan_trajectory(_roles("SHG"), [10, 10, 10], config)
+    skip = plan_trajectory(roles("SHG"), [10, 10, 10], config)
     assert skip.region is None and skip.assistant_kept == 1.0
     plan = _short_region(400, 500, [100] * 4, 100)
     assert replace(plan, assistant_tokens=100).assistant_kept == 1.0
