@@ -7,10 +7,29 @@ on hand-made input.
 from __future__ import annotations
 
 import json
+from dataclasses import FrozenInstanceError
 
 import pytest
 
 from trajectory_compressor.core.distill_refs import _resolved, resolve_references
+from trajectory_compressor.core.distill_row import outputs_of
+from trajectory_compressor.core.mask import (
+    MAX_ARGS_CHARS,
+    MAX_ERROR_CHARS,
+    MAX_PLACEHOLDER_CHARS,
+    Call,
+    MaskedTurn,
+    Masker,
+    Masking,
+    _call_text,
+    _clip,
+    calls_of,
+    error_line,
+    mask_row,
+    output_calls,
+    placeholder,
+)
+from trajectory_compressor.core.plan import Region
 from trajectory_compressor.core.terminal_view import is_bare_cr_file, strip_inert, terminal_view
 
 # --- core/terminal_view.py ----------------------------------------------------------
@@ -135,3 +154,135 @@ def test_a_range_that_reads_nothing_is_kept_as_written() -> None:
 
 def test_a_new_turn_is_not_resolved() -> None:
     assert resolve_references(["X", None, "Y"], [_same(1), "Y"], [None, 2]) == [_same(1), "Y"]
+
+
+# --- core/mask.py -------------------------------------------------------------------
+
+
+def _fixed(n: int):  # type: ignore[no-untyped-def]
+    """A count of ``n`` tokens for every text (a counter a test can reason about)."""
+    return lambda texts: [n] * len(texts)
+
+
+def _head_length(d: int) -> int:
+    """Characters before the closing bracket of a lone output stating exit code 1…1 (d)."""
+    return len(placeholder(None, "exit code " + "1" * d, 5, [])) - 1
+
+
+def _with_head(length: int) -> str:
+    """An output whose placeholder head (all but the named items and "]") has ``length``
+    characters: its exit code's digits make up the length."""
+    d = length - _head_length(1) + 1
+    assert _head_length(d) == length
+    return "exit code " + "1" * d
+
+
+def test_the_cap_values() -> None:
+    assert (MAX_PLACEHOLDER_CHARS, MAX_ARGS_CHARS, MAX_ERROR_CHARS) == (600, 160, 120)
+    assert len(_call_text(Call("t", {"x": "a" * 500}))) == 160
+    assert len(error_line("Error: " + "x" * 500) or "") == 120
+
+
+def test_a_huge_head_is_cut_to_the_cap() -> None:
+    text = placeholder(None, "exit code " + "9" * 700, 5, [])
+    assert len(text) == 600 and text.endswith("9]")
+
+
+def test_an_item_that_fits_to_the_character_is_shown() -> None:
+    room = 100
+    output = _with_head(600 - 1 - room)
+    item = "x" * (room - len("; named later: ") - 2)  # quoted: two characters more
+    text = placeholder(None, output, 5, [item])
+    assert text.endswith(f'; named later: "{item}"]') and len(text) == 600
+    longer = placeholder(None, output, 5, [item + "y"])
+    assert longer.endswith("; named later: +1 more]")
+
+
+def test_two_items_that_fit_to_the_character_are_both_shown() -> None:
+    room = 100
+    output = _with_head(600 - 1 - room)
+    first = "a" * 10
+    second = "b" * (room - len("; named later: ") - len(first) - 2 - len(", ") - 2)
+    assert placeholder(None, output, 5, [first, second]).endswith(
+        f'; named later: "{first}", "{second}"]')
+    assert placeholder(None, output, 5, [first, second + "c"]).endswith(
+        f'; named later: "{first}" (+1 more)]')
+
+
+def test_the_count_of_items_not_shown_is_written_only_where_it_fits() -> None:
+    note = "; named later: +1 more"
+    fits = placeholder(None, _with_head(600 - 1 - len(note)), 5, ["z" * 200])
+    assert fits.endswith(note + "]") and len(fits) == 600
+    tight = placeholder(None, _with_head(600 - len(note)), 5, ["z" * 200])
+    assert "named later" not in tight and len(tight) == 600 - len(note) + 1
+
+
+def test_clip() -> None:
+    assert _clip("abc", 3) == "abc"
+    assert _clip("abcd", 3) == "ab…"
+
+
+def test_call_text_keeps_non_ascii_arguments() -> None:
+    assert _call_text(Call("t", {"a": "é"})) == 't {"a": "é"}'
+    assert _call_text(Call("t", "é")) == 't "é"'
+
+
+def test_an_error_on_a_numbered_file_view_line_is_code() -> None:
+    assert error_line("  3|  raise TimeoutError('timed out')") is None
+    assert error_line("12: Permission denied") is None
+    assert error_line("Permission denied") == "Permission denied"
+
+
+def test_calls_of_reads_the_openai_shape_and_string_arguments() -> None:
+    body = json.dumps({"function": {"name": "f", "arguments": json.dumps({"a": 1})}})
+    assert calls_of(body) == [Call("f", {"a": 1})]
+    assert calls_of(json.dumps({"name": "g", "arguments": {"b": 2}})) == [Call("g", {"b": 2})]
+    assert calls_of(json.dumps({"name": "h", "arguments": "not json"})) == [
+        Call("h", "not json")]
+
+
+def test_output_calls_pairs_outputs_with_calls_in_order() -> None:
+    calls = "<tool_call>" + json.dumps({"name": "a", "arguments": {}}) + "</tool_call>" \
+        "<tool_call>" + json.dumps({"name": "b", "arguments": {}}) + "</tool_call>"
+    two = ('<tool_response>{"content": "1"}</tool_response>'
+           '<tool_response>{"content": "2"}</tool_response>')
+    assert output_calls(["gpt", "tool"], [calls, two]) == {
+        1: [Call("a", {}), Call("b", {})]}
+    # A tool turn before any call, and calls a user turn came between.
+    assert output_calls(["tool"], ["x"]) == {0: [None]}
+    assert output_calls(["gpt", "human", "tool"], [calls, "go on", "x"]) == {2: [None]}
+    with pytest.raises(ValueError):
+        output_calls(["gpt"], [])
+
+
+def test_records_are_frozen_and_a_masked_turn_reads_as_a_dict() -> None:
+    turn = MaskedTurn(1, 2, 3)
+    assert turn.to_dict() == {"turn": 1, "tokens_before": 2, "tokens_after": 3}
+    for record, field in ((turn, "turn"), (Masking((), ()), "texts"), (Call("a", 1), "name")):
+        with pytest.raises(FrozenInstanceError):
+            setattr(record, field, None)
+
+
+def test_no_masking_when_no_placeholder_is_shorter() -> None:
+    roles, texts = ["gpt", "tool", "gpt"], ["", "some output", "done"]
+    # The placeholder counts as many tokens as the output: nothing is saved.
+    assert mask_row(roles, texts, [0, 50, 5], Region(0, 3), 10, 0, [], _fixed(50)) is None
+    masked = mask_row(roles, texts, [0, 50, 5], Region(0, 3), 10, 0, [], _fixed(49))
+    assert masked is not None and masked.saved == 1
+    with pytest.raises(ValueError):  # a counter that answers for more texts than asked
+        mask_row(roles, texts, [0, 50, 5], Region(0, 3), 10, 0, [],
+                 lambda texts: [1] * (len(texts) + 1))
+
+
+def test_a_tool_turn_of_two_outputs_counts_each_and_keeps_excluded_ones() -> None:
+    calls = "<tool_call>" + json.dumps({"name": "keep", "arguments": {}}) + "</tool_call>" \
+        "<tool_call>" + json.dumps({"name": "drop", "arguments": {}}) + "</tool_call>"
+    two = ('<tool_response>{"name": "keep", "content": "first output"}</tool_response>'
+           '<tool_response>{"name": "drop", "content": "second output"}</tool_response>')
+    masker = Masker(["gpt", "tool"], [calls, two], ["keep"], _fixed(7))
+    text = masker.text(1, 100)
+    assert text is not None
+    assert outputs_of(text) == ["first output",
+                                "[tool output masked: drop; 1 line, 7 tokens]"]
+    one = '<tool_response>{"name": "keep", "content": "only"}</tool_response>'
+    assert Masker(["gpt", "tool"], [calls, one], ["keep"], _fixed(7)).text(1, 100) is None
