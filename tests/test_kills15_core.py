@@ -6,11 +6,21 @@ on hand-made input.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 from dataclasses import FrozenInstanceError
+from pathlib import Path
 
 import pytest
 
+from tests.test_kills4_local_server import PROGRAM, Program
 from trajectory_compressor.core.distill_refs import _resolved, resolve_references
 from trajectory_compressor.core.distill_row import outputs_of
 from trajectory_compressor.core.mask import (
@@ -31,6 +41,13 @@ from trajectory_compressor.core.mask import (
 )
 from trajectory_compressor.core.plan import Region
 from trajectory_compressor.core.terminal_view import is_bare_cr_file, strip_inert, terminal_view
+from trajectory_compressor.summarizers.local_server import (
+    PORTABLE_REBUILD,
+    LocalServer,
+    LocalServerError,
+    _signal_group,
+    advice,
+)
 
 # --- core/terminal_view.py ----------------------------------------------------------
 
@@ -286,3 +303,51 @@ def test_a_tool_turn_of_two_outputs_counts_each_and_keeps_excluded_ones() -> Non
                                 "[tool output masked: drop; 1 line, 7 tokens]"]
     one = '<tool_response>{"name": "keep", "content": "only"}</tool_response>'
     assert Masker(["gpt", "tool"], [calls, one], ["keep"], _fixed(7)).text(1, 100) is None
+
+
+# --- summarizers/local_server.py ----------------------------------------------------
+
+
+def test_advice_is_for_an_illegal_instruction_only() -> None:
+    sigill = advice(-signal.SIGILL)
+    assert sigill.startswith(": the llama.cpp build uses CPU instructions this machine refuses")
+    assert sigill.endswith(f"rebuild it portably with {PORTABLE_REBUILD}")
+    for status in (None, 0, 1, signal.SIGILL, -signal.SIGSEGV, -signal.SIGKILL):
+        assert advice(status) == ""
+
+
+def test_the_alias_names_this_process_and_eight_hex_digits() -> None:
+    server = LocalServer(Path("m.gguf"), n_ctx=512, threads=1)
+    assert re.fullmatch(rf"trajectory-compressor-{os.getpid()}-[0-9a-f]{{8}}", server.alias)
+
+
+def test_a_closed_log_reads_as_no_tail() -> None:
+    server = LocalServer(Path("m.gguf"), n_ctx=512, threads=1)
+    with tempfile.TemporaryFile() as log:
+        log.write(b"a line\n")
+    server._log = log  # closed: its file number is gone
+    assert server.log_tail() == ""
+
+
+def test_a_server_answering_under_another_name_times_out(tmp_path: Path) -> None:
+    class Stranger(Program):
+        def command(self, port: int) -> list[str]:
+            return [sys.executable, "-c", PROGRAM, "someone-else", str(port), "serve",
+                    str(self.folder)]
+
+    server = Stranger(tmp_path, "serve", startup_timeout=0.5)
+    begun = time.monotonic()
+    with pytest.raises(LocalServerError, match=r"did not answer within 0\.5s"):
+        asyncio.run(server.start())
+    assert time.monotonic() - begun >= 0.5
+    assert server.process is None  # stopped
+
+
+def test_a_process_outside_a_group_of_its_own_is_signalled_itself() -> None:
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _signal_group(process, signal.SIGTERM)  # no group with its id: the process itself
+        assert process.wait(10) == -signal.SIGTERM
+    finally:
+        process.kill()
+        process.wait()
