@@ -41,6 +41,7 @@ from trajectory_compressor.core.mask import (
 )
 from trajectory_compressor.core.plan import Region
 from trajectory_compressor.core.terminal_view import is_bare_cr_file, strip_inert, terminal_view
+from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.summarizers.local_server import (
     PORTABLE_REBUILD,
     LocalServer,
@@ -351,3 +352,22 @@ def test_a_process_outside_a_group_of_its_own_is_signalled_itself() -> None:
     finally:
         process.kill()
         process.wait()
+
+
+# --- counting/tokens.py -------------------------------------------------------------
+
+
+def test_count_pairs_stays_exact_when_its_tile_memo_fills(counter: TokenCounter) -> None:
+    """A full tile memo is cleared and every tile of the call counted again, those it held
+    among them (they are looked up right after)."""
+    def whole(text: str) -> int:
+        return len(counter.tokenizer.encode(text, add_special_tokens=False))
+
+    def pair(i: int) -> tuple[str, str]:
+        lines = "".join(f"\x1b[3{i % 8}mline {n} of part {i}\x1b[0m\n" for n in range(6))
+        return lines, lines.replace(f"\x1b[3{i % 8}m", "").replace("\x1b[0m", "")
+
+    fresh = TokenCounter(counter.tokenizer, memo_size=8)
+    for start in range(4):
+        pairs = [pair(i) for i in range(start, start + 3)]
+        assert fresh.count_pairs(pairs) == [(whole(a), whole(b)) for a, b in pairs]
