@@ -7,6 +7,7 @@ on hand-made input.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -42,6 +43,11 @@ from trajectory_compressor.core.mask import (
 from trajectory_compressor.core.plan import Region
 from trajectory_compressor.core.terminal_view import is_bare_cr_file, strip_inert, terminal_view
 from trajectory_compressor.counting.tokens import TokenCounter
+from trajectory_compressor.engine.committed import (
+    file_digest,
+    row_count_disagreement,
+    sidecar_disagreements,
+)
 from trajectory_compressor.summarizers.local_server import (
     PORTABLE_REBUILD,
     LocalServer,
@@ -371,3 +377,58 @@ def test_count_pairs_stays_exact_when_its_tile_memo_fills(counter: TokenCounter)
     for start in range(4):
         pairs = [pair(i) for i in range(start, start + 3)]
         assert fresh.count_pairs(pairs) == [(whole(a), whole(b)) for a, b in pairs]
+
+
+# --- engine/committed.py ------------------------------------------------------------
+
+
+def test_a_file_digest_is_its_bytes_and_sha256(tmp_path: Path) -> None:
+    data = b"x" * ((1 << 20) + 5)  # more than one read
+    (tmp_path / "one.jsonl").write_bytes(data)
+    assert file_digest(tmp_path / "one.jsonl") == {
+        "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def test_a_folder_digest_names_its_files_in_order(tmp_path: Path) -> None:
+    folder = tmp_path / "out"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "b.parquet").write_bytes(b"bb")
+    (folder / "sub" / "a.parquet").write_bytes(b"a")
+    expected = hashlib.sha256(b"b.parquet\0bb" + b"sub/a.parquet\0a").hexdigest()
+    assert file_digest(folder) == {"bytes": 3, "sha256": expected}
+
+
+def test_sidecar_disagreements_name_each_kind(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_text("row\n")
+    sidecar = tmp_path / "out_metrics.json"
+    assert sidecar_disagreements(out, None, sidecar) == []
+    assert sidecar_disagreements(out, {"committed": {"files": []}}, sidecar) == []
+    # Another run's outputs: up to two named, then "...".
+    names = {str(tmp_path / f"{c}.jsonl"): {} for c in "abc"}
+    for count, tail in ((2, ""), (3, ", ...")):
+        run = {"run": {"outputs": dict(list(names.items())[:count])}}
+        shown = ", ".join(sorted(names)[:2]) + tail
+        assert sidecar_disagreements(out, run, sidecar) == [
+            f"the metrics file out_metrics.json beside it is another run's: it records the "
+            f"outputs {shown}, not {out}; its figures are not this output's"]
+    gone = str(tmp_path / "out.jsonl" / "part-1.parquet")
+    files = {str(out.resolve()): "not a dict", gone: {}}
+    folder_out = tmp_path / "out.jsonl"
+    assert sidecar_disagreements(folder_out, {"committed": {"files": files}}, sidecar) == [
+        f"{gone} was committed by the run recorded in out_metrics.json but is gone"]
+
+
+def test_row_count_disagreement_reads_committed_then_summary() -> None:
+    sidecar = Path("x_metrics.json")
+    assert row_count_disagreement(3, None, sidecar) is None
+    assert row_count_disagreement(3, {"committed": {"rows": 3}}, sidecar) is None
+    assert row_count_disagreement(2, {"committed": {"rows": 3}}, sidecar) == (
+        "1 row fewer than its run wrote (2 now, 3 recorded in x_metrics.json): rows were "
+        "dropped")
+    assert row_count_disagreement(2, {"committed": {"rows": "3"},
+                                      "summary": {"total_trajectories": 1}}, sidecar) == (
+        "1 row more than its run wrote (2 now, 1 recorded in x_metrics.json): rows were "
+        "duplicated or added")
+    assert row_count_disagreement(2, {"summary": {"total_trajectories": 2}}, sidecar) is None
+    assert row_count_disagreement(2, {"summary": None}, sidecar) is None
