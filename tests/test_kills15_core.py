@@ -1,7 +1,8 @@
 """Tests written to kill mutants left by the fifteenth coverage-guided pass (issue 40,
-item 8) over the modules no run had reached on their current code: the terminal renderer,
-distill's references, masking, windows and the others named in each section. In process,
-on hand-made input.
+item 8) over modules no run had reached on their current code: the terminal renderer,
+distill's references, masking, the local llama.cpp server, token pairs and committed
+outputs. In process, on hand-made input, but for two tests that start a process (a
+stand-in server program, a sleeping child), which the heavy tier runs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from trajectory_compressor.core.mask import (
     MAX_ERROR_CHARS,
     MAX_PLACEHOLDER_CHARS,
     Call,
+    CountMany,
     MaskedTurn,
     Masker,
     Masking,
@@ -122,7 +124,7 @@ def _hermes(*contents: str) -> str:
 
 
 def test_a_reference_whose_referent_was_summarized_is_its_text() -> None:
-    # Every written tool text holds a reference: nothing else makes the row worth reading.
+    # Every written tool text holds a reference (none would return the texts as they are).
     out = resolve_references(["Y", None, _same(1)], [None, _same(1)], [None, 2])
     assert out == [None, "Y"]
 
@@ -183,7 +185,7 @@ def test_a_new_turn_is_not_resolved() -> None:
 # --- core/mask.py -------------------------------------------------------------------
 
 
-def _fixed(n: int):  # type: ignore[no-untyped-def]
+def _fixed(n: int) -> CountMany:
     """A count of ``n`` tokens for every text (a counter a test can reason about)."""
     return lambda texts: [n] * len(texts)
 
@@ -405,7 +407,7 @@ def test_sidecar_disagreements_name_each_kind(tmp_path: Path) -> None:
     assert sidecar_disagreements(out, None, sidecar) == []
     assert sidecar_disagreements(out, {"committed": {"files": []}}, sidecar) == []
     # Another run's outputs: up to two named, then "...".
-    names = {str(tmp_path / f"{c}.jsonl"): {} for c in "abc"}
+    names: dict[str, dict[str, int]] = {str(tmp_path / f"{c}.jsonl"): {} for c in "abc"}
     for count, tail in ((2, ""), (3, ", ...")):
         run = {"run": {"outputs": dict(list(names.items())[:count])}}
         shown = ", ".join(sorted(names)[:2]) + tail
