@@ -267,9 +267,14 @@ def test_calls_of_reads_the_openai_shape_and_string_arguments() -> None:
         Call("h", "not json")]
 
 
+def _calls(*names: str) -> str:
+    """An assistant turn calling each named tool with no arguments, in Hermes tags."""
+    return "".join(f"<tool_call>{json.dumps({'name': n, 'arguments': {}})}</tool_call>"
+                   for n in names)
+
+
 def test_output_calls_pairs_outputs_with_calls_in_order() -> None:
-    calls = "<tool_call>" + json.dumps({"name": "a", "arguments": {}}) + "</tool_call>" \
-        "<tool_call>" + json.dumps({"name": "b", "arguments": {}}) + "</tool_call>"
+    calls = _calls("a", "b")
     two = ('<tool_response>{"content": "1"}</tool_response>'
            '<tool_response>{"content": "2"}</tool_response>')
     assert output_calls(["gpt", "tool"], [calls, two]) == {
@@ -301,8 +306,7 @@ def test_no_masking_when_no_placeholder_is_shorter() -> None:
 
 
 def test_a_tool_turn_of_two_outputs_counts_each_and_keeps_excluded_ones() -> None:
-    calls = "<tool_call>" + json.dumps({"name": "keep", "arguments": {}}) + "</tool_call>" \
-        "<tool_call>" + json.dumps({"name": "drop", "arguments": {}}) + "</tool_call>"
+    calls = _calls("keep", "drop")
     two = ('<tool_response>{"name": "keep", "content": "first output"}</tool_response>'
            '<tool_response>{"name": "drop", "content": "second output"}</tool_response>')
     masker = Masker(["gpt", "tool"], [calls, two], ["keep"], _fixed(7))
@@ -416,8 +420,7 @@ def test_sidecar_disagreements_name_each_kind(tmp_path: Path) -> None:
             f"outputs {shown}, not {out}; its figures are not this output's"]
     gone = str(tmp_path / "out.jsonl" / "part-1.parquet")
     files = {str(out.resolve()): "not a dict", gone: {}}
-    folder_out = tmp_path / "out.jsonl"
-    assert sidecar_disagreements(folder_out, {"committed": {"files": files}}, sidecar) == [
+    assert sidecar_disagreements(out, {"committed": {"files": files}}, sidecar) == [
         f"{gone} was committed by the run recorded in out_metrics.json but is gone"]
 
 
