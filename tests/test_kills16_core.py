@@ -1,0 +1,176 @@
+"""Tests written to kill mutants left by the sixteenth coverage-guided pass (issue 40,
+item 8) over modules no run had reached on their current code. In process, on
+hand-made input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import FrozenInstanceError
+from pathlib import Path
+
+import pytest
+
+from trajectory_compressor.core.plan import ANY_BUT_TOOL, Plan, Region
+from trajectory_compressor.core.reasons import WINDOW_OVER
+from trajectory_compressor.core.windows import (
+    Window,
+    WindowLimits,
+    _group_start,
+    essential_head,
+    head_end,
+    is_assistant,
+    overlap_start,
+    plan_windows,
+    trailing_outputs,
+    window_turns,
+    windowed_plan,
+)
+from trajectory_compressor.engine.lock import LockLost, check_held, lost, output_lock
+
+# --- engine/lock.py -----------------------------------------------------------------
+
+
+def test_a_lock_deleted_under_its_run_is_lost(tmp_path: Path) -> None:
+    lock, out = tmp_path / ".out.lock", tmp_path / "out.jsonl"
+    with output_lock(lock, out):
+        lock.unlink()  # no file there at all: not this run's any more
+        assert lost(lock)
+        with pytest.raises(LockLost, match="deleted or replaced"):
+            check_held(lock, out)
+    assert not lock.exists()  # leaving the block created nothing
+
+
+# --- core/windows.py ----------------------------------------------------------------
+
+
+def _window(**fields: object) -> Window:
+    return Window(**{"number": 1, "head": 0, "summarized": None, "context": 0,
+                     "train": Region(0, 1), "tokens": 5, **fields})  # type: ignore[arg-type]
+
+
+def test_a_window_and_its_limits_are_frozen_with_empty_defaults() -> None:
+    window = _window()
+    assert (window.trained_assistant_tokens, window.summarized_tokens,
+            window.summary_tokens, window.shrunk, window.over) == (0, 0, 0, False, "")
+    with pytest.raises(FrozenInstanceError):
+        window.tokens = 6  # type: ignore[misc]
+    limits = WindowLimits(target=1000, summary=10)
+    with pytest.raises(FrozenInstanceError):
+        limits.target = 5  # type: ignore[misc]
+    assert limits.tail_budget == 200  # the live tail: a fifth of the target
+
+
+def test_the_requested_summary_is_shorter_than_what_it_replaces() -> None:
+    assert _window(summary_tokens=100, summarized_tokens=2).requested_tokens == 1
+    assert _window(summary_tokens=100, summarized_tokens=1).requested_tokens == 1
+    assert _window(summary_tokens=7, summarized_tokens=50).requested_tokens == 7
+
+
+def test_is_assistant() -> None:
+    assert is_assistant({"from": "gpt", "value": "x"}) is True
+    assert is_assistant({"from": "human", "value": "x"}) is False
+
+
+def test_the_head_is_pushed_past_tool_turns_to_the_row_end() -> None:
+    assert head_end(["system", "human", "gpt", "tool"], 3) == 4
+    assert head_end(["system", "human", "gpt", "tool", "tool", "gpt"], 3) == 5
+    assert head_end(["system", "human", "gpt"], 2) == 2
+
+
+def test_a_group_start_stays_within_its_bounds() -> None:
+    # At the low bound on a tool turn: not moved below it.
+    assert _group_start(["human", "tool", "tool"], 1, 1, 3) == 1
+    # At the stop on a tool turn: not moved either.
+    assert _group_start(["gpt", "tool", "tool"], 2, 0, 2) == 2
+    # Between them: back onto the call.
+    assert _group_start(["gpt", "tool", "tool"], 2, 0, 3) == 0
+
+
+def test_a_tail_that_reaches_the_head_keeps_the_last_turns() -> None:
+    roles = ["system", "human", "gpt", "human", "gpt", "human"]
+    # A budget larger than everything walks back to the head; the tail is then the
+    # last MIN_TAIL_TURNS turns.
+    assert overlap_start(roles, [1] * 6, 2, 6, 1000) == 3
+
+
+def test_trailing_outputs_stop_at_the_region_start() -> None:
+    assert trailing_outputs(["tool", "tool", "tool"], Region(1, 3)) == [1, 2]
+    assert trailing_outputs(["gpt", "tool", "gpt"], Region(0, 2)) == [1]
+    assert trailing_outputs(["gpt", "tool", "gpt"], Region(0, 3)) == []
+
+
+def test_the_essential_head_is_the_opening_system_and_task_turns() -> None:
+    assert essential_head(["tool", "gpt"], 2) == 0
+    assert essential_head(["system", "human"], 1) == 1
+    assert essential_head(["system", "gpt", "human"], 3) == 1
+    assert essential_head(["system", "human", "human", "gpt"], 4) == 3
+
+
+def test_a_first_window_of_exactly_the_target_is_not_masked() -> None:
+    roles = ["system", "human", "gpt", "tool", "gpt"]
+    tokens = [10, 10, 10, 70, 50]
+    windows = plan_windows(roles, tokens, 2, WindowLimits(target=100, summary=5),
+                           ANY_BUT_TOOL, masked_tokens=lambda i: 5)
+    first = windows[0]
+    assert first.train == Region(0, 4) and first.tokens == 100  # exact: no offset
+    assert first.masked == () and first.masked_saving == 0 and not first.over
+    assert first.trained_assistant_tokens == 10  # the one gpt turn's, nothing else's
+    assert [w.trained_assistant_tokens for w in windows[1:]] == [50]
+
+
+def test_the_least_heads_tokens_in_an_over_message_are_of_the_unmasked_window() -> None:
+    # Window 2 is over the target every way (whole head or the least, masked or not):
+    # the message's "it would hold" is the least head's window without masking, as it is
+    # when nothing may be masked at all.
+    roles = ["system", "human", "gpt", "tool", "gpt", "tool", "gpt"]
+    tokens = [10, 10, 10, 10, 5, 200, 5]
+    limits = WindowLimits(target=100, summary=5)
+    masked = plan_windows(roles, tokens, 4, limits, ANY_BUT_TOOL, least_head=2,
+                          masked_tokens=lambda i: 150 if i == 5 else None)
+    plain = plan_windows(roles, tokens, 4, limits, ANY_BUT_TOOL, least_head=2)
+    assert "keeping only turns 0-1 of the head" in masked[1].over
+    assert masked[1].over == plain[1].over
+
+
+def test_a_turn_of_exactly_the_target_is_not_named_as_over_it() -> None:
+    roles = ["system", "human", "gpt", "human", "gpt"]
+    tokens = [10, 10, 100, 10, 10]
+    windows = plan_windows(roles, tokens, 2, WindowLimits(target=100, summary=5),
+                           ANY_BUT_TOOL)
+    over = [w for w in windows if w.over]
+    assert over, windows
+    assert all("alone holds" not in w.over for w in over)
+    tokens[2] = 101
+    windows = plan_windows(roles, tokens, 2, WindowLimits(target=100, summary=5),
+                           ANY_BUT_TOOL)
+    assert any("turn 2 alone holds 101 tokens" in w.over for w in windows)
+
+
+def test_window_turns_without_a_summarized_region_have_no_summary_turn() -> None:
+    turns = [{"from": "system", "value": "s"}, {"from": "human", "value": "h"},
+             {"from": "gpt", "value": "g"}]
+    window = _window(head=2, context=2, train=Region(2, 3))
+    out, summary_at, flags = window_turns(turns, window, "a summary", "")
+    assert summary_at is None
+    assert [t["value"] for t in out] == ["s", "h", "g"] and flags == [False, False, True]
+
+
+def test_a_row_windows_cannot_help_keeps_its_plan() -> None:
+    plan = Plan(action="keep", total_tokens=30, middle=Region(2, 3))
+    roles = ["system", "human", "gpt"]
+    got = windowed_plan(plan, roles, [10, 10, 10], 2, WindowLimits(target=100, summary=5),
+                        ANY_BUT_TOOL)
+    assert got is plan
+
+
+def test_a_row_windows_help_becomes_a_windows_plan() -> None:
+    plan = Plan(action="compress", total_tokens=60, middle=Region(2, 5), reason="x")
+    roles = ["system", "human", "gpt", "human", "gpt", "human", "gpt"]
+    limits = WindowLimits(target=40, summary=5)
+    got = windowed_plan(plan, roles, [5, 5, 10, 10, 10, 10, 10], 2, limits, ANY_BUT_TOOL)
+    assert got.action == "compress" and got.windows is not None and len(got.windows) >= 2
+    assert got.reason == ""  # every window fits
+    assert all(not w.over for w in got.windows)
+    big = windowed_plan(plan, roles, [5, 5, 10, 10, 50, 10, 10], 2, limits, ANY_BUT_TOOL)
+    assert big.windows is not None and any(w.over for w in big.windows)
+    assert big.reason == WINDOW_OVER.text
