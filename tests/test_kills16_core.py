@@ -156,7 +156,7 @@ def test_window_turns_without_a_summarized_region_have_no_summary_turn() -> None
 
 
 def test_a_row_windows_cannot_help_keeps_its_plan() -> None:
-    plan = Plan(action="keep", total_tokens=30, middle=Region(2, 3))
+    plan = Plan(action="over_limit", total_tokens=30, middle=Region(2, 3))
     roles = ["system", "human", "gpt"]
     got = windowed_plan(plan, roles, [10, 10, 10], 2, WindowLimits(target=100, summary=5),
                         ANY_BUT_TOOL)
