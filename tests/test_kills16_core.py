@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trajectory_compressor.core.plan import ANY_BUT_TOOL, Plan, Region
+from trajectory_compressor.core.plan import ALTERNATING, ANY_BUT_TOOL, Plan, Region
 from trajectory_compressor.core.reasons import WINDOW_OVER
 from trajectory_compressor.core.windows import (
     Window,
@@ -64,6 +64,7 @@ def test_the_requested_summary_is_shorter_than_what_it_replaces() -> None:
     assert _window(summary_tokens=100, summarized_tokens=2).requested_tokens == 1
     assert _window(summary_tokens=100, summarized_tokens=1).requested_tokens == 1
     assert _window(summary_tokens=7, summarized_tokens=50).requested_tokens == 7
+    assert _window(summary_tokens=100, summarized_tokens=50).requested_tokens == 49
 
 
 def test_is_assistant() -> None:
@@ -174,3 +175,94 @@ def test_a_row_windows_help_becomes_a_windows_plan() -> None:
     big = windowed_plan(plan, roles, [5, 5, 10, 10, 50, 10, 10], 2, limits, ANY_BUT_TOOL)
     assert big.windows is not None and any(w.over for w in big.windows)
     assert big.reason == WINDOW_OVER.text
+
+
+LIMITS = WindowLimits(target=100, summary=5)
+
+
+def test_roles_and_tokens_must_pair_up() -> None:
+    with pytest.raises(ValueError):
+        plan_windows(["system", "human", "gpt"], [10, 10], 2, LIMITS, ANY_BUT_TOOL)
+
+
+def test_the_tail_walk_stops_at_its_budget_and_below_its_ceiling() -> None:
+    roles = ["human", "gpt"] * 5
+    # Three turns taken (3 tokens), a fourth reaches the budget of 4 exactly: stop there.
+    assert overlap_start(roles, [1] * 10, 0, 10, 4) == 6
+    # Three turns (3 tokens), then one of 3 makes 6, the ceiling (1.5 x 4) itself: taken.
+    assert overlap_start(roles[:5], [1, 3, 1, 1, 1], 0, 5, 4) == 1
+
+
+def test_a_first_window_over_by_one_token_is_over() -> None:
+    windows = plan_windows(["system", "human", "gpt"], [50, 51, 10], 2, LIMITS,
+                           ANY_BUT_TOOL)
+    first = windows[0]
+    assert first.number == 1 and first.tokens == 101 and first.masked == ()
+    assert first.over == ("turns 0-1 (the protected head and the first group after it) "
+                          "hold 101 tokens, over the target 100")
+
+
+def test_a_first_window_may_end_after_a_head_of_one_turn() -> None:
+    for head in (0, 1):
+        windows = plan_windows(["human", "gpt"], [60, 60], head, LIMITS, ANY_BUT_TOOL)
+        assert [w.train for w in windows] == [Region(0, 1), Region(1, 2)]
+        assert not windows[0].over
+
+
+def test_a_first_window_masked_to_exactly_the_target_fits() -> None:
+    roles = ["system", "human", "gpt", "tool", "gpt"]
+    windows = plan_windows(roles, [10, 10, 10, 80, 10], 4, LIMITS, ANY_BUT_TOOL,
+                           masked_tokens=lambda i: 70 if i == 3 else None)
+    first = windows[0]
+    assert (first.tokens, first.masked, first.masked_saving, first.over) == (100, (3,), 10, "")
+
+
+def test_a_least_head_equal_to_the_head_is_not_tried_again() -> None:
+    roles = ["system", "human", "gpt", "human", "gpt"]
+    windows = plan_windows(roles, [10, 10, 101, 10, 10], 2, LIMITS, ANY_BUT_TOOL,
+                           least_head=2)
+    over = [w.over for w in windows if w.over]
+    assert over and all("keeping only" not in text for text in over)
+
+
+def test_without_masking_a_later_window_trains_every_group_that_fits() -> None:
+    roles = ["system", "human", "gpt", "human", "gpt", "human", "gpt", "human", "gpt"]
+    tokens = [5, 5, 10, 10, 10, 10, 10, 5, 5]
+    windows = plan_windows(roles, tokens, 2, WindowLimits(target=50, summary=5),
+                           ANY_BUT_TOOL)
+    # Window 2: the head (10), a summary (5), turns 4-5 as context (20), then turns 6
+    # and 7 (15): 50, the target; turn 8 would pass it.
+    assert [w.train for w in windows] == [Region(0, 6), Region(6, 8), Region(8, 9)]
+    assert windows[1].tokens == 50
+
+
+def test_a_window_without_a_summary_counts_neither_it_nor_its_extra() -> None:
+    limits = WindowLimits(target=100, summary=5, extra=3)
+    windows = plan_windows(["system", "human", "gpt", "human"], [10, 10, 90, 5], 2, limits,
+                           ANY_BUT_TOOL)
+    second = windows[1]
+    assert second.summarized is None and second.context == second.train.start == 2
+    assert second.summarized_tokens == second.summary_tokens == 0
+    assert second.tokens == 110  # the head's 20 and turn 2's 90
+    assert "make 110, over the target 100" in second.over
+
+
+def test_an_over_message_names_the_head_the_context_and_the_room() -> None:
+    roles = ["system", "human", "gpt", "human", "gpt", "human", "gpt", "human", "gpt"]
+    tokens = [10, 10, 20, 20, 20, 20, 20, 60, 20]
+    windows = plan_windows(roles, tokens, 2, LIMITS, ALTERNATING)
+    last = windows[-1]
+    assert last.over == (
+        "turns 7-8 (80 tokens) after the protected head (turns 0-1, 20 tokens), the "
+        "context (turns 6-6, 20 tokens) and a summary of 5 tokens make 125, over the "
+        "target 100 (room for a summary: 0 tokens)")
+
+
+def test_an_output_masking_does_not_shorten_is_not_masked() -> None:
+    roles = ["system", "human", "gpt", "tool", "tool", "gpt"]
+    tokens = [10, 10, 10, 60, 20, 10]
+    after = {3: 10, 4: 20}  # output 4 masked is no shorter
+    windows = plan_windows(roles, tokens, 2, LIMITS, ANY_BUT_TOOL,
+                           masked_tokens=after.get)
+    second = windows[1]
+    assert second.masked == (3,) and second.masked_saving == 50 and not second.over
