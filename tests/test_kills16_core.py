@@ -5,6 +5,9 @@ hand-made input.
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from dataclasses import FrozenInstanceError
 from pathlib import Path
 
@@ -26,6 +29,16 @@ from trajectory_compressor.core.windows import (
     windowed_plan,
 )
 from trajectory_compressor.engine.lock import LockLost, check_held, lost, output_lock
+from trajectory_compressor.formats.bounded import (
+    CHECKPOINT_CAP,
+    LINE_CAP,
+    METRICS_CAP,
+    SidecarUnreadable,
+    _too_big,
+    bounded_lines,
+    file_kind,
+    read_bounded,
+)
 
 # --- engine/lock.py -----------------------------------------------------------------
 
@@ -266,3 +279,68 @@ def test_an_output_masking_does_not_shorten_is_not_masked() -> None:
                            masked_tokens=after.get)
     second = windows[1]
     assert second.masked == (3,) and second.masked_saving == 50 and not second.over
+
+
+# --- formats/bounded.py -------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_caps_are_the_ones_the_guarantees_promise() -> None:
+    text = " ".join((ROOT / "docs" / "guarantees.md").read_text(encoding="utf-8").split())
+    found = re.search(r"a metrics file (\d+) MiB, a checkpoint (\d+) MiB, one line of an "
+                      r"over-limit or rejects file (\d+) GiB", text)
+    assert found, "the caps' sentence moved: docs/guarantees.md, 'Sidecars are read bounded'"
+    metrics, checkpoint, line = map(int, found.groups())
+    caps = (METRICS_CAP, CHECKPOINT_CAP, LINE_CAP)
+    assert caps == (metrics << 20, checkpoint << 20, line << 30)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_file_over_its_cap_is_refused_by_its_size_and_closed(tmp_path: Path) -> None:
+    path = tmp_path / "out_metrics.json"
+    path.write_bytes(b"x" * 3000)
+    before = _open_fds()
+    with pytest.raises(SidecarUnreadable) as caught:
+        read_bounded(path, "metrics file", 1000)
+    assert str(caught.value) == (f"the metrics file {path} holds 2.9 KiB, over the cap of "
+                                 "1000 bytes for a metrics file; it is not one compress wrote")
+    assert read_bounded(path, "metrics file", 3000) == b"x" * 3000
+    assert _open_fds() == before  # every descriptor closed, refused or read
+
+
+def test_sizes_in_words() -> None:
+    path = Path("/tmp/m.json")
+    for size, words in (((3 << 20) + (1 << 19), "3.5 MiB"), (2 << 30, "2 GiB"),
+                        (1024, "1 KiB"), (1023, "1023 bytes")):
+        assert f"holds {words}, over" in _too_big(path, "metrics file", size, 10)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="Linux /proc only")
+def test_a_file_that_grows_past_its_cap_while_read_is_refused() -> None:
+    # /proc files say they hold 0 bytes and read as more: like a file growing under the
+    # reader.
+    with pytest.raises(SidecarUnreadable, match="holds 11 bytes, over the cap of 10 bytes"):
+        read_bounded(Path("/proc/self/maps"), "metrics file", 10)
+
+
+def test_a_line_over_a_small_cap_names_it_in_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "out_rejects.jsonl"
+    path.write_bytes(b"short\n" + b"y" * 50 + b"\n")
+    lines = bounded_lines(path, "rejects file", 10)
+    assert next(lines) == (1, b"short\n")
+    with pytest.raises(SidecarUnreadable, match=re.escape(f"{path}:2: a line of the rejects "
+                                                          "file is over 10 bytes")):
+        next(lines)
+
+
+def test_a_folder_is_refused_as_a_folder(tmp_path: Path) -> None:
+    assert file_kind(stat.S_IFDIR | 0o755) == "a folder"
+    assert file_kind(stat.S_IFIFO | 0o644) == "a FIFO (named pipe)"
+    before = _open_fds()
+    with pytest.raises(SidecarUnreadable, match="is a folder, not a regular file"):
+        read_bounded(tmp_path, "checkpoint", CHECKPOINT_CAP)
+    assert _open_fds() == before  # the refused folder's descriptor closed
