@@ -249,6 +249,17 @@ def test_without_masking_a_later_window_trains_every_group_that_fits() -> None:
     assert windows[1].tokens == 50
 
 
+def test_the_longest_context_that_fits_exactly_is_kept() -> None:
+    roles = ["system", "human", "gpt", "human", "gpt", "human", "gpt", "human", "gpt"]
+    tokens = [5, 5, 10, 10, 10, 10, 15, 5, 5]
+    windows = plan_windows(roles, tokens, 2, WindowLimits(target=50, summary=5),
+                           ANY_BUT_TOOL)
+    # Window 2: the head (10), a summary (5), turns 4-5 (20) and the new turn 6 (15)
+    # make 50, the target itself: that context, not a shorter one with more new turns.
+    second = windows[1]
+    assert (second.context, second.train, second.tokens) == (4, Region(6, 7), 50)
+
+
 def test_a_window_without_a_summary_counts_neither_it_nor_its_extra() -> None:
     limits = WindowLimits(target=100, summary=5, extra=3)
     windows = plan_windows(["system", "human", "gpt", "human"], [10, 10, 90, 5], 2, limits,
