@@ -29,6 +29,7 @@ from trajectory_compressor.core.windows import (
     windowed_plan,
 )
 from trajectory_compressor.engine.lock import LockLost, check_held, lost, output_lock
+from trajectory_compressor.formats import bounded
 from trajectory_compressor.formats.bounded import (
     CHECKPOINT_CAP,
     LINE_CAP,
@@ -260,6 +261,17 @@ def test_the_longest_context_that_fits_exactly_is_kept() -> None:
     assert (second.context, second.train, second.tokens) == (4, Region(6, 7), 50)
 
 
+def test_a_context_may_start_right_after_the_head() -> None:
+    roles = ["system", "human", "gpt", "human", "gpt", "human", "gpt", "human"]
+    tokens = [10, 5, 20, 5, 20, 20, 5, 20]
+    windows = plan_windows(roles, tokens, 2, WindowLimits(target=50, summary=5),
+                           ANY_BUT_TOOL)
+    # Window 2: the head (15), a summary of turn 2 alone (5), turn 3 (5), turn 4 (20).
+    second = windows[1]
+    assert (second.summarized, second.context, second.train, second.tokens) == (
+        Region(2, 3), 3, Region(4, 5), 45)
+
+
 def test_a_window_without_a_summary_counts_neither_it_nor_its_extra() -> None:
     limits = WindowLimits(target=100, summary=5, extra=3)
     windows = plan_windows(["system", "human", "gpt", "human"], [10, 10, 90, 5], 2, limits,
@@ -336,6 +348,24 @@ def test_a_file_that_grows_past_its_cap_while_read_is_refused() -> None:
     # reader.
     with pytest.raises(SidecarUnreadable, match="holds 11 bytes, over the cap of 10 bytes"):
         read_bounded(Path("/proc/self/maps"), "metrics file", 10)
+
+
+def test_a_file_grown_since_its_size_was_read_is_read_no_further_than_its_cap(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The size read at open says 0 bytes (the file grew after): reading stops one byte
+    # past the cap, over two reads here (the first of 1 MiB).
+    path = tmp_path / "out_metrics.json"
+    path.write_bytes(b"z" * (3 << 20))
+    real = os.fstat
+
+    def stale(fd: int) -> os.stat_result:
+        st = real(fd)
+        return os.stat_result((st.st_mode, *st[1:6], 0, *st[7:10]))
+
+    monkeypatch.setattr(bounded.os, "fstat", stale)
+    cap = (1 << 20) + (1 << 19)
+    with pytest.raises(SidecarUnreadable, match=re.escape("holds 1.5 MiB, over the cap")):
+        read_bounded(path, "metrics file", cap)
 
 
 def test_a_line_over_a_small_cap_names_it_in_bytes(tmp_path: Path) -> None:
