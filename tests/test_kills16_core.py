@@ -5,6 +5,7 @@ hand-made input.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import stat
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from trajectory_compressor.core.fidelity import _items_of_text, extract_items, mentions
 from trajectory_compressor.core.plan import ALTERNATING, ANY_BUT_TOOL, Plan, Region
 from trajectory_compressor.core.reasons import WINDOW_OVER
 from trajectory_compressor.core.windows import (
@@ -385,3 +387,21 @@ def test_a_folder_is_refused_as_a_folder(tmp_path: Path) -> None:
     with pytest.raises(SidecarUnreadable, match="is a folder, not a regular file"):
         read_bounded(tmp_path, "checkpoint", CHECKPOINT_CAP)
     assert _open_fds() == before  # the refused folder's descriptor closed
+
+
+# --- core/fidelity.py ---------------------------------------------------------------
+
+
+def test_an_item_that_normalizes_to_nothing_is_never_mentioned() -> None:
+    assert mentions("", "abc") is False
+    assert mentions("  \t", "a b c") is False
+    assert mentions("src/app.py", "x src/app.py y") is True
+
+
+def test_an_unclosed_tool_call_is_read_once_to_the_end() -> None:
+    text = 'see <tool_call>{"name": "run", "arguments": {"path": "src/app.py"}}'
+    # Its items are its body's, as if it were closed: the body is not read again as
+    # free text after it (islice: a reader stuck at the opener would never end).
+    items = list(itertools.islice(_items_of_text(text), 50))
+    assert items == list(_items_of_text(text + "</tool_call>"))
+    assert extract_items([text]) == ["run", "src/app.py"]
