@@ -405,3 +405,26 @@ def test_an_unclosed_tool_call_is_read_once_to_the_end() -> None:
     items = list(itertools.islice(_items_of_text(text), 50))
     assert items == list(_items_of_text(text + "</tool_call>"))
     assert extract_items([text]) == ["run", "src/app.py"]
+
+
+def test_a_url_that_opens_an_error_message_comes_before_the_message() -> None:
+    assert list(_items_of_text("Error: https://example.com/a is down")) == [
+        "https://example.com/a", "https://example.com/a is down"]
+
+
+def test_an_error_message_of_one_quoted_character_is_no_item() -> None:
+    assert list(_items_of_text("KeyError: 'x'")) == ["KeyError"]
+
+
+def test_a_call_name_is_an_item_when_it_has_one_to_80_characters() -> None:
+    def call(name: str) -> str:
+        return f'<tool_call>{{"name": "{name}", "arguments": {{"n": 1}}}}</tool_call>'
+
+    assert list(_items_of_text(call(""))) == []
+    assert list(_items_of_text(call("x"))) == ["x"]
+    assert list(_items_of_text(call("y" * 80))) == ["y" * 80]
+    assert list(_items_of_text(call("y" * 81))) == []
+
+
+def test_single_characters_are_no_items() -> None:
+    assert list(_items_of_text("a b 7 % x _ /")) == []
