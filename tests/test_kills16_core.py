@@ -32,6 +32,7 @@ from trajectory_compressor.core.windows import (
 )
 from trajectory_compressor.engine.lock import LockLost, check_held, lost, output_lock
 from trajectory_compressor.formats import bounded
+from trajectory_compressor.formats.base import Location
 from trajectory_compressor.formats.bounded import (
     CHECKPOINT_CAP,
     LINE_CAP,
@@ -42,6 +43,7 @@ from trajectory_compressor.formats.bounded import (
     file_kind,
     read_bounded,
 )
+from trajectory_compressor.inspect.run_fixes import Flagged
 
 # --- engine/lock.py -----------------------------------------------------------------
 
@@ -428,3 +430,16 @@ def test_a_call_name_is_an_item_when_it_has_one_to_80_characters() -> None:
 
 def test_single_characters_are_no_items() -> None:
     assert list(_items_of_text("a b 7 % x _ /")) == []
+
+
+# --- inspect/run_fixes.py -----------------------------------------------------------
+
+
+def test_a_row_with_one_masked_turn_is_rewritten() -> None:
+    def flagged(**metrics: object) -> Flagged:
+        return Flagged(Location("in.jsonl", 3), "r1", "over", dict(metrics))
+
+    assert flagged(masked_turns=1).rewritten
+    assert not flagged(masked_turns=0).rewritten and not flagged().rewritten
+    assert flagged(compression_region={"start_idx": 0}).summarized
+    assert not flagged(compression_region={"end_idx": 4}).summarized
