@@ -6,6 +6,7 @@ hand-made input.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import stat
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from trajectory_compressor.core import json_text
 from trajectory_compressor.core.fidelity import _items_of_text, extract_items, mentions
 from trajectory_compressor.core.plan import ALTERNATING, ANY_BUT_TOOL, Plan, Region
 from trajectory_compressor.core.reasons import WINDOW_OVER
@@ -443,3 +445,35 @@ def test_a_row_with_one_masked_turn_is_rewritten() -> None:
     assert not flagged(masked_turns=0).rewritten and not flagged().rewritten
     assert flagged(compression_region={"start_idx": 0}).summarized
     assert not flagged(compression_region={"end_idx": 4}).summarized
+
+
+# --- core/json_text.py --------------------------------------------------------------
+
+
+def test_too_deep_counts_from_the_top_and_skips_escaped_quotes() -> None:
+    # Three levels, then a sibling: four opening brackets, never four deep.
+    assert json_text.too_deep("[[[]]][]", limit=3) is False
+    assert json_text.too_deep("[[[[]]]]", limit=3) is True
+    assert json_text.too_deep("[[]]", limit=3) is False  # fewer brackets than the limit
+    # An escaped quote does not end the string: the brackets after it are data.
+    assert json_text.too_deep('"\\"[[[[[', limit=3) is False
+    assert json_text.too_deep('"\\\\"[[[[[', limit=3) is True  # an escaped backslash does end it
+
+
+def _siblings(count: int, deep: str) -> str:
+    return "[" + "[]," * count + deep + "]"
+
+
+def test_loads_measures_depth_after_siblings() -> None:
+    # More than 128 opening brackets in all, 101 levels at most: parsed.
+    lists = _siblings(30, "[" * 100 + "]" * 100)
+    assert json_text.loads(lists)[-1] is not None
+    objects = _siblings(30, '{"a":' * 100 + "1" + "}" * 100)
+    assert json_text.loads(objects)[0] == []
+    # 128 levels, with a string holding a bracket (so the quick count says 129): parsed.
+    at_limit = _siblings(0, '["[", ' + "[" * 126 + "]" * 127)
+    assert json_text.loads(at_limit)[0][0] == "["
+    # 129 levels after 50 siblings that each close what they open: refused.
+    deep = _siblings(50, "[" * 128 + "]" * 128)
+    with pytest.raises(json.JSONDecodeError, match="nested more than 128 levels deep"):
+        json_text.loads(deep)
