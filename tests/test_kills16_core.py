@@ -455,6 +455,9 @@ def test_too_deep_counts_from_the_top_and_skips_escaped_quotes() -> None:
     assert json_text.too_deep("[[[]]][]", limit=3) is False
     assert json_text.too_deep("[[[[]]]]", limit=3) is True
     assert json_text.too_deep("[[]]", limit=3) is False  # fewer brackets than the limit
+    assert json_text.too_deep('{"a":' * 5, limit=3) is True  # objects count as arrays do
+    assert json_text.too_deep("[][[[", limit=3) is False  # a close goes back to 0 ...
+    assert json_text.too_deep("[[[][[", limit=3) is True  # ... one level at a time
     # An escaped quote does not end the string: the brackets after it are data.
     assert json_text.too_deep('"\\"[[[[[', limit=3) is False
     assert json_text.too_deep('"\\\\"[[[[[', limit=3) is True  # an escaped backslash does end it
@@ -475,5 +478,15 @@ def test_loads_measures_depth_after_siblings() -> None:
     assert json_text.loads(at_limit)[0][0] == "["
     # 129 levels after 50 siblings that each close what they open: refused.
     deep = _siblings(50, "[" * 128 + "]" * 128)
-    with pytest.raises(json.JSONDecodeError, match="nested more than 128 levels deep"):
+    with pytest.raises(json.JSONDecodeError) as caught:
         json_text.loads(deep)
+    assert str(caught.value) == "nested more than 128 levels deep: line 1 column 1 (char 0)"
+    # The same after siblings that are objects, and for 129 levels of objects.
+    with pytest.raises(json.JSONDecodeError, match="nested more than 128 levels deep"):
+        json_text.loads("[" + "{}," * 50 + "[" * 128 + "]" * 128 + "]")
+    with pytest.raises(json.JSONDecodeError, match="nested more than 128 levels deep"):
+        json_text.loads('{"a":' * 129 + "1" + "}" * 129)
+    # Far past the parser's own recursion limit: the same error, at the same place.
+    with pytest.raises(json.JSONDecodeError) as caught:
+        json_text.loads("[" * 100_000)
+    assert str(caught.value) == "nested more than 128 levels deep: line 1 column 1 (char 0)"
