@@ -5,6 +5,7 @@ hand-made input.
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import os
@@ -34,7 +35,7 @@ from trajectory_compressor.core.windows import (
 )
 from trajectory_compressor.engine.lock import LockLost, check_held, lost, output_lock
 from trajectory_compressor.formats import bounded
-from trajectory_compressor.formats.base import Location
+from trajectory_compressor.formats.base import InputFile, Location
 from trajectory_compressor.formats.bounded import (
     CHECKPOINT_CAP,
     LINE_CAP,
@@ -45,6 +46,7 @@ from trajectory_compressor.formats.bounded import (
     file_kind,
     read_bounded,
 )
+from trajectory_compressor.formats.registry import file_format, open_sink
 from trajectory_compressor.inspect.run_fixes import Flagged
 
 # --- engine/lock.py -----------------------------------------------------------------
@@ -490,3 +492,34 @@ def test_loads_measures_depth_after_siblings() -> None:
     with pytest.raises(json.JSONDecodeError) as caught:
         json_text.loads("[" * 100_000)
     assert str(caught.value) == "nested more than 128 levels deep: line 1 column 1 (char 0)"
+
+
+# --- formats/registry.py ------------------------------------------------------------
+
+
+def test_a_gzip_file_named_jsonl_is_read_as_gzip(tmp_path: Path) -> None:
+    packed = tmp_path / "rows.jsonl"
+    packed.write_bytes(gzip.compress(b'{"n": 1}\n'))
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"n": 1}\n', encoding="utf-8")
+    assert (file_format(packed), file_format(plain)) == ("jsonl.gz", "jsonl")
+
+
+def test_a_parquet_output_holds_training_marks_only_when_asked(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "in.parquet"
+    turn = pa.struct([("from", pa.string()), ("value", pa.string())])
+    pq.write_table(pa.table({"conversations": pa.array(
+        [[{"from": "human", "value": "hi"}]], pa.list_(turn))}), source)
+    row = {"conversations": [{"from": "human", "value": "hi"}]}
+    for marks, name in ((None, "plain"), (True, "marked")):
+        final = tmp_path / f"{name}.parquet"
+        sink = (open_sink("parquet", final, InputFile(source, "parquet")) if marks is None
+                else open_sink("parquet", final, InputFile(source, "parquet"), marks=True))
+        sink.write_row(row)
+        sink.finish()
+        sink.commit()
+        fields = {f.name for f in pq.read_schema(final).field("conversations").type.value_type}
+        assert ("train" in fields) is bool(marks), (name, fields)
