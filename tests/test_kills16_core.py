@@ -6,6 +6,7 @@ hand-made input.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import itertools
 import json
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from trajectory_compressor.core import json_text
+from trajectory_compressor.core.distill import RowMemory, blobs, distill_output
 from trajectory_compressor.core.fidelity import _items_of_text, extract_items, mentions
 from trajectory_compressor.core.plan import ALTERNATING, ANY_BUT_TOOL, Plan, Region
 from trajectory_compressor.core.reasons import WINDOW_OVER
@@ -523,3 +525,60 @@ def test_a_parquet_output_holds_training_marks_only_when_asked(tmp_path: Path) -
         sink.commit()
         fields = {f.name for f in pq.read_schema(final).field("conversations").type.value_type}
         assert ("train" in fields) is bool(marks), (name, fields)
+
+
+# --- core/distill.py ----------------------------------------------------------------
+
+
+def _second_output(first: str, second: str) -> list[tuple[str, str]]:
+    memory = RowMemory()
+    distill_output(first, "safe", memory)
+    return distill_output(second, "safe", memory)
+
+
+def test_a_block_of_three_lines_is_referenced_when_it_saves_more_than_24_characters() -> None:
+    # The reference "⟪lines 2-4 of tool output #1⟫" is 29 characters; the block with its
+    # two line breaks must be longer than 29 + 24 = 53.
+    for extra, referenced in ((5, True), (4, False)):
+        block = ["alpha line here", "bravo words there", "charlie says hi" + "x" * extra]
+        assert sum(map(len, block)) + 2 == 49 + extra
+        got = _second_output("\n".join(["intro", *block, "end one"]),
+                             "\n".join(["other start", *block, "other end"]))
+        expected = [("blocks", "other start\n⟪lines 2-4 of tool output #1⟫\nother end")]
+        assert got == (expected if referenced else []), extra
+
+
+def test_a_block_may_start_on_a_line_of_four_characters() -> None:
+    block = ["abcd", "bravo words there and more", "charlie says hi and more"]
+    got = _second_output("\n".join(["intro", *block, "end one"]),
+                         "\n".join(["other start", *block, "other end"]))
+    assert got == [("blocks", "other start\n⟪lines 2-4 of tool output #1⟫\nother end")]
+
+
+def test_a_line_remembers_its_last_eight_places() -> None:
+    anchor = "shared anchor line"
+    block = [anchor, "bravo words there and more", "charlie says hi and more"]
+    for later, referenced in ((7, True), (8, False)):
+        memory = RowMemory()
+        distill_output("\n".join(block), "safe", memory)
+        for j in range(later):  # the anchor again, each time before other lines
+            distill_output(f"pre {j}\n{anchor}\ntail {j} unique", "safe", memory)
+        got = distill_output("\n".join(["new", *block]), "safe", memory)
+        assert got == ([("blocks", "new\n⟪lines 1-3 of tool output #1⟫")] if referenced
+                       else []), later
+
+
+def test_a_run_is_folded_when_it_saves_16_characters() -> None:
+    for width, folded in ((17, True), (16, False)):
+        lines = [f"item {i} " + "w" * width for i in (1, 2)]
+        got = distill_output("\n".join(lines), "safe")
+        assert got == ([("repeats", "⟪×2⟫ item {1,2} " + "w" * width)] if folded else [])
+
+
+def test_blobs_at_their_edges() -> None:
+    blob = "QUJD" * 15 + "QUJ1"  # 64 characters, letters and a digit: a blob
+    assert blobs(blob).startswith("[blob 64 chars sha256:")
+    assert blobs(blob + "==x") == blob + "==x"  # part of a longer word
+    digest = hashlib.sha512(b"x").hexdigest()  # 128 hex digits used as a name
+    assert blobs(f"digest sha512:{digest} ok") == f"digest sha512:{digest} ok"
+    assert blobs(f"digest {digest} ok").startswith("digest [blob 128 chars sha256:")
