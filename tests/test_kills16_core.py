@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from trajectory_compressor.core import json_text
-from trajectory_compressor.core.distill import RowMemory, blobs, distill_output
+from trajectory_compressor.core.distill import (
+    RULES,
+    SAFE_RULES,
+    RowMemory,
+    blobs,
+    distill_output,
+    rules_for,
+)
 from trajectory_compressor.core.fidelity import _items_of_text, extract_items, mentions
 from trajectory_compressor.core.plan import ALTERNATING, ANY_BUT_TOOL, Plan, Region
 from trajectory_compressor.core.reasons import WINDOW_OVER
@@ -582,3 +589,33 @@ def test_blobs_at_their_edges() -> None:
     digest = hashlib.sha512(b"x").hexdigest()  # 128 hex digits used as a name
     assert blobs(f"digest sha512:{digest} ok") == f"digest sha512:{digest} ok"
     assert blobs(f"digest {digest} ok").startswith("digest [blob 128 chars sha256:")
+
+
+def test_the_rules_of_each_level() -> None:
+    assert (rules_for("safe"), rules_for("all"), rules_for("off")) == (SAFE_RULES, RULES, ())
+
+
+def test_text_that_opens_like_json_but_is_not_gets_the_line_rules() -> None:
+    text = "{ not json at all\n" + "\n".join(f"item {i} " + "w" * 20 for i in (1, 2))
+    assert distill_output(text, "all") == [
+        ("repeats", "{ not json at all\n⟪×2⟫ item {1,2} " + "w" * 20)]
+
+
+def test_row_memory_numbers_and_indexes_what_may_be_referenced() -> None:
+    memory = RowMemory()
+    assert memory.add("x" * 64, None) == 1
+    assert memory.lines == [["x" * 64]] and memory.whole == {"x" * 64: 1}
+    assert memory.add("y" * 64, None, referable=False) == 2
+    assert "y" * 64 not in memory.whole and memory.lines[1] == ["y" * 64]
+    assert memory.add("ab\nbbbb\ncccc", ["ab", "bbbb", "cccc"]) == 3
+    assert memory.index == {"bbbb": [(3, 1)], "cccc": [(3, 2)]}  # "ab": too short
+
+
+def test_a_notation_mark_inside_a_line_leaves_the_output_referable() -> None:
+    view = "see ⟪this⟫ here " + "z" * 60
+    assert _second_output(view, view) == [("same_output", "⟪same as tool output #1 above⟫")]
+
+
+def test_a_redraw_without_inert_escapes_is_one_stage() -> None:
+    assert distill_output("50%\r100%\ndone line here", "safe") == [
+        ("redraws", "100%\ndone line here")]
