@@ -12,6 +12,7 @@ import json
 import os
 import re
 import stat
+import string
 from dataclasses import FrozenInstanceError
 from pathlib import Path
 
@@ -619,3 +620,60 @@ def test_a_notation_mark_inside_a_line_leaves_the_output_referable() -> None:
 def test_a_redraw_without_inert_escapes_is_one_stage() -> None:
     assert distill_output("50%\r100%\ndone line here", "safe") == [
         ("redraws", "100%\ndone line here")]
+
+
+FILE_VIEW = ["[File: src/app.py (40 lines total)]", "(10 more lines above)",
+             *(f"{n}:    value_{n} = compute({n})" for n in range(11, 17))]
+
+
+@pytest.mark.parametrize(("second", "expected"), [
+    # The block opens on the header: the header as it is, the numbered lines as file lines.
+    (["again:", *FILE_VIEW], "again:\n[File: src/app.py (40 lines total)]\n"
+     "(10 more lines above)\n⟪file lines 11-16 as in tool output #1⟫"),
+    (["again:", *FILE_VIEW[1:6]],
+     "again:\n(10 more lines above)\n⟪file lines 11-14 as in tool output #1⟫"),
+    (["again:", *FILE_VIEW[2:7], "after"],
+     "again:\n⟪file lines 11-15 as in tool output #1⟫\nafter"),
+])
+def test_a_block_holding_a_file_view_refers_to_its_file_lines(second: list[str],
+                                                             expected: str) -> None:
+    assert _second_output("\n".join(FILE_VIEW), "\n".join(second)) == [
+        ("file_views", expected)]
+
+
+def test_numbered_lines_late_in_a_block_or_with_a_gap_are_a_plain_block() -> None:
+    late = [*FILE_VIEW[:2], "# the settings of this module follow", *FILE_VIEW[2:]]
+    assert _second_output("\n".join(late), "\n".join(["again:", *late])) == [
+        ("blocks", "again:\n⟪lines 1-9 of tool output #1⟫")]
+    gap = [*FILE_VIEW[:2], *(f"{n}:    value_{n} = compute({n})"
+                             for n in (11, 12, 14, 15, 16, 17))]
+    assert _second_output("\n".join(gap), "\n".join(["again:", *gap])) == [
+        ("blocks", "again:\n⟪lines 1-8 of tool output #1⟫")]
+
+
+def _table_rows(count: int, column: str) -> list[str]:
+    names = [a + b for a in "abcdefghijkl" for b in "xyz"]
+    return [f"{names[i]:8} {column} t{string.ascii_lowercase[i]}" for i in range(count)]
+
+
+def _column_note(count: int, column: str) -> str:
+    return f'⟪next {count} lines have " {column}" at column 8⟫'
+
+
+def test_a_shared_column_of_four_lines_is_noted_when_the_note_is_short_enough() -> None:
+    rows = _table_rows(4, "a" * 25)  # the note (60) + 16 < 3 x 26
+    got = distill_output("\n".join(rows), "safe")
+    assert got == [("columns", "\n".join([_column_note(4, "a" * 25),
+                                          *(row[:8] + row[34:] for row in rows)]))]
+    assert distill_output("\n".join(_table_rows(4, "a" * 24)), "safe") == []  # 75 < 75: no
+    # Three lines are not a table, however long their shared column.
+    three = [*_table_rows(3, "a" * 60), "a different last line here"]
+    assert distill_output("\n".join(three), "safe") == []
+
+
+def test_a_shared_column_has_eight_characters_or_more() -> None:
+    rows = _table_rows(12, "abcdefg")  # " abcdefg": 8 characters
+    got = distill_output("\n".join(rows), "safe")
+    assert got and got[0][0] == "columns" and got[0][1].split("\n")[0] == _column_note(
+        12, "abcdefg")
+    assert distill_output("\n".join(_table_rows(12, "abcdef")), "safe") == []
