@@ -26,6 +26,7 @@ from trajectory_compressor.core.distill import (
     blobs,
     distill_output,
     rules_for,
+    table,
 )
 from trajectory_compressor.core.fidelity import _items_of_text, extract_items, mentions
 from trajectory_compressor.core.plan import ALTERNATING, ANY_BUT_TOOL, Plan, Region
@@ -677,3 +678,59 @@ def test_a_shared_column_has_eight_characters_or_more() -> None:
     assert got and got[0][0] == "columns" and got[0][1].split("\n")[0] == _column_note(
         12, "abcdefg")
     assert distill_output("\n".join(_table_rows(12, "abcdef")), "safe") == []
+
+
+def test_a_block_two_earlier_outputs_hold_refers_to_the_first() -> None:
+    block = ["alpha line here is long", "bravo words there long", "charlie says hi long one"]
+    memory = RowMemory()
+    for name in ("one", "two"):
+        distill_output("\n".join([name, *block]), "safe", memory)
+    assert distill_output("\n".join(["three", *block]), "safe", memory) == [
+        ("blocks", "three\n⟪lines 2-4 of tool output #1⟫")]
+
+
+def test_table_leaves_text_that_is_no_json_document() -> None:
+    assert table("not json") == "not json"
+    assert table("[1, 2") == "[1, 2"
+
+
+def test_long_lines_are_cut_in_the_text_blobs_left() -> None:
+    text = "x" * 1500 + "\ndata " + "QUJD" * 16 + "QUJ1 end"
+    stages = distill_output(text, "all")
+    assert [rule for rule, _ in stages] == ["blobs", "long_lines"]
+    marker = re.escape("[blob 68 chars sha256:") + r"[0-9a-f]{8}\] end"
+    assert all(re.search(marker + "$", after) for _, after in stages)
+    assert len(stages[1][1]) < len(stages[0][1])
+
+
+def test_three_numbered_lines_are_a_file_view_part() -> None:
+    view = [*FILE_VIEW[:2], *FILE_VIEW[2:5], "# that is all the view shows"]
+    assert _second_output("\n".join(view), "\n".join(["again:", *view])) == [
+        ("file_views", "again:\n[File: src/app.py (40 lines total)]\n(10 more lines "
+         "above)\n⟪file lines 11-13 as in tool output #1⟫\n# that is all the view shows")]
+
+
+def test_runs_of_a_few_groups_are_counted_per_group() -> None:
+    lines = ["step 1 of 3 waiting for the build"] * 2 + ["step 2 of 3 waiting for the build"] * 2
+    assert distill_output("\n".join(lines), "safe") == [
+        ("repeats", "⟪×2⟫ step 1 of 3 waiting for the build\n"
+                    "⟪×2⟫ step 2 of 3 waiting for the build")]
+
+
+def test_a_column_note_must_save_more_than_16_characters() -> None:
+    def rows(width: int) -> str:
+        return "\n".join(f"{name:10} {'a' * width} t{c}"
+                         for name, c in zip(("ax", "ay", "az", "bx"), "abcd", strict=True))
+
+    # Column 10: the note is 61 characters; 61 + 16 < 3 x 26 but not 3 x 25.
+    got = distill_output(rows(25), "safe")
+    assert got and got[0][1].startswith('⟪next 4 lines have " ' + "a" * 25 + '" at column 10⟫')
+    assert distill_output(rows(24), "safe") == []
+
+
+@pytest.mark.parametrize("second", [12, 30])
+def test_of_two_shared_columns_the_longest_and_then_the_first_is_noted(second: int) -> None:
+    rows = [f"{name:8} {'a' * 30} u{c} {'b' * second} t{c}"
+            for name, c in zip(("ax", "ay", "az", "bx", "by"), "abcde", strict=True)]
+    got = distill_output("\n".join(rows), "safe")
+    assert got[0][1].split("\n")[0] == '⟪next 5 lines have " ' + "a" * 30 + '" at column 8⟫'
