@@ -734,3 +734,26 @@ def test_of_two_shared_columns_the_longest_and_then_the_first_is_noted(second: i
             for name, c in zip(("ax", "ay", "az", "bx", "by"), "abcde", strict=True)]
     got = distill_output("\n".join(rows), "safe")
     assert got[0][1].split("\n")[0] == '⟪next 5 lines have " ' + "a" * 30 + '" at column 8⟫'
+
+
+@pytest.mark.parametrize("column", ["⟪" + "a" * 30 + "⟫", "⟪" + "a" * 30, "a" * 30 + "⟫"])
+def test_a_shared_column_holding_the_notation_is_not_noted(column: str) -> None:
+    rows = [f"{name:8} {column} t{c}"
+            for name, c in zip(("ax", "ay", "az", "bx", "by"), "abcde", strict=True)]
+    assert all(rule != "columns" for rule, _ in distill_output("\n".join(rows), "safe"))
+
+
+def test_a_shared_column_may_open_the_line() -> None:
+    rows = [f" {'s' * 20} {'r' * 10} {name} t{c}"
+            for name, c in zip(("ax", "ay", "az", "bx", "by"), "abcde", strict=True)]
+    note = '⟪next 5 lines have " ' + "s" * 20 + " " + "r" * 10 + '" at column 0⟫'
+    assert distill_output("\n".join(rows), "safe") == [
+        ("columns", "\n".join([note, " ax ta", " ay tb", " az tc", " bx td", " by te"]))]
+
+
+def test_numbering_that_breaks_after_its_first_line_is_no_file_view() -> None:
+    view = ["11:    value_11 = compute(11)", "99:    value_99 = other()",
+            "13:    value_13 = compute(13)", "14:    value_14 = compute(14)",
+            "# that is all the view shows"]
+    assert _second_output("\n".join(view), "\n".join(["again:", *view])) == [
+        ("blocks", "again:\n⟪lines 1-5 of tool output #1⟫")]
