@@ -29,6 +29,7 @@ from trajectory_compressor.core.distill import (
     table,
 )
 from trajectory_compressor.core.fidelity import _items_of_text, extract_items, mentions
+from trajectory_compressor.core.invented import InventedCheck
 from trajectory_compressor.core.plan import ALTERNATING, ANY_BUT_TOOL, Plan, Region
 from trajectory_compressor.core.reasons import WINDOW_OVER
 from trajectory_compressor.core.windows import (
@@ -757,3 +758,17 @@ def test_numbering_that_breaks_after_its_first_line_is_no_file_view() -> None:
             "# that is all the view shows"]
     assert _second_output("\n".join(view), "\n".join(["again:", *view])) == [
         ("blocks", "again:\n⟪lines 1-5 of tool output #1⟫")]
+
+
+# --- core/invented.py ---------------------------------------------------------------
+
+
+def test_a_quantity_more_than_a_quarter_off_is_invented_even_within_its_rounding() -> None:
+    # "1 GB" rounds anything from 0.5 to 1.5 GB, but 700 MB is 30% off: not what it says.
+    assert InventedCheck(["the file holds 700 MB of logs"]).invented("it holds 1 GB") == [
+        "1 GB"]
+    assert InventedCheck(["the file holds 900 MB of logs"]).invented("it holds 1 GB") == []
+
+
+def test_a_zero_quantity_is_stated_by_a_zero_in_another_unit() -> None:
+    assert InventedCheck(["waited 0 seconds"]).invented("waited 0 s") == []
