@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from trajectory_compressor.core import json_text
+from trajectory_compressor.core.conversation import SUMMARY_PREFIX
 from trajectory_compressor.core.distill import (
     RULES,
     SAFE_RULES,
@@ -60,6 +61,7 @@ from trajectory_compressor.formats.bounded import (
 )
 from trajectory_compressor.formats.registry import file_format, open_sink
 from trajectory_compressor.inspect.run_fixes import Flagged
+from trajectory_compressor.inspect.validate import Validation, _contradictions
 
 # --- engine/lock.py -----------------------------------------------------------------
 
@@ -772,3 +774,32 @@ def test_a_quantity_more_than_a_quarter_off_is_invented_even_within_its_rounding
 
 def test_a_zero_quantity_is_stated_by_a_zero_in_another_unit() -> None:
     assert InventedCheck(["waited 0 seconds"]).invented("waited 0 s") == []
+
+
+# --- inspect/validate.py ------------------------------------------------------------
+
+PLAIN = [{"from": "human", "value": "fix it"}, {"from": "gpt", "value": "done"}]
+SUMMARIZED = [{"from": "human", "value": SUMMARY_PREFIX + " what happened"}, *PLAIN]
+
+
+@pytest.mark.parametrize(("metrics", "turns", "said"), [
+    ({"was_compressed": True, "strategy_used": "summarize"}, PLAIN,
+     ["its metrics mark it compressed, but it holds no summary turn"]),
+    ({"was_compressed": True, "strategy_used": "mask"}, PLAIN, []),
+    ({"was_compressed": True, "strategy_used": "mask"}, SUMMARIZED,
+     ["its metrics say it was masked only, but it holds a summary turn"]),
+    ({"was_compressed": True, "strategy_used": "mask+summarize"}, SUMMARIZED, []),
+    ({"was_compressed": False, "skipped_under_target": True}, SUMMARIZED,
+     ["its metrics mark it skipped (under the target), but it holds a summary turn"]),
+    ({"was_compressed": False, "skipped_under_target": False}, SUMMARIZED, []),
+    ({"was_compressed": False, "skipped_under_target": True}, PLAIN, []),
+])
+def test_metrics_that_contradict_the_turns(metrics: dict[str, object], turns: list[dict[str, str]],
+                                           said: list[str]) -> None:
+    assert list(_contradictions(metrics, turns)) == said
+
+
+def test_a_validation_starts_at_zero() -> None:
+    found = Validation()
+    assert (found.rows, found.problems, found.over_limit, found.flagged, found.failed,
+            found.unreadable, found.fallbacks, found.summaries) == (0,) * 8
