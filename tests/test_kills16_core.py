@@ -1,5 +1,8 @@
 """Tests written to kill mutants left by the sixteenth coverage-guided pass (issue 40,
-item 8) over modules no run had reached on their current code. In process, on
+item 8) over modules no run had reached on their current code: the output lock, the
+windows planner, bounded sidecar reads, fidelity's items, run_fixes, json_text's depth
+checks, the container registry, distill's thresholds (blocks, file views, runs, shared
+columns, blobs), invented quantities and validate's contradictions. All in process, on
 hand-made input.
 """
 
