@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures_runs import row, write_jsonl
 from trajectory_compressor.core import json_text
+from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
 from trajectory_compressor.core.distill import (
     RULES,
@@ -49,6 +51,7 @@ from trajectory_compressor.core.windows import (
     window_turns,
     windowed_plan,
 )
+from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.engine.lock import LockLost, check_held, lost, output_lock
 from trajectory_compressor.formats import bounded
 from trajectory_compressor.formats.base import InputFile, Location
@@ -64,7 +67,7 @@ from trajectory_compressor.formats.bounded import (
 )
 from trajectory_compressor.formats.registry import file_format, open_sink
 from trajectory_compressor.inspect.run_fixes import Flagged
-from trajectory_compressor.inspect.validate import Validation, _contradictions
+from trajectory_compressor.inspect.validate import Validation, _contradictions, validate_output
 
 # --- engine/lock.py -----------------------------------------------------------------
 
@@ -806,3 +809,27 @@ def test_a_validation_starts_at_zero() -> None:
     found = Validation()
     assert (found.rows, found.problems, found.over_limit, found.flagged, found.failed,
             found.unreadable, found.fallbacks, found.summaries) == (0,) * 8
+
+
+def test_validate_counts_summaries_fallbacks_and_flags_and_reads_each_rows_metrics(
+        tmp_path: Path, counter: TokenCounter) -> None:
+    rows = [
+        {**row("a", "SHG", [10, 10, 10]),
+         "compression_metrics": {"summary_source": "llm", "still_over_limit": True}},
+        {**row("b", "SHG", [5, 5, 5]), "compression_metrics": {"summary_source": "fallback"}},
+        {**row("c", "SHG", [5, 5, 5]), "compression_metrics": {
+            "summary_source": "cache", "was_compressed": True, "strategy_used": "summarize"}},
+        {**row("d", "SHG", [5, 5, 5]), "compression_metrics": ["not", "a", "record"]},
+        {**row("e", "SHG", [5, 5, 5]),
+         "compression_metrics": {"summary_source": "none", "compressed_tokens": True}},
+        {**row("f", "SHG", [5, 5, 5]), "compression_metrics": {"compressed_tokens": 99}},
+    ]
+    out = write_jsonl(tmp_path / "out.jsonl", rows)
+    found = Validation()
+    config = CompressionConfig(target_max_tokens=20, summary_target_tokens=10)
+    problems = list(validate_output(str(out), config, found, counter, own_counting=True))
+    assert (found.rows, found.over_limit, found.flagged, found.summaries,
+            found.fallbacks) == (6, 1, 1, 3, 1)
+    assert [(p.location.rsplit(":", 1)[1], p.kind) for p in problems] == [
+        ("1", "over_target"), ("3", "metrics"), ("6", "metrics")], problems
+    assert "metrics say 99 tokens but it counts 15" in problems[2].message
