@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures_runs import row, write_jsonl
+from tests.cli_helpers import invoke_cli
+from tests.fixtures_runs import long_hermes_row, row, write_jsonl
 from trajectory_compressor.core import json_text
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
@@ -833,3 +834,21 @@ def test_validate_counts_summaries_fallbacks_and_flags_and_reads_each_rows_metri
     assert [(p.location.rsplit(":", 1)[1], p.kind) for p in problems] == [
         ("1", "over_target"), ("3", "metrics"), ("6", "metrics")], problems
     assert "metrics say 99 tokens but it counts 15" in problems[2].message
+
+
+# --- engine/local.py ----------------------------------------------------------------
+
+
+def test_a_run_records_its_times_and_the_remedies_of_its_rows_over_the_target(
+        tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", [long_hermes_row(f"r{i}") for i in range(3)])
+    out = tmp_path / "out.jsonl"
+    run = invoke_cli("compress", str(source), "-o", str(out), "--target-max-tokens", "40",
+                     "--summary-target-tokens", "10", "--summarizer", "extractive", "--quiet")
+    assert run.returncode == 0, run.stderr
+    metrics = json.loads((tmp_path / "out_metrics.json").read_text(encoding="utf-8"))
+    times = metrics["processing"]
+    assert times["start_time"] and times["end_time"] and times["end_time"] >= times["start_time"]
+    assert isinstance(times["duration_seconds"], (int, float)) and times["duration_seconds"] >= 0
+    assert metrics["over_limit"] and "remedies" in metrics  # searched for rows still over
+    assert sum(1 for _ in out.open(encoding="utf-8")) == 3
