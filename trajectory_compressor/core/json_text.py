@@ -90,24 +90,3 @@ def _depth_of_valid(text: str) -> int:
     brackets = _NOT_BRACKETS.sub("", _STRING.sub("", text))
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
-
-def value_too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """Whether a parsed ``value`` nests lists and dicts more than ``limit`` deep
-    (iterative). A tuple is a key-value pair of an ``object_pairs_hook``, not a level."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, tuple):
-            stack.extend((child, depth) for child in item)
-            continue
-        if isinstance(item, dict):
-            children = list(item.values())
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth + 1 > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children
-                     if isinstance(child, (dict, list, tuple)))
-    return False
