@@ -2,7 +2,8 @@
 item 8) over modules no run had reached on their current code: the output lock, the
 windows planner, bounded sidecar reads, fidelity's items, run_fixes, json_text's depth
 checks, the container registry, distill's thresholds (blocks, file views, runs, shared
-columns, blobs), invented quantities and validate's contradictions. All in process, on
+columns, blobs), invented quantities, validate's contradictions and counts, and the times
+a run records. All in process (the run goes through the CLI in this process), on
 hand-made input.
 """
 
