@@ -17,6 +17,7 @@ import os
 import re
 import stat
 import string
+from collections.abc import Callable
 from dataclasses import FrozenInstanceError
 from pathlib import Path
 
@@ -663,9 +664,14 @@ def test_numbered_lines_late_in_a_block_or_with_a_gap_are_a_plain_block() -> Non
         ("blocks", "again:\n⟪lines 1-8 of tool output #1⟫")]
 
 
-def _table_rows(count: int, column: str) -> list[str]:
+def _named_rows(count: int, line: Callable[[str, str], str]) -> list[str]:
+    """``count`` lines ``line(name, letter)``: names ax, ay, az, bx, ...; letters a, b, ..."""
     names = [a + b for a in "abcdefghijkl" for b in "xyz"]
-    return [f"{names[i]:8} {column} t{string.ascii_lowercase[i]}" for i in range(count)]
+    return [line(names[i], string.ascii_lowercase[i]) for i in range(count)]
+
+
+def _table_rows(count: int, column: str, width: int = 8) -> list[str]:
+    return _named_rows(count, lambda name, c: f"{name:{width}} {column} t{c}")
 
 
 def _column_note(count: int, column: str) -> str:
@@ -730,8 +736,7 @@ def test_runs_of_a_few_groups_are_counted_per_group() -> None:
 
 def test_a_column_note_must_save_more_than_16_characters() -> None:
     def rows(width: int) -> str:
-        return "\n".join(f"{name:10} {'a' * width} t{c}"
-                         for name, c in zip(("ax", "ay", "az", "bx"), "abcd", strict=True))
+        return "\n".join(_table_rows(4, "a" * width, width=10))
 
     # Column 10: the note is 61 characters; 61 + 16 < 3 x 26 but not 3 x 25.
     got = distill_output(rows(25), "safe")
@@ -741,22 +746,19 @@ def test_a_column_note_must_save_more_than_16_characters() -> None:
 
 @pytest.mark.parametrize("second", [12, 30])
 def test_of_two_shared_columns_the_longest_and_then_the_first_is_noted(second: int) -> None:
-    rows = [f"{name:8} {'a' * 30} u{c} {'b' * second} t{c}"
-            for name, c in zip(("ax", "ay", "az", "bx", "by"), "abcde", strict=True)]
+    rows = _named_rows(5, lambda name, c: f"{name:8} {'a' * 30} u{c} {'b' * second} t{c}")
     got = distill_output("\n".join(rows), "safe")
     assert got[0][1].split("\n")[0] == '⟪next 5 lines have " ' + "a" * 30 + '" at column 8⟫'
 
 
 @pytest.mark.parametrize("column", ["⟪" + "a" * 30 + "⟫", "⟪" + "a" * 30, "a" * 30 + "⟫"])
 def test_a_shared_column_holding_the_notation_is_not_noted(column: str) -> None:
-    rows = [f"{name:8} {column} t{c}"
-            for name, c in zip(("ax", "ay", "az", "bx", "by"), "abcde", strict=True)]
+    rows = _table_rows(5, column)
     assert all(rule != "columns" for rule, _ in distill_output("\n".join(rows), "safe"))
 
 
 def test_a_shared_column_may_open_the_line() -> None:
-    rows = [f" {'s' * 20} {'r' * 10} {name} t{c}"
-            for name, c in zip(("ax", "ay", "az", "bx", "by"), "abcde", strict=True)]
+    rows = _named_rows(5, lambda name, c: f" {'s' * 20} {'r' * 10} {name} t{c}")
     note = '⟪next 5 lines have " ' + "s" * 20 + " " + "r" * 10 + '" at column 0⟫'
     assert distill_output("\n".join(rows), "safe") == [
         ("columns", "\n".join([note, " ax ta", " ay tb", " az tc", " bx td", " by te"]))]
