@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from trajectory_compressor.core.extractive import ExtractiveSummarizer
@@ -142,6 +142,11 @@ def turn(draw: st.DrawFn) -> dict[str, str]:
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(head=st.lists(turn(), max_size=2), region=st.lists(turn(), min_size=1, max_size=8),
        tail=st.lists(PIECE, max_size=3), budget=st.integers(20, 400))
+# Found by this test: a unit separator reads as a space to `str.split` but as nothing
+# to a terminal, so "00A\x1f0" was summarized "00A 0" and "00A" read as invented.
+@example(head=[], region=[{"from": "gpt", "value": "00A\x1f0\n<tool_call>\n"
+                           '{"name": "terminal", "arguments": {"path": ""}}\n</tool_call>'}],
+         tail=[], budget=51)
 def test_fuzz_the_extractive_summary_invents_nothing(counter, head, region, tail, budget):
     texts = [t["value"] for t in head + region]
     check = SummaryCheck(texts[:len(head)], texts[len(head):], tail)

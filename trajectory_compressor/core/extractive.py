@@ -171,6 +171,11 @@ def _collect(turns: Sequence[Turn], first_index: int) -> dict[str, _Notes]:
     for offset, turn in enumerate(turns):
         index = first_index + offset
         role, value = turn.get("from", ""), str(turn.get("value", ""))
+        # Prose reads as a terminal shows it, as the checks read it (`core.fidelity`):
+        # "00A\x1f0" is "00A0", never the two words `clip` would make of it. A tool
+        # output goes through `shown`, which reads distilled text back first.
+        if role != "tool":
+            value = terminal_view(value)
         visible = THINK_BLOCK.sub("", value)
         for path in PATH_PATTERN.findall(_readable(role, value, visible)):
             notes["files"].add(path)
