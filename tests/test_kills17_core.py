@@ -1,0 +1,325 @@
+"""Tests written to kill mutants left by the seventeenth coverage-guided pass (issue 40,
+item 8) over the modules no run had reached on their current code: the extractive
+summary's terminal view of prose, ...
+All in process, on hand-made input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.conversation import SUMMARY_PREFIX
+from trajectory_compressor.core.errors import FatalSummaryError
+from trajectory_compressor.core.extractive import extractive_text
+from trajectory_compressor.core.metrics import METRICS_KEY
+from trajectory_compressor.core.reasons import deadline_error
+from trajectory_compressor.core.summary import (
+    Summarizer,
+    Summary,
+    SummaryRequest,
+    SummaryUsage,
+    summary_body,
+)
+from trajectory_compressor.counting.tokens import TokenCounter
+from trajectory_compressor.dialects.sharegpt import SHAREGPT
+from trajectory_compressor.engine.compressor import RowResult, TrajectoryCompressor
+from trajectory_compressor.engine.windowing import window_limits
+
+# -- core/extractive: prose is read as a terminal shows it ---------------------------------
+
+def test_the_extractive_summary_reads_an_assistant_message_as_a_terminal_shows_it(
+        counter: TokenCounter) -> None:
+    turns = [{"from": "gpt", "value": "ran build 00A\x1f0 then \x1b[1mdone\x1b[0m"},
+             {"from": "human", "value": "id 7\x1fB9 please"}]
+    text = extractive_text(SummaryRequest(turns, 3, 300), counter.count)
+    assert "turn 3 (assistant): ran build 00A0 then done" in text
+    assert "turn 4 (user): id 7B9 please" in text
+    assert "00A 0" not in text and "7 B9" not in text and "1m" not in text
+
+
+# -- engine/windowing: limits, masks, a windowed row's metrics -----------------------------
+
+class Costly(Summarizer):
+    """Answers every request with a short text of the request's first index, reporting a
+    cost of its own per request (calls, errors by kind, retries, tokens), truncated for
+    every other request."""
+
+    def __init__(self) -> None:
+        self.requests: list[SummaryRequest] = []
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        n = len(self.requests) + 1
+        self.requests.append(request)
+        usage = SummaryUsage(api_calls=n, errors=n, retries=10 * n, prompt_tokens=100 * n,
+                             completion_tokens=1000 * n,
+                             errors_by_kind={"timeout": n, f"kind{n}": 1})
+        end = request.first_index + len(request.turns)
+        return Summary(f"[CONTEXT SUMMARY]: the work before turn {end}.",
+                       "llm", usage, truncated=n % 2 == 0)
+
+
+def windows_row(pairs: int = 14) -> dict[str, Any]:
+    filler = " ".join(f"w{i}" for i in range(30))
+    turns = [{"from": "system", "value": "You are a careful agent."},
+             {"from": "human", "value": "Fix the build, please."}]
+    for i in range(pairs):
+        turns.append({"from": "gpt", "value": f"Step {i}: look at part {i}. {filler}"})
+        turns.append({"from": "tool", "value": f"part {i} says {filler}"})
+    turns.append({"from": "gpt", "value": "All done."})
+    return {"id": "win", "conversations": turns}
+
+
+def windowed(counter: TokenCounter, summarizer: Summarizer, **settings: Any
+             ) -> tuple[TrajectoryCompressor, RowResult]:
+    config = CompressionConfig(**{"summarizer": "extractive", "output_mode": "windows",
+                                  "target_max_tokens": 400, "summary_target_tokens": 60,
+                                  "metrics_per_trajectory": True, **settings})
+    compressor = TrajectoryCompressor(config, summarizer=summarizer, counter=counter)
+    return compressor, asyncio.run(compressor.compress_row(windows_row()))
+
+
+def test_a_windowed_rows_metrics_add_up_each_windows_and_each_summarys(counter) -> None:
+    summarizer = Costly()
+    _, result = windowed(counter, summarizer, add_summary_notice=False)
+    source = windows_row()["conversations"]
+    windows = result.plan.windows
+    assert windows is not None and len(windows) >= 3
+    assert result.windows is not None and result.window_metrics is not None
+    assert len(summarizer.requests) == len(windows) - 1
+    total = result.plan.total_tokens
+    for window, written, m in zip(windows, result.windows, result.window_metrics,
+                                  strict=True):
+        turns = SHAREGPT.turns(written)
+        tokens = sum(counter.count_many([t["value"] for t in turns]))
+        assert (m.original_tokens, m.compressed_tokens, m.tokens_saved) == (
+            total, tokens, total - tokens)
+        assert m.compression_ratio == pytest.approx(tokens / total)
+        assert (m.original_turns, m.compressed_turns, m.turns_removed) == (
+            len(source), len(turns), len(source) - len(turns))
+        assert not m.still_over_limit and "window_over" not in m.windowed
+        assert m.windowed["window"] == window.number
+        assert m.windowed["windows"] == len(windows)
+        assert m.windowed["trained_turns"] == {"start_idx": window.train.start,
+                                               "end_idx": window.train.end}
+        assert written[METRICS_KEY] == m.to_dict()
+        if window.summarized is None:
+            assert not m.was_compressed and m.summarization_api_calls == 0
+            continue
+        n = [(r.first_index, r.first_index + len(r.turns)) for r in summarizer.requests
+             ].index((window.summarized.start, window.summarized.end)) + 1
+        assert m.was_compressed and m.summary_source == "llm"
+        assert (m.turns_compressed_start_idx, m.turns_compressed_end_idx,
+                m.turns_in_compressed_region) == (window.summarized.start,
+                                                  window.summarized.end,
+                                                  window.summarized.turns)
+        assert m.summary_truncated == (n % 2 == 0)
+        assert (m.summarization_api_calls, m.summarization_errors, m.retries,
+                m.prompt_tokens, m.completion_tokens) == (n, n, 10 * n, 100 * n, 1000 * n)
+        assert m.fidelity is not None
+    k = len(summarizer.requests)
+    row = result.metrics
+    calls = k * (k + 1) // 2
+    assert (row.summarization_api_calls, row.summarization_errors, row.retries,
+            row.prompt_tokens, row.completion_tokens) == (
+        calls, calls, 10 * calls, 100 * calls, 1000 * calls)
+    assert row.errors_by_kind == {"timeout": calls, **{f"kind{n}": 1 for n in range(1, k + 1)}}
+    assert row.summary_truncated and row.was_compressed and row.summary_source == "llm"
+    largest = max(m.compressed_tokens for m in result.window_metrics)
+    assert (row.compressed_tokens, row.tokens_saved) == (largest, total - largest)
+    assert row.compression_ratio == pytest.approx(largest / total)
+    widest = max(m.compressed_turns for m in result.window_metrics)
+    assert (row.compressed_turns, row.turns_removed) == (widest, len(source) - widest)
+    summarized = [w.summarized for w in windows if w.summarized is not None]
+    assert (row.turns_compressed_start_idx, row.turns_compressed_end_idx,
+            row.turns_in_compressed_region) == (
+        summarized[0].start, summarized[-1].end, summarized[-1].end - summarized[0].start)
+    assistant = sum(counter.count_many([t["value"] for t in source if t["from"] == "gpt"]))
+    assert row.windowed["assistant_tokens"] == assistant
+    assert row.windowed["trained_assistant_tokens"] == assistant
+    assert row.windowed == {**row.windowed, "windows": len(windows), "summaries": k,
+                            "summaries_by_source": {"llm": k}, "windows_over": 0,
+                            "trained_within_target": assistant}
+
+
+def test_each_windows_summary_request_names_the_row_and_the_window(counter) -> None:
+    summarizer = Costly()
+    compressor, result = windowed(counter, summarizer)
+    k = len(summarizer.requests)
+    assert [r.origin for r in summarizer.requests] == [None] * k
+    turns = SHAREGPT.turns(windows_row())
+    asyncio.run(compressor.compress_planned(windows_row(), turns, result.plan,
+                                            origin="in.jsonl:7"))
+    assert sorted((r.origin for r in summarizer.requests[k:]),
+                  key=lambda o: int(o.rsplit("#w", 1)[1])) == [
+        f"in.jsonl:7 #w{n}" for n in range(2, k + 2)]
+
+
+class Stalled(Summarizer):
+    """Counts one call for every request, then never answers."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        self.asked += 1
+        request.usage.api_calls += 1
+        request.usage.prompt_tokens += 5
+        await asyncio.sleep(30)
+        raise AssertionError("the deadline should have cut this request")
+
+
+def test_a_windowed_row_past_its_deadline_is_written_unchanged_with_what_it_asked(
+        counter) -> None:
+    stalled = Stalled()
+    _, result = windowed(counter, stalled, per_trajectory_timeout=0.3)
+    k = stalled.asked
+    assert k >= 2
+    assert result.windows is None and result.metrics.error == deadline_error(0.3)
+    assert SHAREGPT.turns(result.row) == SHAREGPT.turns(windows_row())
+    assert (result.metrics.summarization_api_calls, result.metrics.prompt_tokens) == (k, 5 * k)
+    assert result.metrics.compressed_tokens == result.plan.total_tokens
+
+
+def test_a_window_whose_summary_misses_the_bar_gets_the_extractive_one_and_its_cost(
+        counter) -> None:
+    """`on_low_fidelity: uncompressed` leaves a one-row result unchanged; a window needs
+    a summary, so it takes the extractive one, and keeps the cost of the model's tries."""
+    summarizer = Costly()
+    _, result = windowed(counter, summarizer, min_fidelity=1.0,
+                         on_low_fidelity="uncompressed", add_summary_notice=False)
+    windows = result.plan.windows
+    k = len(windows) - 1
+    assert len(summarizer.requests) == 2 * k  # each window: one request, one repair
+    calls = sum(range(1, 2 * k + 1))
+    assert result.metrics.summarization_api_calls == calls
+    for window, written, m in zip(windows[1:], result.windows[1:], result.window_metrics[1:],
+                                  strict=True):
+        assert m.summary_source == "extractive" and m.low_fidelity
+        summary = [t["value"] for t in SHAREGPT.turns(written)
+                   if t["value"].startswith(SUMMARY_PREFIX)]
+        assert len(summary) == 1
+        assert "condensed; what they did:" in summary[0]
+        assert summary[0].startswith(SUMMARY_PREFIX + " Turns "
+                                     f"{window.summarized.start}-{window.summarized.end - 1}")
+        assert m.summarization_api_calls >= 3  # the request's and its repair's
+
+
+class Wordy(Summarizer):
+    """Answers with about twice the tokens asked for (sentences of ten words)."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        sentences, text = 0, ""
+        while self.counter.count(text) < 2 * request.target_tokens:
+            sentences += 1
+            text += f"Sentence {sentences} says what the agent did in this part here. "
+        return Summary(f"{SUMMARY_PREFIX} {text.strip()}", "llm", SummaryUsage(api_calls=1))
+
+
+def test_a_windows_summary_is_held_to_its_budget_not_the_configured_tolerance(
+        counter) -> None:
+    """summary_tolerance 2.0 lets a one-row summary run to twice its budget; a window was
+    planned for its summary's budget, so the summary is cut to it."""
+    _, result = windowed(counter, Wordy(counter), summary_tolerance=2.0,
+                         add_summary_notice=False)
+    for window, written, m in zip(result.plan.windows[1:], result.windows[1:],
+                                  result.window_metrics[1:], strict=True):
+        [summary] = [t["value"] for t in SHAREGPT.turns(written)
+                     if t["value"].startswith(SUMMARY_PREFIX)]
+        assert m.summary_truncated
+        assert counter.count(summary_body(summary)) <= window.requested_tokens
+        assert not m.still_over_limit
+
+
+def test_summarizer_rows_come_with_windows_only_when_asked(counter) -> None:
+    summarizer = Costly()
+    compressor, result = windowed(counter, summarizer)
+    assert result.summarizer_rows is None
+    compressor.emit_summarizer_rows = True
+    asked = asyncio.run(compressor.compress_row(windows_row()))
+    k = len(asked.plan.windows) - 1
+    assert asked.summarizer_rows is not None and len(asked.summarizer_rows) == k
+    for trainer in asked.summarizer_rows:
+        [*_, answer] = SHAREGPT.turns(trainer)
+        assert answer["value"].startswith("the work before turn")
+
+
+def test_window_limits_add_the_notice_once_and_the_template_markers(
+        counter, tmp_path) -> None:
+    turns = SHAREGPT.turns(windows_row())
+    system = turns[0]["value"]
+    notice = " Earlier turns were condensed."
+    base = {"target_max_tokens": 400, "summary_target_tokens": 60,
+            "summary_notice_text": notice}
+    plain = TrajectoryCompressor(CompressionConfig(**base), Costly(), counter)
+    delta = counter.count(system + notice) - counter.count(system)
+    limits = window_limits(plain, turns)
+    assert (limits.target, limits.summary, limits.min_summary) == (400, 60, 15)
+    assert limits.extra == delta > 0
+    # Without a system turn there is no notice to add; with the notice off, none either.
+    assert window_limits(plain, turns[1:]).extra == 0
+    quiet = TrajectoryCompressor(CompressionConfig(**base, add_summary_notice=False),
+                                 Costly(), counter)
+    assert window_limits(quiet, turns).extra == 0
+    # A notice the system turn's count does not grow by adds nothing (never less).
+    empty = TrajectoryCompressor(CompressionConfig(**{**base, "summary_notice_text": ""}),
+                                 Costly(), counter)
+    assert window_limits(empty, turns).extra == 0
+    # The first system turn is the one the notice goes on, wherever it is.
+    late = [turns[1], {"from": "system", "value": "x"}, *turns[2:]]
+    assert window_limits(plain, late).extra == (counter.count("x" + notice)
+                                                - counter.count("x"))
+    template = tmp_path / "chatml.jinja"
+    template.write_text("{%- for m in messages -%}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                        "<|im_end|>\n{%- endfor -%}", encoding="utf-8")
+    templated = TrajectoryCompressor(CompressionConfig(
+        **base, token_counting="chat_template", chat_template=str(template)),
+        Costly(), counter)
+    assert window_limits(templated, turns).extra == delta + 8
+    small = TrajectoryCompressor(CompressionConfig(
+        **{**base, "summary_target_tokens": 7}), Costly(), counter)
+    assert window_limits(small, turns).min_summary == 1
+
+
+class FirstFatal(Summarizer):
+    """The first request stops the run (a rejected key); the others wait for an answer
+    that never comes, and note when they are cancelled."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.cancelled = 0
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        self.asked += 1
+        if self.asked == 1:
+            await asyncio.sleep(0.05)
+            raise FatalSummaryError("the endpoint refused the key")
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        raise AssertionError("never answered")
+
+
+def test_a_window_that_stops_the_run_stops_the_rows_other_requests(counter) -> None:
+    """A fatal error in one window's summary ends the row's other requests before it
+    reaches the run: none goes on calling the endpoint."""
+    summarizer = FirstFatal()
+    config = CompressionConfig(summarizer="extractive", output_mode="windows",
+                               target_max_tokens=400, summary_target_tokens=60)
+    compressor = TrajectoryCompressor(config, summarizer=summarizer, counter=counter)
+
+    async def run() -> None:
+        with pytest.raises(FatalSummaryError):
+            await compressor.compress_row(windows_row())
+        assert summarizer.asked >= 3
+        assert summarizer.cancelled == summarizer.asked - 1
+
+    asyncio.run(run())
