@@ -7,15 +7,23 @@ All in process, on hand-made input.
 from __future__ import annotations
 
 import asyncio
+import json
+import types
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from tests.test_writer_routing import TURNS, Clock, finish, make_writer, record, result
+from trajectory_compressor.core import reasons
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
 from trajectory_compressor.core.errors import FatalSummaryError
 from trajectory_compressor.core.extractive import extractive_text
-from trajectory_compressor.core.metrics import METRICS_KEY
+from trajectory_compressor.core.metrics import METRICS_KEY, TrajectoryMetrics
+from trajectory_compressor.core.plan import Plan, Region
 from trajectory_compressor.core.reasons import deadline_error
 from trajectory_compressor.core.summary import (
     Summarizer,
@@ -26,8 +34,15 @@ from trajectory_compressor.core.summary import (
 )
 from trajectory_compressor.counting.tokens import TokenCounter
 from trajectory_compressor.dialects.sharegpt import SHAREGPT
+from trajectory_compressor.engine import writer as writer_module
+from trajectory_compressor.engine.checkpoint import Checkpoint
 from trajectory_compressor.engine.compressor import RowResult, TrajectoryCompressor
+from trajectory_compressor.engine.layout import OutputLayout
+from trajectory_compressor.engine.lock import LockLost, output_lock
+from trajectory_compressor.engine.progress import Progress
 from trajectory_compressor.engine.windowing import window_limits
+from trajectory_compressor.engine.writer import RunWriter
+from trajectory_compressor.formats.base import InputFile, temp_path
 
 # -- core/extractive: prose is read as a terminal shows it ---------------------------------
 
@@ -323,3 +338,150 @@ def test_a_window_that_stops_the_run_stops_the_rows_other_requests(counter) -> N
         assert summarizer.cancelled == summarizer.asked - 1
 
     asyncio.run(run())
+
+
+# -- engine/writer: windows in the over-limit file, summarizer rows, the lock --------------
+
+def windows_result(over: tuple[bool, ...], reasons_over: tuple[str, ...]) -> RowResult:
+    rows = [{"id": f"r#w{n}", "conversations": TURNS} for n in range(1, len(over) + 1)]
+    per = [TrajectoryMetrics(compressed_tokens=100 + n, still_over_limit=o,
+                             windowed={"window": n, "source_id": "r",
+                                       **({"window_over": why} if why else {})})
+           for n, (o, why) in enumerate(zip(over, reasons_over, strict=True), 1)]
+    row_metrics = TrajectoryMetrics(original_tokens=900, compressed_tokens=103,
+                                    still_over_limit=any(over))
+    plan = Plan("compress", 900, Region(0, 2))
+    return RowResult(rows[0], row_metrics, plan, True, TURNS, windows=rows,
+                     window_metrics=per, summarizer_rows=[{"id": "s1"}, {"id": "s2"}])
+
+
+@pytest.mark.parametrize("save_over_limit", [True, False])
+def test_a_windowed_row_over_the_target_names_each_window_over_and_why(
+        tmp_path, save_over_limit) -> None:
+    writer = make_writer(tmp_path, save_over_limit=save_over_limit)
+    made = windows_result((False, True, True), ("", "window 2 holds a turn over", ""))
+    writer.write(record(1, {"id": "r"}), made, draws=0)
+    files = finish(writer, tmp_path)
+    [entry] = files["out_over_limit.jsonl"]
+    assert entry["id"] == "r"
+    assert entry["windows_over"] == [
+        {"window": 2, "tokens": 102, "why": "window 2 holds a turn over"},
+        {"window": 3, "tokens": 103, "why": reasons.SUMMARY_OVERRAN.text}]
+    if save_over_limit:
+        assert files["out.jsonl"] == made.windows and "windows" not in entry
+    else:
+        assert files["out.jsonl"] == [] and entry["windows"] == made.windows
+        assert entry["trajectory"] == made.row
+
+
+def test_a_windowed_row_within_the_target_writes_every_window_and_no_entry(tmp_path) -> None:
+    writer = make_writer(tmp_path)
+    made = windows_result((False, False), ("", ""))
+    writer.write(record(1, {"id": "r"}), made, draws=0)
+    files = finish(writer, tmp_path)
+    assert files["out.jsonl"] == made.windows and files["out_over_limit.jsonl"] == []
+
+
+def test_summarizer_rows_go_to_their_file_only_when_it_is_open(tmp_path) -> None:
+    writer = make_writer(tmp_path)
+    writer.write(record(1, {"id": "r"}), windows_result((False,), ("",)), draws=0)
+    finish(writer, tmp_path)
+    assert not (tmp_path / "rows.jsonl").exists()
+    other = tmp_path / "second"
+    other.mkdir()
+    writer = make_writer(other)
+    writer.open_summarizer_rows(other / "rows.jsonl", None)
+    writer.write(record(1, {"id": "r"}), windows_result((False,), ("",)), draws=0)
+    writer.checkpoint()
+    assert Checkpoint.load(writer.layout.checkpoint).summarizer_rows > 0
+    finish(writer, other)
+    assert [json.loads(x) for x in (other / "rows.jsonl").read_text().splitlines()] == [
+        {"id": "s1"}, {"id": "s2"}]
+
+
+def test_a_checkpoint_without_a_summarizer_rows_file_records_none(tmp_path) -> None:
+    writer = make_writer(tmp_path)
+    writer.write(record(1, {"id": "r"}), windows_result((False,), ("",)), draws=0)
+    writer.checkpoint()
+    assert Checkpoint.load(writer.layout.checkpoint).summarizer_rows == 0
+
+
+def test_a_row_that_cannot_be_written_is_a_reject_and_the_cut_moves_past_it(tmp_path) -> None:
+    """After the reject the writer is at a cut again: an interrupted run checkpoints it."""
+    writer = make_writer(tmp_path)
+    bad = {"id": "b", "conversations": TURNS, "extra": {1, 2}}  # a set: not JSON
+    writer.write(record(1, bad), result(bad, changed=True), draws=2)
+    assert writer.metrics.rows_rejected == 1
+    assert writer.stop() is True
+    saved = Checkpoint.load(writer.layout.checkpoint)
+    assert (saved.skip, saved.draws) == (1, 2)
+
+
+def locked_writer(tmp_path: Path, monkeypatch) -> tuple[RunWriter, Clock, Any]:
+    clock = Clock()
+    monkeypatch.setattr(writer_module, "time", types.SimpleNamespace(monotonic=clock))
+    writer = make_writer(tmp_path)
+    held = output_lock(writer.layout.lock, tmp_path / "out.jsonl")
+    held.__enter__()
+    return writer, clock, held
+
+
+def test_a_row_is_written_after_a_lock_check_at_most_half_a_second_old(
+        tmp_path, monkeypatch) -> None:
+    writer, clock, held = locked_writer(tmp_path, monkeypatch)
+    try:
+        row = {"id": "a", "conversations": TURNS}
+        writer.layout.lock.unlink()
+        clock.now += 0.49  # checked 0.49 s ago (at the start): not again yet
+        writer.write(record(1, row), result(row), draws=0)
+        clock.now += 0.01  # half a second since the last check: checked before writing
+        with pytest.raises(LockLost):
+            writer.write(record(2, row), result(row), draws=0)
+        assert writer.skip == 1
+        clock.now += 0.5
+        with pytest.raises(LockLost):
+            writer.reject(record(2, None, b"{"), "not JSON", draws=0)
+        assert writer.metrics.rows_rejected == 0
+    finally:
+        held.__exit__(None, None, None)
+
+
+def test_a_run_that_lost_its_lock_keeps_its_files_and_writes_no_checkpoint(
+        tmp_path, monkeypatch) -> None:
+    for end in ("stop", "abandon"):
+        folder = tmp_path / end
+        folder.mkdir()
+        writer, _, held = locked_writer(folder, monkeypatch)
+        try:
+            row = {"id": "a", "conversations": TURNS}
+            writer.write(record(1, row), result(row), draws=0)
+            temp = temp_path(folder / "out.jsonl")
+            writer.layout.lock.unlink()
+            kept = getattr(writer, end)()
+            assert kept is (True if end == "stop" else None)
+            assert temp.exists() and not writer.layout.checkpoint.exists()
+            with pytest.raises(LockLost):
+                writer.checkpoint()
+            with pytest.raises(LockLost):
+                writer.commit()
+            assert not (folder / "out.jsonl").exists()
+        finally:
+            held.__exit__(None, None, None)
+
+
+def test_a_windows_run_writes_training_marks_into_a_parquet_output(tmp_path) -> None:
+    """The input's schema has no field for the marks; a windows run's output gets one."""
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist([{"id": "r", "conversations": TURNS}]), src)
+    out = tmp_path / "out.parquet"
+    layout = OutputLayout({src: out}, {src: "parquet"}, tmp_path / "out")
+    config = CompressionConfig(output_mode="windows", checkpoint_rows=10_000,
+                               checkpoint_seconds=3600.0)
+    writer = RunWriter(layout, config, Progress(quiet=True), ([], {}))
+    writer.open_file(0, InputFile(src, "parquet"))
+    marked = {"id": "r#w2", "conversations": [{**TURNS[0], "train": False}, TURNS[1]]}
+    writer.write(record(1, marked), result(marked, changed=True), draws=0)
+    writer.finish_file(0)
+    writer.commit()
+    [turns] = pq.read_table(out).column("conversations").to_pylist()
+    assert turns == [{**TURNS[0], "train": False}, {**TURNS[1], "train": None}]
