@@ -20,6 +20,13 @@ from tests.test_writer_routing import TURNS, Clock, finish, make_writer, record,
 from trajectory_compressor.core import reasons
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
+from trajectory_compressor.core.distill_row import (
+    _reads_as_itself,
+    distill_turns,
+    outputs_of,
+    verify_turns,
+    with_outputs,
+)
 from trajectory_compressor.core.errors import FatalSummaryError
 from trajectory_compressor.core.extractive import extractive_text
 from trajectory_compressor.core.metrics import METRICS_KEY, TrajectoryMetrics
@@ -485,3 +492,56 @@ def test_a_windows_run_writes_training_marks_into_a_parquet_output(tmp_path) -> 
     writer.commit()
     [turns] = pq.read_table(out).column("conversations").to_pylist()
     assert turns == [{**TURNS[0], "train": False}, {**TURNS[1], "train": None}]
+
+
+# -- core/distill_row: pieces, read-back, and the counts behind a turn's saving -------------
+
+def test_an_unclosed_tool_response_is_text_not_an_output() -> None:
+    text = ('<tool_response>\n{"content": "x"}\n</tool_response> then '
+            "<tool_response>\nabc and more")
+    assert outputs_of(text) == ["x"]
+    assert with_outputs(text, ["y"]) == text.replace('"x"', '"y"')
+
+
+def test_outputs_are_replaced_one_for_one() -> None:
+    with pytest.raises(ValueError):
+        with_outputs("abc", ["x", "y"])
+    with pytest.raises(ValueError):
+        with_outputs('<tool_response>\n{"content": "a"}\n</tool_response>', [])
+
+
+def test_a_turn_reads_as_itself_unless_a_line_of_it_looks_like_notation() -> None:
+    assert _reads_as_itself("x ⟪ y")  # a bracket inside a line is text
+    assert _reads_as_itself('<tool_response>\n{"content": "a ⟪ b"}\n</tool_response>')
+    assert not _reads_as_itself("⟪×2⟫ a")  # notation: it would read back as two lines
+    assert not _reads_as_itself("A\n⟪odd\nC")  # not notation, and not text either
+    assert not _reads_as_itself(
+        'ok\n<tool_response>\n{"content": "⟪×2⟫ a"}\n</tool_response>')
+
+
+def test_verify_turns_names_a_row_whose_outputs_changed_in_number() -> None:
+    assert verify_turns(["a", None, "b"], ["a", None, None]) == (
+        "1 tool outputs where there were 2")
+    assert verify_turns(["a", "b"], ["a", "b"]) is None
+
+
+def test_a_turns_saving_is_counted_from_its_original_text(counter) -> None:
+    log = "".join(f"step {n}: ok\n" for n in range(40)) + "done\n"
+    texts = [None, log, None, "short"]
+    out, stats = distill_turns(texts, "safe", counter.count_many)
+    assert out[0] is None and out[3] == "short" and out[1] != log
+    assert stats.turns == 1
+    assert (stats.tokens_before, stats.tokens_after) == (counter.count(log),
+                                                       counter.count(out[1]))
+    assert sum(r.tokens_before - r.tokens_after for r in stats.rules.values()) == (
+        stats.tokens_before - stats.tokens_after)
+
+
+def test_a_turn_that_grows_only_by_escaping_a_notation_line_is_still_escaped(counter) -> None:
+    """Left as it was, "⟪odd" would not read back as itself: the escape is kept though
+    the turn grows by a token."""
+    out, stats = distill_turns(["⟪odd\nabc"], "safe", counter.count_many)
+    assert out == ["\\⟪odd\nabc"]
+    assert (stats.turns, stats.tokens_before, stats.tokens_after) == (
+        1, counter.count("⟪odd\nabc"), counter.count("\\⟪odd\nabc"))
+    assert stats.tokens_after > stats.tokens_before
