@@ -20,6 +20,13 @@ from tests.test_writer_routing import TURNS, Clock, finish, make_writer, record,
 from trajectory_compressor.core import reasons
 from trajectory_compressor.core.config import CompressionConfig
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
+from trajectory_compressor.core.distill_notation import (
+    NotationError,
+    expand,
+    layout_json,
+    numbered_range,
+    run,
+)
 from trajectory_compressor.core.distill_row import (
     _reads_as_itself,
     distill_turns,
@@ -545,3 +552,62 @@ def test_a_turn_that_grows_only_by_escaping_a_notation_line_is_still_escaped(cou
     assert (stats.turns, stats.tokens_before, stats.tokens_after) == (
         1, counter.count("⟪odd\nabc"), counter.count("\\⟪odd\nabc"))
     assert stats.tokens_after > stats.tokens_before
+
+
+# -- core/distill_notation: runs, escapes, file views, JSON layout, errors ------------------
+
+def test_a_run_writes_each_number_slot_once_or_as_its_values() -> None:
+    assert run(["a 1 b 5", "a 2 b 5"]) == "⟪×2⟫ a {1,2} b 5"
+    assert run(["7 x", "7 x", "7 x"]) == "⟪×3⟫ 7 x"
+    assert expand(run(["a 1 b 5", "a 2 b 5"])) == "a 1 b 5\na 2 b 5"
+
+
+@pytest.mark.parametrize(("line", "written"), [
+    ("x{y 1", "x\\{y"), ("k} 1", "k\\}"), ("p\\q 1", "p\\\\q"), ("plain 1", "plain")])
+def test_a_runs_text_escapes_each_template_character_alone(line, written) -> None:
+    lines = [line, line.replace("1", "2")]
+    assert run(lines) == f"⟪×2⟫ {written} {{1,2}}"
+    assert expand(run(lines)).split("\n") == lines
+
+
+def test_numbered_ranges_need_every_line_in_order() -> None:
+    lines = ["1:a", "2:b", "3:c"]
+    assert numbered_range(lines, 1, 3) == (0, 3)
+    assert numbered_range(lines, 2, 2) == (1, 2)
+    assert numbered_range(lines, 2, 3) == (1, 3)
+    assert numbered_range(lines, 2, 4) is None  # runs past the end
+    assert numbered_range(["1:a", "3:c", "4:d"], 1, 3) is None  # a gap
+    assert numbered_range(["1:a", "2:b", "9:c"], 1, 3) is None
+
+
+def test_json_layout_keeps_empty_containers_on_one_line() -> None:
+    for data in ({"a": [], "b": {}, "c": [1, {}]}, {}, [], [[]], {"k": [[], {}]}):
+        compact = json.dumps(data, separators=(",", ":"))
+        assert layout_json(compact, 2) == json.dumps(data, indent=2)
+        assert layout_json(compact, 4) == json.dumps(data, indent=4)
+
+
+def test_notation_that_does_not_read_back_says_why() -> None:
+    with pytest.raises(NotationError, match="a column note over a notation line"):
+        expand('⟪next 2 lines have "x" at column 0⟫\n⟪×2⟫ a')
+    with pytest.raises(NotationError, match="a column note for 2 more lines than there are"):
+        expand('⟪next 3 lines have "x" at column 0⟫\na')
+    with pytest.raises(NotationError, match="tool output #1 has no file lines 4-5"):
+        expand("⟪file lines 4-5 as in tool output #1⟫", ["1:a\n2:b"])
+    long = "⟪nope " + "z" * 100 + "⟫"
+    with pytest.raises(NotationError) as caught:
+        expand(long)
+    assert str(caught.value) == f"not a notation line: {long[:80]!r}"
+    assert expand("⟪lines 2-2 of tool output #1⟫", ["a\nb\nc"]) == "b"
+    assert expand("⟪file lines 2-2 as in tool output #1⟫", ["1:a\n2:b\n3:c"]) == "2:b"
+
+
+@pytest.mark.parametrize("body", ["[", '{"a":[', '{"a":{', "[1,", "]", "{}}"])
+def test_a_json_header_over_text_that_is_no_json_reads_back_without_a_crash(body) -> None:
+    """A raw output may hold the header's text (the extractive summary reads every
+    output through `expand`, catching `NotationError` only)."""
+    try:
+        shown = expand(f"⟪json indent 2⟫\n{body}")
+    except NotationError:
+        return
+    assert isinstance(shown, str) and shown.replace(" ", "").replace("\n", "") == body
