@@ -43,6 +43,7 @@ from trajectory_compressor.core.reasons import deadline_error
 from trajectory_compressor.core.summary import (
     Summarizer,
     Summary,
+    SummaryFailed,
     SummaryRequest,
     SummaryUsage,
     summary_body,
@@ -732,3 +733,27 @@ def test_window_masks_count_a_masked_turn_as_the_plan_counts_turns(counter, tmp_
     # The template's share stays: the text alone is counted apart from the plan's count.
     assert under.tokens(5) == counts[5] - counter.count(turns[5]["value"]) + counter.count(
         placeholder)
+
+
+class FailsLast(Costly):
+    """As `Costly`, but the request for the region that ends last fails."""
+
+    def __init__(self, last_end: int) -> None:
+        super().__init__()
+        self.last_end = last_end
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        if request.first_index + len(request.turns) == self.last_end:
+            raise SummaryFailed("down", SummaryUsage(api_calls=1))
+        return await super().summarize(request)
+
+
+def test_a_windowed_rows_summary_source_is_its_last_windows(counter) -> None:
+    _, first = windowed(counter, Costly())
+    last_end = first.plan.windows[-1].summarized.end
+    _, result = windowed(counter, FailsLast(last_end))
+    sources = [m.summary_source for m in result.window_metrics[1:]]
+    assert sources[-1] == "fallback" and set(sources[:-1]) == {"llm"}
+    assert result.metrics.summary_source == "fallback"
+    assert result.metrics.windowed["summaries_by_source"] == {
+        "llm": len(sources) - 1, "fallback": 1}
