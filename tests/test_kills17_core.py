@@ -121,6 +121,7 @@ def test_a_windowed_rows_metrics_add_up_each_windows_and_each_summarys(counter) 
     windows = result.plan.windows
     assert windows is not None and len(windows) >= 3
     assert result.windows is not None and result.window_metrics is not None
+    assert result.row is result.windows[0] and result.changed
     assert len(summarizer.requests) == len(windows) - 1
     total = result.plan.total_tokens
     for window, written, m in zip(windows, result.windows, result.window_metrics,
