@@ -19,7 +19,14 @@ import pytest
 
 from tests.test_writer_routing import TURNS, Clock, finish, make_writer, record, result
 from trajectory_compressor.core import reasons
-from trajectory_compressor.core.config import CompressionConfig
+from trajectory_compressor.core.config import (
+    DEFAULT_KEY_ENV,
+    CompressionConfig,
+    _key_env_for,
+    _type_name,
+    _type_ok,
+    gate_value_ok,
+)
 from trajectory_compressor.core.conversation import SUMMARY_PREFIX
 from trajectory_compressor.core.distill_notation import (
     NotationError,
@@ -35,7 +42,7 @@ from trajectory_compressor.core.distill_row import (
     verify_turns,
     with_outputs,
 )
-from trajectory_compressor.core.errors import FatalSummaryError
+from trajectory_compressor.core.errors import ConfigError, FatalSummaryError
 from trajectory_compressor.core.extractive import extractive_text
 from trajectory_compressor.core.metrics import METRICS_KEY, TrajectoryMetrics
 from trajectory_compressor.core.plan import Plan, Region
@@ -758,3 +765,94 @@ def test_a_windowed_rows_summary_source_is_its_last_windows(counter) -> None:
     assert result.metrics.summary_source == "fallback"
     assert result.metrics.windowed["summaries_by_source"] == {
         "llm": len(sources) - 1, "fallback": 1}
+
+
+# -- core/config: bounds, key names, endpoint flags, origins, gates, types -----------------
+
+def endpoints_config(endpoints: list[dict[str, Any]]) -> CompressionConfig:
+    return CompressionConfig.from_dict({"summarization": {"endpoints": endpoints}})
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"target_max_tokens": 0}, "compression.target_max_tokens must be positive"),
+    ({"summary_target_tokens": 0}, "compression.summary_target_tokens must be positive"),
+    ({"mask_keep_last": -1}, "compression.mask_keep_last must be >= 0"),
+])
+def test_config_bounds_refuse_zero_and_below(settings, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        CompressionConfig().replace(**settings)
+
+
+def test_config_bounds_take_the_least_allowed_value() -> None:
+    assert CompressionConfig().replace(mask_keep_last=0).mask_keep_last == 0
+    assert CompressionConfig().replace(target_max_tokens=2,
+                                       summary_target_tokens=1).target_max_tokens == 2
+
+
+def test_a_key_written_where_an_endpoints_variable_name_goes_is_refused() -> None:
+    secret = "sk-" + "a1b2c3d4" * 5
+    with pytest.raises(ConfigError, match=r"summarization\.endpoints\[1\]\.api_key_env") as caught:
+        endpoints_config([
+            {"base_url": "http://127.0.0.1:1/v1", "model": "m", "api_key_env": "GOOD_KEY"},
+            {"base_url": "http://127.0.0.1:2/v1", "model": "m", "api_key_env": secret}])
+    assert secret not in str(caught.value)
+
+
+def test_model_or_key_flags_alone_override_every_configured_endpoint() -> None:
+    config = endpoints_config([
+        {"base_url": "http://127.0.0.1:1/v1", "model": "a", "api_key_env": "KEY_A"},
+        {"base_url": "http://127.0.0.1:2/v1", "model": "b"}])
+    assert config.with_endpoint_flags() is config
+    modelled = config.with_endpoint_flags(model="m2")
+    assert modelled.summarization_model == "m2"
+    assert [(e.model, e.api_key_env) for e in modelled.endpoints] == [
+        ("m2", "KEY_A"), ("m2", None)]
+    keyed = config.with_endpoint_flags(api_key_env="KEY_Z")
+    assert keyed.api_key_env == "KEY_Z"
+    assert [(e.model, e.api_key_env) for e in keyed.endpoints] == [
+        ("a", "KEY_Z"), ("b", "KEY_Z")]
+
+
+def test_the_default_providers_key_goes_to_its_origin_however_the_port_is_written() -> None:
+    assert _key_env_for("https://openrouter.ai:443/api/v1", DEFAULT_KEY_ENV) == DEFAULT_KEY_ENV
+    assert _key_env_for("HTTPS://OpenRouter.ai/other", DEFAULT_KEY_ENV) == DEFAULT_KEY_ENV
+    assert _key_env_for("https://openrouter.ai:8443/api/v1", DEFAULT_KEY_ENV) is None
+    assert _key_env_for("http://openrouter.ai/api/v1", DEFAULT_KEY_ENV) is None
+    assert _key_env_for("http://127.0.0.1:80/v1", "MY_KEY") == "MY_KEY"
+    assert _key_env_for("http://127.0.0.1/v1", "") is None
+    assert _key_env_for("http://127.0.0.1/v1", None) is None
+
+
+@pytest.mark.parametrize(("value", "ok"), [
+    (None, True), (0, True), (5, True), (-1, False), ("0", True), ("100%", True),
+    ("100.0%", True), ("100.5%", False), ("101%", False), ("0.5%", True), ("2.5", False),
+    ("ten", False)])
+def test_gate_values_are_row_counts_or_percentages_up_to_100(value, ok) -> None:
+    assert gate_value_ok(value) is ok
+
+
+@pytest.mark.parametrize(("value", "expected", "ok"), [
+    (True, "number", False), (1.5, "number", True), ("1", "number", False),
+    (3, "gate", True), ("5%", "gate", True), (True, "gate", False), (1.5, "gate", False),
+    (None, "int?", True), ([1], "list", True)])
+def test_config_value_types(value, expected, ok) -> None:
+    assert _type_ok(value, expected) is ok
+
+
+def test_config_type_names_say_or_null_for_optional_values() -> None:
+    assert _type_name("int?") == "a whole number or null"
+    assert _type_name("gate") == "a number of rows (e.g. 10) or a percentage (e.g. '1%')"
+
+
+def test_an_endpoints_value_of_the_wrong_type_is_named_with_its_value() -> None:
+    with pytest.raises(ConfigError) as caught:
+        endpoints_config([{"base_url": "http://127.0.0.1:1/v1", "model": "m",
+                           "weight": "heavy"}])
+    assert str(caught.value).endswith(
+        "summarization.endpoints[0].weight must be a number, got 'heavy'")
+
+
+def test_a_config_file_is_read_from_a_path_given_as_text(tmp_path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("compression:\n  target_max_tokens: 1234\n", encoding="utf-8")
+    assert CompressionConfig.from_yaml(str(path)).target_max_tokens == 1234
