@@ -23,6 +23,7 @@ from trajectory_compressor.core.config import (
     DEFAULT_KEY_ENV,
     CompressionConfig,
     _key_env_for,
+    _origin,
     _type_name,
     _type_ok,
     gate_value_ok,
@@ -856,3 +857,33 @@ def test_a_config_file_is_read_from_a_path_given_as_text(tmp_path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("compression:\n  target_max_tokens: 1234\n", encoding="utf-8")
     assert CompressionConfig.from_yaml(str(path)).target_max_tokens == 1234
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"target_max_tokens": 1}, "compression.summary_target_tokens must be smaller than "
+                               "compression.target_max_tokens (750 >= 1)"),
+    ({"mask_exclude_tools": ["  "]}, "compression.mask_exclude_tools must be a list of tool "
+                                     "names (non-empty strings)"),
+    ({"output_mode": "windows", "strategy": "mask"},
+     "output.mode windows works with compression.strategy summarize only, got 'mask'"),
+])
+def test_config_settings_refused_with_the_first_rule_they_break(settings, message) -> None:
+    with pytest.raises(ConfigError) as caught:
+        CompressionConfig().replace(**settings)
+    assert message in str(caught.value)
+
+
+def test_an_endpoints_variable_name_of_the_wrong_type_is_never_shown() -> None:
+    with pytest.raises(ConfigError) as caught:
+        endpoints_config([{"base_url": "http://127.0.0.1:1/v1", "model": "m",
+                           "api_key_env": 123456789}])
+    assert "123456789" not in str(caught.value)
+    assert "api_key_env must be a string or null, got a value of 9 characters" in str(
+        caught.value)
+
+
+def test_an_origin_names_the_schemes_default_port() -> None:
+    assert _origin("http://Example.org/v1") == ("http", "example.org", 80)
+    assert _origin("HTTPS://example.org") == ("https", "example.org", 443)
+    assert _origin("https://example.org:8443/") == ("https", "example.org", 8443)
+    assert _origin("ftp://example.org/") == ("ftp", "example.org", None)
