@@ -45,7 +45,7 @@ from trajectory_compressor.core.distill_row import (
 )
 from trajectory_compressor.core.errors import ConfigError, FatalSummaryError
 from trajectory_compressor.core.extractive import extractive_text
-from trajectory_compressor.core.metrics import METRICS_KEY, TrajectoryMetrics
+from trajectory_compressor.core.metrics import METRICS_KEY, AggregateMetrics, TrajectoryMetrics
 from trajectory_compressor.core.plan import Plan, Region
 from trajectory_compressor.core.reasons import deadline_error
 from trajectory_compressor.core.summary import (
@@ -887,3 +887,37 @@ def test_an_origin_names_the_schemes_default_port() -> None:
     assert _origin("HTTPS://example.org") == ("https", "example.org", 443)
     assert _origin("https://example.org:8443/") == ("https", "example.org", 8443)
     assert _origin("ftp://example.org/") == ("ftp", "example.org", None)
+
+
+# -- core/metrics: the strategy section, shares read back, a window's own keys -------------
+
+def test_the_strategy_section_adds_up_rows_over_the_target_only() -> None:
+    aggregate = AggregateMetrics()
+    aggregate.add(TrajectoryMetrics(strategy_used="mask", masked_turns=2, masked_tokens=50,
+                                    assistant_tokens=100, assistant_tokens_kept=1.0))
+    aggregate.add(TrajectoryMetrics(strategy_used="summarize", masked_turns=0,
+                                    assistant_tokens=300, assistant_tokens_kept=0.5))
+    aggregate.add(TrajectoryMetrics(strategy_used="mask", masked_turns=3, masked_tokens=70,
+                                    assistant_tokens=40, assistant_tokens_kept=0.25))
+    aggregate.add(TrajectoryMetrics(skipped_under_target=True, strategy_used="none",
+                                    masked_turns=9, masked_tokens=900, assistant_tokens=999))
+    assert aggregate.strategy_summary() == {
+        "rows_by_strategy": {"mask": 2, "summarize": 1},
+        "masked_rows": 2, "masked_turns": 5, "masked_tokens": 120,
+        "assistant_tokens_before": 440, "assistant_tokens_after": 100 + 150 + 10,
+        "assistant_tokens_kept": round(260 / 440, 4)}
+
+
+@pytest.mark.parametrize(("value", "share"), [
+    (0, 0.0), (0.25, 0.25), (1, 1.0), (True, 1.0), (False, 1.0), (1.5, 1.0), (-0.1, 1.0),
+    ("0.5", 1.0), (None, 1.0)])
+def test_a_rows_assistant_share_reads_back_only_when_it_is_a_share(value, share) -> None:
+    assert TrajectoryMetrics.from_dict({"assistant_tokens_kept": value}
+                                       ).assistant_tokens_kept == share
+
+
+def test_only_a_windows_metrics_carry_the_window_keys() -> None:
+    source = TrajectoryMetrics(windowed={"windows": 3, "summaries": 2}).to_dict()
+    assert "windows" not in source and "summaries" not in source
+    window = TrajectoryMetrics(windowed={"window": 2, "windows": 3, "source_id": "r"}).to_dict()
+    assert (window["window"], window["windows"], window["source_id"]) == (2, 3, "r")
