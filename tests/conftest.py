@@ -17,7 +17,9 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # No user config (app.config_file: $XDG_CONFIG_HOME/trajectory-compressor/config.yaml) of
 # the machine running the suite reaches a test: an empty folder of the suite's own.
-os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="tc-xdg-")
+# It goes with the session: a suite run (and each mutant's, issue 40) left one behind.
+_NO_USER_CONFIG = tempfile.TemporaryDirectory(prefix="tc-xdg-")
+os.environ["XDG_CONFIG_HOME"] = _NO_USER_CONFIG.name
 # A suite started in the background by a non-interactive shell (`cmd &`) inherits SIGINT
 # ignored, and so would every CLI it starts, which then cannot see the Ctrl-C the
 # interruption tests send. A handled signal is reset to the default in a child.

@@ -97,7 +97,6 @@ class _Output:
     """One tool output inside a turn: its text and how it is written back."""
 
     def __init__(self, text: str, encode: Callable[[str], str]) -> None:
-        self.original = text
         self.text = text
         self.encode = encode
 

@@ -133,10 +133,18 @@ async def compress_windows(compressor: Any, row: Row, turns: Trajectory,
         compressor.config, summary_tolerance=WINDOW_TOLERANCE))
     texts = [str(t.get("value", "")) for t in turns]
     requests: list[SummaryRequest] = []
+    tasks = [asyncio.ensure_future(_summarize(compressor, turns, texts, w, origin, requests))
+             for w in windows]
     try:
-        made = await asyncio.gather(*(
-            _summarize(compressor, turns, texts, w, origin, requests) for w in windows))
-    except asyncio.TimeoutError:
+        made = await asyncio.gather(*tasks)
+    except BaseException as exc:
+        # The other windows' summaries stop with the row (none of them is written, and
+        # none may go on calling the endpoint), and what each had asked is counted.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if not isinstance(exc, asyncio.TimeoutError):
+            raise
         metrics = base_metrics(plan, len(turns))
         add_usage(metrics, total_usage(requests))
         metrics.error = reasons.deadline_error(compressor.config.per_trajectory_timeout)
