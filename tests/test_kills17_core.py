@@ -903,13 +903,13 @@ def test_the_strategy_section_adds_up_rows_over_the_target_only() -> None:
                                     assistant_tokens=100, assistant_tokens_kept=1.0))
     aggregate.add(TrajectoryMetrics(strategy_used="summarize", masked_turns=0,
                                     assistant_tokens=300, assistant_tokens_kept=0.5))
-    aggregate.add(TrajectoryMetrics(strategy_used="mask", masked_turns=3, masked_tokens=70,
+    aggregate.add(TrajectoryMetrics(strategy_used="mask", masked_turns=1, masked_tokens=70,
                                     assistant_tokens=40, assistant_tokens_kept=0.25))
     aggregate.add(TrajectoryMetrics(skipped_under_target=True, strategy_used="none",
                                     masked_turns=9, masked_tokens=900, assistant_tokens=999))
     assert aggregate.strategy_summary() == {
         "rows_by_strategy": {"mask": 2, "summarize": 1},
-        "masked_rows": 2, "masked_turns": 5, "masked_tokens": 120,
+        "masked_rows": 2, "masked_turns": 3, "masked_tokens": 120,
         "assistant_tokens_before": 440, "assistant_tokens_after": 100 + 150 + 10,
         "assistant_tokens_kept": round(260 / 440, 4)}
 
@@ -1004,3 +1004,11 @@ def test_a_distribution_past_its_exact_cap_keeps_its_quantiles_within_a_percent(
     assert d.count == n and (d.min, d.max) == (1, n)
     median = d.quantile(0.5)
     assert median is not None and abs(median - n / 2) <= 0.01 * n / 2
+
+
+def test_averages_over_compressed_rows_and_a_one_token_run() -> None:
+    saved = [TrajectoryMetrics(original_tokens=5, compressed_tokens=5 - n, tokens_saved=n,
+                               was_compressed=True) for n in (1, 0, 0)]
+    assert aggregate_of(*saved)["averages"]["avg_tokens_saved_per_compressed"] == 0.3
+    tiny = aggregate_of(TrajectoryMetrics(original_tokens=1, compressed_tokens=1))
+    assert tiny["tokens"]["overall_compression_ratio"] == 1.0
