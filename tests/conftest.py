@@ -17,7 +17,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # No user config (app.config_file: $XDG_CONFIG_HOME/trajectory-compressor/config.yaml) of
 # the machine running the suite reaches a test: an empty folder of the suite's own.
-# It goes with the session: a suite run (and each mutant's, issue 40) left one behind.
+# It goes with the session (`pytest_unconfigure`: the mutation runner's children end
+# with os._exit, which runs no finalizer): each run and each mutant's had left one.
 _NO_USER_CONFIG = tempfile.TemporaryDirectory(prefix="tc-xdg-")
 os.environ["XDG_CONFIG_HOME"] = _NO_USER_CONFIG.name
 # A suite started in the background by a non-interactive shell (`cmd &`) inherits SIGINT
@@ -199,6 +200,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     the process that sees every test: the controller of a run on workers)."""
     if schedule.recording() and not hasattr(session.config, "workerinput"):
         schedule.record(_DURATIONS, _DURATIONS)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _NO_USER_CONFIG.cleanup()
 
 
 def _quick_run(config: pytest.Config) -> bool:

@@ -45,7 +45,13 @@ from trajectory_compressor.core.distill_row import (
 )
 from trajectory_compressor.core.errors import ConfigError, FatalSummaryError
 from trajectory_compressor.core.extractive import extractive_text
-from trajectory_compressor.core.metrics import METRICS_KEY, AggregateMetrics, TrajectoryMetrics
+from trajectory_compressor.core.fidelity import Fidelity
+from trajectory_compressor.core.metrics import (
+    METRICS_KEY,
+    AggregateMetrics,
+    Distribution,
+    TrajectoryMetrics,
+)
 from trajectory_compressor.core.plan import Plan, Region
 from trajectory_compressor.core.reasons import deadline_error
 from trajectory_compressor.core.summary import (
@@ -897,13 +903,13 @@ def test_the_strategy_section_adds_up_rows_over_the_target_only() -> None:
                                     assistant_tokens=100, assistant_tokens_kept=1.0))
     aggregate.add(TrajectoryMetrics(strategy_used="summarize", masked_turns=0,
                                     assistant_tokens=300, assistant_tokens_kept=0.5))
-    aggregate.add(TrajectoryMetrics(strategy_used="mask", masked_turns=3, masked_tokens=70,
+    aggregate.add(TrajectoryMetrics(strategy_used="mask", masked_turns=1, masked_tokens=70,
                                     assistant_tokens=40, assistant_tokens_kept=0.25))
     aggregate.add(TrajectoryMetrics(skipped_under_target=True, strategy_used="none",
                                     masked_turns=9, masked_tokens=900, assistant_tokens=999))
     assert aggregate.strategy_summary() == {
         "rows_by_strategy": {"mask": 2, "summarize": 1},
-        "masked_rows": 2, "masked_turns": 5, "masked_tokens": 120,
+        "masked_rows": 2, "masked_turns": 3, "masked_tokens": 120,
         "assistant_tokens_before": 440, "assistant_tokens_after": 100 + 150 + 10,
         "assistant_tokens_kept": round(260 / 440, 4)}
 
@@ -921,3 +927,88 @@ def test_only_a_windows_metrics_carry_the_window_keys() -> None:
     assert "windows" not in source and "summaries" not in source
     window = TrajectoryMetrics(windowed={"window": 2, "windows": 3, "source_id": "r"}).to_dict()
     assert (window["window"], window["windows"], window["source_id"]) == (2, 3, "r")
+
+
+def aggregate_of(*rows: TrajectoryMetrics) -> dict[str, Any]:
+    aggregate = AggregateMetrics()
+    for m in rows:
+        aggregate.add(m)
+    return aggregate.to_dict()
+
+
+def test_one_row_runs_rates_are_of_that_row() -> None:
+    d = aggregate_of(TrajectoryMetrics(original_tokens=3, compressed_tokens=1, tokens_saved=2,
+                                       was_compressed=True, compression_ratio=1 / 3,
+                                       summarization_api_calls=1, summarization_errors=1))
+    assert d["summary"]["compression_rate"] == 1.0
+    assert d["tokens"]["overall_compression_ratio"] == 0.3333
+    assert d["averages"]["avg_compression_ratio"] == 0.3333
+    assert d["summarization"]["success_rate"] == 0.0
+
+
+def test_rates_are_rounded_to_four_places() -> None:
+    rows = [TrajectoryMetrics(original_tokens=3, compressed_tokens=3, summarization_api_calls=1)
+            for _ in range(2)]
+    rows.append(TrajectoryMetrics(original_tokens=3, compressed_tokens=2, was_compressed=True,
+                                  summarization_api_calls=1, summarization_errors=1))
+    d = aggregate_of(*rows)
+    assert d["summary"]["compression_rate"] == 0.3333
+    assert d["tokens"]["overall_compression_ratio"] == 0.8889
+    assert d["summarization"]["success_rate"] == 0.6667
+
+
+def test_the_windows_section_shares_and_what_a_row_leaves_unsaid() -> None:
+    one = aggregate_of(TrajectoryMetrics(windowed={
+        "windows": 2, "summaries": 1, "summaries_by_source": {"llm": 1, "custom": 1},
+        "assistant_tokens": 1, "trained_assistant_tokens": 1}))
+    windows = one["windows"]
+    assert (windows["trained_share"], windows["trained_within_target_share"]) == (1.0, 1.0)
+    assert windows["windows_over"] == 0 and windows["trained_within_target"] == 1
+    assert one["summarization"]["summaries_by_source"]["custom"] == 1
+    assert one["summarization"]["summaries_by_source"]["llm"] == 1
+    thirds = aggregate_of(TrajectoryMetrics(windowed={
+        "windows": 3, "summaries": 2, "summaries_by_source": {"llm": 2},
+        "assistant_tokens": 3, "trained_assistant_tokens": 2, "windows_over": 1,
+        "trained_within_target": 1}))["windows"]
+    assert (thirds["trained_share"], thirds["trained_within_target_share"]) == (
+        0.6667, 0.3333)
+
+
+def test_a_summary_from_turn_zero_counts_in_the_fidelity_section() -> None:
+    f = Fidelity(3, 1, 3, 1, ())
+    d = aggregate_of(TrajectoryMetrics(was_compressed=True, turns_compressed_start_idx=0,
+                                       fidelity=f))
+    assert d["fidelity"]["count"] == 1
+    assert d["fidelity"]["mean_tail_ratio"] == 0.3333
+    assert d["fidelity"]["median_ratio"] == 0.3333
+
+
+def test_a_rows_metrics_round_its_assistant_share_and_read_old_rows() -> None:
+    assert TrajectoryMetrics(assistant_tokens_kept=1 / 3).to_dict()[
+        "assistant_tokens_kept"] == 0.3333
+    assert TrajectoryMetrics.from_dict({"masked_turns": True, "masked_tokens": 7}
+                                       ).masked_turns == 0
+    old = {"was_compressed": True, "compression_region": {"start_idx": 0, "end_idx": 2}}
+    assert TrajectoryMetrics.from_dict(old).strategy_used == "summarize"
+    assert TrajectoryMetrics.from_dict({**old, "was_compressed": False}
+                                       ).strategy_used == "none"
+    assert TrajectoryMetrics.from_dict({"was_compressed": True, "compression_region": {
+        "start_idx": -1}}).strategy_used == "none"
+
+
+def test_a_distribution_past_its_exact_cap_keeps_its_quantiles_within_a_percent() -> None:
+    d = Distribution()
+    n = Distribution.EXACT_CAP + 1
+    for value in range(1, n + 1):
+        d.add(value)
+    assert d.count == n and (d.min, d.max) == (1, n)
+    median = d.quantile(0.5)
+    assert median is not None and abs(median - n / 2) <= 0.01 * n / 2
+
+
+def test_averages_over_compressed_rows_and_a_one_token_run() -> None:
+    saved = [TrajectoryMetrics(original_tokens=5, compressed_tokens=5 - n, tokens_saved=n,
+                               was_compressed=True) for n in (1, 0, 0)]
+    assert aggregate_of(*saved)["averages"]["avg_tokens_saved_per_compressed"] == 0.3
+    tiny = aggregate_of(TrajectoryMetrics(original_tokens=1, compressed_tokens=1))
+    assert tiny["tokens"]["overall_compression_ratio"] == 1.0
