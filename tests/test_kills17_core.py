@@ -1,7 +1,11 @@
 """Tests written to kill mutants left by the seventeenth coverage-guided pass (issue 40,
 item 8) over the modules no run had reached on their current code: the extractive
-summary's terminal view of prose, ...
-All in process, on hand-made input.
+summary's terminal view of prose; a windowed row's summaries, metrics, deadline, masks
+and limits; the writer's windows, summarizer rows and lock checks; distill_row's pieces
+and counts; the notation's runs, ranges, JSON layout and errors; config rules, endpoint
+flags, origins, gates and types; the metrics file's sections by hand. All in process, on
+hand-made rows (a windowed row through `TrajectoryCompressor.compress_row`, with
+summarizers written for the test).
 """
 
 from __future__ import annotations
@@ -385,6 +389,136 @@ def test_a_window_that_stops_the_run_stops_the_rows_other_requests(counter) -> N
     asyncio.run(run())
 
 
+def test_a_window_over_the_target_says_why_and_trains_outside_the_share_within(
+        counter) -> None:
+    row = windows_row()
+    turns = row["conversations"]
+    big = " ".join(f"token{n}" for n in range(400))
+    turns[9] = {"from": "gpt", "value": f"A long plan: {big}"}
+    config = CompressionConfig(summarizer="extractive", output_mode="windows",
+                               target_max_tokens=400, summary_target_tokens=60)
+    compressor = TrajectoryCompressor(config, summarizer=Costly(), counter=counter)
+    result = asyncio.run(compressor.compress_row(row))
+    over = [(w, m) for w, m in zip(result.plan.windows, result.window_metrics, strict=True)
+            if m.still_over_limit]
+    assert len(over) == 1
+    window, m = over[0]
+    assert window.train.start <= 9 < window.train.end
+    assert m.compressed_tokens > 400 and m.windowed["window_over"] == window.over != ""
+    fits = [m for m in result.window_metrics if not m.still_over_limit]
+    assert all("window_over" not in m.windowed for m in fits)
+    row_metrics = result.metrics
+    assert row_metrics.still_over_limit and not row_metrics.skipped_under_target
+    assert row_metrics.windowed["windows_over"] == 1
+    assert row_metrics.windowed["trained_within_target"] == sum(
+        m.windowed["trained_assistant_tokens"] for m in fits)
+    assert row_metrics.windowed["trained_within_target"] < (
+        row_metrics.windowed["trained_assistant_tokens"])
+
+
+def test_a_windowed_rows_assistant_tokens_are_counted_apart_from_its_windows(
+        counter) -> None:
+    """Counted from the row, not summed from the plan: windows that missed a turn would
+    show as a trained share under 1 (here the last window is left out by hand)."""
+    compressor, result = windowed(counter, Costly())
+    turns = SHAREGPT.turns(windows_row())
+    short = dataclasses.replace(result.plan, windows=result.plan.windows[:-1])
+    made = asyncio.run(compressor.compress_planned(windows_row(), turns, short))
+    assistant = sum(counter.count_many([t["value"] for t in turns if t["from"] == "gpt"]))
+    trained = sum(w.trained_assistant_tokens for w in short.windows)
+    assert made.metrics.windowed["assistant_tokens"] == assistant > trained
+    assert made.metrics.windowed["trained_assistant_tokens"] == trained
+
+
+def test_under_a_chat_template_a_windowed_rows_assistant_tokens_are_the_plans(
+        counter, tmp_path) -> None:
+    """Under a template a turn's count holds its share of the markers: the plan's sums are
+    the figures in the same counting, a count of the texts alone would not be."""
+    template = tmp_path / "chatml.jinja"
+    template.write_text("{%- for m in messages -%}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                        "<|im_end|>\n{%- endfor -%}", encoding="utf-8")
+    _, result = windowed(counter, Costly(), token_counting="chat_template",
+                         chat_template=str(template))
+    turns = SHAREGPT.turns(windows_row())
+    trained = sum(w.trained_assistant_tokens for w in result.plan.windows)
+    texts_alone = sum(counter.count_many([t["value"] for t in turns if t["from"] == "gpt"]))
+    assert result.metrics.windowed["assistant_tokens"] == trained != texts_alone
+
+
+def masked_row() -> dict[str, Any]:
+    row = windows_row()
+    for i in (5, 11, 17):
+        row["conversations"][i] = {
+            "from": "tool", "value": "out " + " ".join(f"line{n}" for n in range(150))}
+    return row
+
+
+def test_windows_that_end_on_a_long_output_hold_it_masked_and_count_what_that_saved(
+        counter) -> None:
+    compressor, _ = windowed(counter, Costly(), add_summary_notice=False)
+    row = masked_row()
+    made = asyncio.run(compressor.compress_row(row))
+    masked = [(w, written, m) for w, written, m in zip(
+        made.plan.windows, made.windows, made.window_metrics, strict=True) if w.masked]
+    assert [w.masked for w, _, _ in masked] == [(5,), (11,), (17,)]
+    masks = WindowMasks(compressor, SHAREGPT.turns(row))
+    for window, written, m in masked:
+        texts = [t["value"] for t in SHAREGPT.turns(written)]
+        placeholder = masks.text(window.masked[0])
+        assert placeholder is not None and placeholder.startswith("[tool output masked:")
+        assert texts[-1] == placeholder and row["conversations"][window.masked[0]][
+            "value"] not in texts
+        assert (m.masked_turns, m.masked_tokens) == (1, window.masked_saving)
+        assert not m.still_over_limit
+    assert (made.metrics.masked_turns, made.metrics.masked_tokens) == (
+        3, sum(w.masked_saving for w, _, _ in masked))
+
+
+def test_window_masks_count_a_masked_turn_as_the_plan_counts_turns(counter, tmp_path) -> None:
+    row = masked_row()
+    turns = SHAREGPT.turns(row)
+    compressor = TrajectoryCompressor(CompressionConfig(), Costly(), counter)
+    counts = [counter.count(t["value"]) + 3 for t in turns]  # 3: as if a template's share
+    masks = WindowMasks(compressor, turns, counts)
+    placeholder = masks.text(5)
+    assert placeholder is not None and masks.text(5) is placeholder  # made once
+    assert masks.tokens(5) == counts[5] - counts[5] + counter.count(placeholder)
+    assert WindowMasks(compressor, turns).tokens(5) is None  # no planned counts
+    template = tmp_path / "chatml.jinja"
+    template.write_text("{%- for m in messages -%}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                        "<|im_end|>\n{%- endfor -%}", encoding="utf-8")
+    templated = TrajectoryCompressor(CompressionConfig(
+        token_counting="chat_template", chat_template=str(template)), Costly(), counter)
+    under = WindowMasks(templated, turns, counts)
+    # The template's share stays: the text alone is counted apart from the plan's count.
+    assert under.tokens(5) == counts[5] - counter.count(turns[5]["value"]) + counter.count(
+        placeholder)
+
+
+class FailsLast(Costly):
+    """As `Costly`, but the request for the region that ends last fails."""
+
+    def __init__(self, last_end: int) -> None:
+        super().__init__()
+        self.last_end = last_end
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        if request.first_index + len(request.turns) == self.last_end:
+            raise SummaryFailed("down", SummaryUsage(api_calls=1))
+        return await super().summarize(request)
+
+
+def test_a_windowed_rows_summary_source_is_its_last_windows(counter) -> None:
+    _, first = windowed(counter, Costly())
+    last_end = first.plan.windows[-1].summarized.end
+    _, result = windowed(counter, FailsLast(last_end))
+    sources = [m.summary_source for m in result.window_metrics[1:]]
+    assert sources[-1] == "fallback" and set(sources[:-1]) == {"llm"}
+    assert result.metrics.summary_source == "fallback"
+    assert result.metrics.windowed["summaries_by_source"] == {
+        "llm": len(sources) - 1, "fallback": 1}
+
+
 # -- engine/writer: windows in the over-limit file, summarizer rows, the lock --------------
 
 def windows_result(over: tuple[bool, ...], reasons_over: tuple[str, ...]) -> RowResult:
@@ -644,136 +778,6 @@ def test_a_json_header_over_text_that_is_no_json_reads_back_without_a_crash(body
     assert isinstance(shown, str) and shown.replace(" ", "").replace("\n", "") == body
 
 
-def test_a_window_over_the_target_says_why_and_trains_outside_the_share_within(
-        counter) -> None:
-    row = windows_row()
-    turns = row["conversations"]
-    big = " ".join(f"token{n}" for n in range(400))
-    turns[9] = {"from": "gpt", "value": f"A long plan: {big}"}
-    config = CompressionConfig(summarizer="extractive", output_mode="windows",
-                               target_max_tokens=400, summary_target_tokens=60)
-    compressor = TrajectoryCompressor(config, summarizer=Costly(), counter=counter)
-    result = asyncio.run(compressor.compress_row(row))
-    over = [(w, m) for w, m in zip(result.plan.windows, result.window_metrics, strict=True)
-            if m.still_over_limit]
-    assert len(over) == 1
-    window, m = over[0]
-    assert window.train.start <= 9 < window.train.end
-    assert m.compressed_tokens > 400 and m.windowed["window_over"] == window.over != ""
-    fits = [m for m in result.window_metrics if not m.still_over_limit]
-    assert all("window_over" not in m.windowed for m in fits)
-    row_metrics = result.metrics
-    assert row_metrics.still_over_limit and not row_metrics.skipped_under_target
-    assert row_metrics.windowed["windows_over"] == 1
-    assert row_metrics.windowed["trained_within_target"] == sum(
-        m.windowed["trained_assistant_tokens"] for m in fits)
-    assert row_metrics.windowed["trained_within_target"] < (
-        row_metrics.windowed["trained_assistant_tokens"])
-
-
-def test_a_windowed_rows_assistant_tokens_are_counted_apart_from_its_windows(
-        counter) -> None:
-    """Counted from the row, not summed from the plan: windows that missed a turn would
-    show as a trained share under 1 (here the last window is left out by hand)."""
-    compressor, result = windowed(counter, Costly())
-    turns = SHAREGPT.turns(windows_row())
-    short = dataclasses.replace(result.plan, windows=result.plan.windows[:-1])
-    made = asyncio.run(compressor.compress_planned(windows_row(), turns, short))
-    assistant = sum(counter.count_many([t["value"] for t in turns if t["from"] == "gpt"]))
-    trained = sum(w.trained_assistant_tokens for w in short.windows)
-    assert made.metrics.windowed["assistant_tokens"] == assistant > trained
-    assert made.metrics.windowed["trained_assistant_tokens"] == trained
-
-
-def test_under_a_chat_template_a_windowed_rows_assistant_tokens_are_the_plans(
-        counter, tmp_path) -> None:
-    """Under a template a turn's count holds its share of the markers: the plan's sums are
-    the figures in the same counting, a count of the texts alone would not be."""
-    template = tmp_path / "chatml.jinja"
-    template.write_text("{%- for m in messages -%}<|im_start|>{{ m.role }}\n{{ m.content }}"
-                        "<|im_end|>\n{%- endfor -%}", encoding="utf-8")
-    _, result = windowed(counter, Costly(), token_counting="chat_template",
-                         chat_template=str(template))
-    turns = SHAREGPT.turns(windows_row())
-    trained = sum(w.trained_assistant_tokens for w in result.plan.windows)
-    texts_alone = sum(counter.count_many([t["value"] for t in turns if t["from"] == "gpt"]))
-    assert result.metrics.windowed["assistant_tokens"] == trained != texts_alone
-
-
-def masked_row() -> dict[str, Any]:
-    row = windows_row()
-    for i in (5, 11, 17):
-        row["conversations"][i] = {
-            "from": "tool", "value": "out " + " ".join(f"line{n}" for n in range(150))}
-    return row
-
-
-def test_windows_that_end_on_a_long_output_hold_it_masked_and_count_what_that_saved(
-        counter) -> None:
-    compressor, _ = windowed(counter, Costly(), add_summary_notice=False)
-    row = masked_row()
-    made = asyncio.run(compressor.compress_row(row))
-    masked = [(w, written, m) for w, written, m in zip(
-        made.plan.windows, made.windows, made.window_metrics, strict=True) if w.masked]
-    assert [w.masked for w, _, _ in masked] == [(5,), (11,), (17,)]
-    masks = WindowMasks(compressor, SHAREGPT.turns(row))
-    for window, written, m in masked:
-        texts = [t["value"] for t in SHAREGPT.turns(written)]
-        placeholder = masks.text(window.masked[0])
-        assert placeholder is not None and placeholder.startswith("[tool output masked:")
-        assert texts[-1] == placeholder and row["conversations"][window.masked[0]][
-            "value"] not in texts
-        assert (m.masked_turns, m.masked_tokens) == (1, window.masked_saving)
-        assert not m.still_over_limit
-    assert (made.metrics.masked_turns, made.metrics.masked_tokens) == (
-        3, sum(w.masked_saving for w, _, _ in masked))
-
-
-def test_window_masks_count_a_masked_turn_as_the_plan_counts_turns(counter, tmp_path) -> None:
-    row = masked_row()
-    turns = SHAREGPT.turns(row)
-    compressor = TrajectoryCompressor(CompressionConfig(), Costly(), counter)
-    counts = [counter.count(t["value"]) + 3 for t in turns]  # 3: as if a template's share
-    masks = WindowMasks(compressor, turns, counts)
-    placeholder = masks.text(5)
-    assert placeholder is not None and masks.text(5) is placeholder  # made once
-    assert masks.tokens(5) == counts[5] - counts[5] + counter.count(placeholder)
-    assert WindowMasks(compressor, turns).tokens(5) is None  # no planned counts
-    template = tmp_path / "chatml.jinja"
-    template.write_text("{%- for m in messages -%}<|im_start|>{{ m.role }}\n{{ m.content }}"
-                        "<|im_end|>\n{%- endfor -%}", encoding="utf-8")
-    templated = TrajectoryCompressor(CompressionConfig(
-        token_counting="chat_template", chat_template=str(template)), Costly(), counter)
-    under = WindowMasks(templated, turns, counts)
-    # The template's share stays: the text alone is counted apart from the plan's count.
-    assert under.tokens(5) == counts[5] - counter.count(turns[5]["value"]) + counter.count(
-        placeholder)
-
-
-class FailsLast(Costly):
-    """As `Costly`, but the request for the region that ends last fails."""
-
-    def __init__(self, last_end: int) -> None:
-        super().__init__()
-        self.last_end = last_end
-
-    async def summarize(self, request: SummaryRequest) -> Summary:
-        if request.first_index + len(request.turns) == self.last_end:
-            raise SummaryFailed("down", SummaryUsage(api_calls=1))
-        return await super().summarize(request)
-
-
-def test_a_windowed_rows_summary_source_is_its_last_windows(counter) -> None:
-    _, first = windowed(counter, Costly())
-    last_end = first.plan.windows[-1].summarized.end
-    _, result = windowed(counter, FailsLast(last_end))
-    sources = [m.summary_source for m in result.window_metrics[1:]]
-    assert sources[-1] == "fallback" and set(sources[:-1]) == {"llm"}
-    assert result.metrics.summary_source == "fallback"
-    assert result.metrics.windowed["summaries_by_source"] == {
-        "llm": len(sources) - 1, "fallback": 1}
-
-
 # -- core/config: bounds, key names, endpoint flags, origins, gates, types -----------------
 
 def endpoints_config(endpoints: list[dict[str, Any]]) -> CompressionConfig:
@@ -895,7 +899,7 @@ def test_an_origin_names_the_schemes_default_port() -> None:
     assert _origin("ftp://example.org/") == ("ftp", "example.org", None)
 
 
-# -- core/metrics: the strategy section, shares read back, a window's own keys -------------
+# -- core/metrics by hand: rates, the strategy and windows sections, rows read back ---------
 
 def test_the_strategy_section_adds_up_rows_over_the_target_only() -> None:
     aggregate = AggregateMetrics()
