@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.test_kills5_engine import template_file
 from tests.test_writer_routing import TURNS, Clock, finish, make_writer, record, result
 from trajectory_compressor.core import reasons
 from trajectory_compressor.core.config import (
@@ -339,9 +340,7 @@ def test_window_limits_add_the_notice_once_and_the_template_markers(
     late = [turns[1], {"from": "system", "value": "x"}, *turns[2:]]
     assert window_limits(plain, late).extra == (counter.count("x" + notice)
                                                 - counter.count("x"))
-    template = tmp_path / "chatml.jinja"
-    template.write_text("{%- for m in messages -%}<|im_start|>{{ m.role }}\n{{ m.content }}"
-                        "<|im_end|>\n{%- endfor -%}", encoding="utf-8")
+    template = template_file(tmp_path)  # ChatML blocks
     templated = TrajectoryCompressor(CompressionConfig(
         **base, token_counting="chat_template", chat_template=str(template)),
         Costly(), counter)
@@ -434,9 +433,7 @@ def test_under_a_chat_template_a_windowed_rows_assistant_tokens_are_the_plans(
         counter, tmp_path) -> None:
     """Under a template a turn's count holds its share of the markers: the plan's sums are
     the figures in the same counting, a count of the texts alone would not be."""
-    template = tmp_path / "chatml.jinja"
-    template.write_text("{%- for m in messages -%}<|im_start|>{{ m.role }}\n{{ m.content }}"
-                        "<|im_end|>\n{%- endfor -%}", encoding="utf-8")
+    template = template_file(tmp_path)  # ChatML blocks
     _, result = windowed(counter, Costly(), token_counting="chat_template",
                          chat_template=str(template))
     turns = SHAREGPT.turns(windows_row())
@@ -484,9 +481,7 @@ def test_window_masks_count_a_masked_turn_as_the_plan_counts_turns(counter, tmp_
     assert placeholder is not None and masks.text(5) is placeholder  # made once
     assert masks.tokens(5) == counts[5] - counts[5] + counter.count(placeholder)
     assert WindowMasks(compressor, turns).tokens(5) is None  # no planned counts
-    template = tmp_path / "chatml.jinja"
-    template.write_text("{%- for m in messages -%}<|im_start|>{{ m.role }}\n{{ m.content }}"
-                        "<|im_end|>\n{%- endfor -%}", encoding="utf-8")
+    template = template_file(tmp_path)  # ChatML blocks
     templated = TrajectoryCompressor(CompressionConfig(
         token_counting="chat_template", chat_template=str(template)), Costly(), counter)
     under = WindowMasks(templated, turns, counts)
